@@ -1,0 +1,96 @@
+/* Compute kernels: no MPI, no allocation of model state. Shapes in llm.c style:
+ *   B batch, T sequence, C channels, NH heads, HS = C/NH, V vocab, Vp padded vocab,
+ *   N = rows (B*T). Row-major everywhere; weights are (out, in) like llm.c.
+ *
+ * Gradient convention: every backward ACCUMULATES (+=) into its gradient outputs,
+ * so residual branches and shared weights need no special case. A NULL gradient
+ * pointer means "skip that gradient" (pipeline zero-bubble splits backward into
+ * input-gradient I and weight-gradient W).
+ *
+ * Each optimized kernel has a plain reference (suffix _ref) beside it; tests
+ * compare them. Kernels split rows/tiles over the pool with (ith, nth); pool may
+ * be NULL (serial). */
+#ifndef RP_KERNELS_H
+#define RP_KERNELS_H
+
+#include <stdint.h>
+#include "rp_pool.h"
+
+/* ---- matmul: out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL) */
+void rp_matmul_forward(float *out, const float *inp, const float *weight,
+                       const float *bias, int N, int IC, int OC, rp_pool *pool);
+/* dinp[N,IC] += dout @ weight; dweight[OC,IC] += dout^T @ inp; dbias[OC] += sum rows */
+void rp_matmul_backward(float *dinp, float *dweight, float *dbias,
+                        const float *dout, const float *inp, const float *weight,
+                        int N, int IC, int OC, rp_pool *pool);
+void rp_matmul_forward_ref(float *out, const float *inp, const float *weight,
+                           const float *bias, int N, int IC, int OC);
+void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            int N, int IC, int OC);
+/* How GEMMs use the cores (decided by measurement, see bench gemm):
+ * RP_GEMM_BLAS_THREADS: one sgemm call with OpenBLAS threads = pool size, pool asleep;
+ * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice. */
+typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1 } rp_gemm_mode;
+void rp_gemm_set_mode(rp_gemm_mode mode);
+rp_gemm_mode rp_gemm_get_mode(void);
+void rp_blas_set_threads(int n);   /* openblas_set_num_threads, remembered */
+
+/* ---- embedding: out[N,C] = wte[tok[i]] + wpe[pos[i]] */
+void rp_embed_forward(float *out, const int32_t *tok, const int32_t *pos,
+                      const float *wte, const float *wpe, int N, int C, rp_pool *pool);
+void rp_embed_backward(float *dwte, float *dwpe, const float *dout,
+                       const int32_t *tok, const int32_t *pos, int N, int C,
+                       rp_pool *pool);
+
+/* ---- layernorm over C per row; saves mean[N] and rstd[N] for backward */
+void rp_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, int N, int C, rp_pool *pool);
+void rp_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, const float *mean,
+                           const float *rstd, int N, int C, rp_pool *pool);
+
+/* ---- GELU, tanh approximation (GPT-2) */
+void rp_gelu_forward(float *out, const float *inp, long n, rp_pool *pool);
+void rp_gelu_backward(float *dinp, const float *inp, const float *dout, long n,
+                      rp_pool *pool);
+
+/* ---- residual: out = a + b; backward is da += dout, db += dout */
+void rp_residual_forward(float *out, const float *a, const float *b, long n, rp_pool *pool);
+void rp_add_inplace(float *acc, const float *x, long n, rp_pool *pool); /* acc += x */
+
+/* ---- reference causal attention, O(T^2) memory: the oracle for every other one.
+ * qkv[B,T,3C] holds q,k,v per row; out[B,T,C]; att[B,NH,T,T] saved softmax probs.
+ * lse[B,NH,T] (may be NULL) gets the row log-sum-exp of the scaled scores. */
+void rp_attention_ref_forward(float *out, float *att, float *lse, const float *qkv,
+                              int B, int T, int C, int NH, int causal, rp_pool *pool);
+void rp_attention_ref_backward(float *dqkv, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH,
+                               rp_pool *pool);
+
+/* ---- fused softmax + cross-entropy over the first V of Vp logits per row.
+ * A target of -1 is masked: loss 0, gradient 0. Stable (max-subtracted). */
+void rp_xent_forward(float *losses, const float *logits, const int32_t *targets,
+                     int N, int V, int Vp, rp_pool *pool);
+/* dlogits = (softmax(logits) - onehot(target)) * dscale, written (not accumulated);
+ * dlogits may alias logits. Padded columns V..Vp get 0. Also writes losses if
+ * non-NULL, so one pass serves training. */
+void rp_xent_backward(float *dlogits, float *losses, const float *logits,
+                      const int32_t *targets, float dscale, int N, int V, int Vp,
+                      rp_pool *pool);
+
+/* ---- optimizer */
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+} rp_adamw_hparams;
+/* One AdamW step over n values; t is the 1-based step for bias correction;
+ * weight decay (decoupled) is applied only when decay != 0. */
+void rp_adamw_update(float *param, const float *grad, float *m, float *v, long n,
+                     const rp_adamw_hparams *h, float wd, int t, rp_pool *pool);
+double rp_sumsq(const float *x, long n, rp_pool *pool);   /* sum of squares, double acc */
+void rp_scale(float *x, float s, long n, rp_pool *pool);
+/* lr at 0-based step: linear warmup over `warmup`, cosine from lr to min_lr until
+ * total; constant lr when warmup == 0 and min_lr == lr. */
+float rp_lr_cosine(int step, int warmup, int total, float lr, float min_lr);
+
+#endif

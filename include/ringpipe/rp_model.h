@@ -1,0 +1,182 @@
+/* GPT-2 model in fp32, split into chunks so that a pipeline stage, a virtual stage
+ * or the whole model are the same object.
+ *
+ * A chunk holds a contiguous range of transformer layers and optionally the
+ * embeddings (first stage) and/or the final LayerNorm + tied LM head + loss (last
+ * stage). Its parameters live in ONE contiguous buffer with named views (llm.c
+ * style), laid out layer-major so that a chunk's buffer is a slice of the
+ * whole model's and data-parallel buckets map to layers. When one chunk has both
+ * embed and head the token embedding is shared (tied); when they are on different
+ * chunks each holds a copy of wte and the pipeline sums their gradients.
+ *
+ * The model knows nothing of MPI. Attention is a backend (local reference, local
+ * flash, ring, Ulysses) handed in through rp_exec.
+ *
+ * Shapes: B batch, T tokens of this rank's sequence shard, C channels, NH heads,
+ * L layers, V vocab, Vp padded vocab, N = B*T rows. */
+#ifndef RP_MODEL_H
+#define RP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "rp_base.h"
+#include "rp_pool.h"
+
+typedef struct {
+  int L;      /* layers */
+  int C;      /* channels */
+  int NH;     /* heads */
+  int T;      /* max sequence length (rows of wpe) */
+  int V;      /* vocabulary */
+  int Vp;     /* padded vocabulary (multiple of 64 for GEMM speed, >= V) */
+} rp_gpt_config;
+
+/* Checks divisibility and ranges; message names the value and the fix. */
+rp_status rp_gpt_config_validate(const rp_gpt_config *cfg);
+int rp_pad_vocab(int V);                 /* V rounded up to a multiple of 64 */
+/* Parameter count of the whole model (wte counted once, padded rows excluded). */
+size_t rp_gpt_num_params(const rp_gpt_config *cfg);
+
+typedef struct {
+  int first_layer, num_layers;   /* global layer range [first, first+num) */
+  int has_embed, has_head;
+} rp_stage_spec;
+
+/* One named tensor of a chunk: GPT-2 (Hugging Face) name, shape as stored here
+ * (llm.c orientation), offset in the chunk buffer, and whether AdamW decays it. */
+typedef struct {
+  char name[48];
+  int ndim;
+  int shape[2];
+  size_t offset, numel;
+  int decay;          /* 1 for matrices (weights), 0 for biases, LN, embeddings' none */
+  int hf_transpose;   /* HF Conv1D stores (in, out): transpose when exporting */
+  int layer;          /* global layer index, -1 for embeddings / head */
+  int is_wte;         /* the (tied) token embedding */
+} rp_tensor;
+
+typedef struct {
+  float *ln1w, *ln1b;         /* C */
+  float *qkvw, *qkvb;         /* 3C x C, 3C */
+  float *attprojw, *attprojb; /* C x C, C */
+  float *ln2w, *ln2b;         /* C */
+  float *fcw, *fcb;           /* 4C x C, 4C */
+  float *fcprojw, *fcprojb;   /* C x 4C, C */
+} rp_layer_params;
+
+typedef struct {
+  float *wte;                 /* Vp x C (embed and/or head) */
+  float *wpe;                 /* T x C (embed) */
+  rp_layer_params *layer;     /* num_layers entries */
+  float *lnfw, *lnfb;         /* C (head) */
+} rp_param_views;
+
+typedef struct {
+  rp_gpt_config cfg;
+  rp_stage_spec spec;
+  size_t num_params;          /* floats in this chunk's buffer */
+  float *params, *grads;      /* one buffer each (RP_MEM_PARAMS / RP_MEM_GRADS) */
+  rp_param_views p, g;        /* named views into params / grads */
+  rp_tensor *tensors;
+  int num_tensors;
+} rp_chunk;
+
+/* Validates cfg+spec, allocates and lays out params and grads (zeroed). */
+rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_spec *spec);
+void rp_chunk_free(rp_chunk *m);
+/* GPT-2 init (normal 0.02, residual projections 0.02/sqrt(2L), biases 0, LN 1/0).
+ * Each tensor draws from its own stream seeded by (seed, global tensor id) so a
+ * chunk of layers gets exactly the values the whole model would. */
+void rp_chunk_init_weights(rp_chunk *m, uint64_t seed);
+void rp_chunk_zero_grads(rp_chunk *m);
+const rp_tensor *rp_chunk_find(const rp_chunk *m, const char *name);
+
+/* ---- attention backends: the seam where context parallelism plugs in. */
+typedef struct rp_attn_backend rp_attn_backend;
+struct rp_attn_backend {
+  const char *name;
+  /* floats of saved state per layer per micro-batch (probs for the reference,
+   * log-sum-exp for flash) */
+  size_t (*saved_floats)(const rp_attn_backend *a, int B, int T, int C, int NH);
+  /* out[B,T,C] from qkv[B,T,3C]; causal */
+  void (*forward)(const rp_attn_backend *a, float *out, float *saved,
+                  const float *qkv, int B, int T, int C, int NH, rp_pool *pool);
+  /* dqkv[B,T,3C] += gradient, given dout[B,T,C] and forward out + saved */
+  void (*backward)(const rp_attn_backend *a, float *dqkv, const float *dout,
+                   const float *qkv, const float *out, const float *saved,
+                   int B, int T, int C, int NH, rp_pool *pool);
+  void *ctx;
+};
+/* The local O(T^2) reference backend (always available; the oracle). */
+const rp_attn_backend *rp_attn_reference(void);
+
+/* ---- activations of one micro-batch through one chunk, sized up front. */
+typedef struct {
+  float *ln1, *ln1_mean, *ln1_rstd;   /* N x C, N, N */
+  float *qkv;                         /* N x 3C */
+  float *atty;                        /* N x C, attention output */
+  float *att_saved;                   /* backend's saved state */
+  float *res2;                        /* N x C, x + attn proj */
+  float *ln2, *ln2_mean, *ln2_rstd;   /* N x C, N, N */
+  float *fch, *fch_gelu;              /* N x 4C each */
+  float *res3;                        /* N x C, layer output */
+} rp_layer_acts;
+
+typedef struct {
+  int B, T;
+  int32_t *tokens, *targets, *pos;    /* N each (copied in by the caller) */
+  float *input;                       /* N x C: embedding output or received activation */
+  rp_layer_acts *layer;               /* num_layers */
+  float *lnf, *lnf_mean, *lnf_rstd;   /* head: N x C, N, N */
+  float *logits;                      /* head: N x Vp (becomes dlogits in backward) */
+  float *losses;                      /* head: N */
+  float *output;                      /* alias: last layer's res3 (or input if 0 layers) */
+} rp_acts;
+
+size_t rp_acts_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int T);
+/* Carve views from `mem` (rp_acts_bytes long, 64-byte aligned). `layer_views`
+ * must hold num_layers entries and outlives acts. */
+void rp_acts_bind(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
+                  const rp_attn_backend *attn, void *mem, int B, int T);
+
+/* Gradient scratch for one chunk, shared by all micro-batches. */
+typedef struct {
+  float *dres;    /* N x C: gradient of the residual stream (in/out of a layer) */
+  float *dbuf;    /* N x C */
+  float *dln;     /* N x C */
+  float *dqkv;    /* N x 3C */
+  float *dfch;    /* N x 4C */
+  void *mem;
+} rp_grad_ws;
+rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T);
+void rp_grad_ws_free(rp_grad_ws *w);
+
+typedef struct {
+  rp_pool *pool;
+  const rp_attn_backend *attn;
+} rp_exec;
+
+/* Forward pieces. The embed step reads a->tokens / a->pos and writes a->input.
+ * Layers read a->input and write a->output. The head reads a->output and
+ * a->targets and returns the SUM of per-token losses over valid targets (masked
+ * -1 targets excluded); *valid (may be NULL) gets their count. */
+void rp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+double rp_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x);
+/* Whole chunk: embed (if any), layers, head (if any; returns loss sum, else 0). */
+double rp_chunk_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x);
+
+/* Backward pieces. dscale multiplies d(loss sum): pass 1/(valid tokens in the
+ * global batch) so that grads are of the global mean loss whatever the layout.
+ * Head: computes dlogits in place, accumulates head grads, writes w->dres.
+ * Layers: consume w->dres (gradient w.r.t. a->output), leave the gradient w.r.t.
+ * a->input in w->dres. Embed: consumes w->dres. */
+void rp_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x);
+void rp_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
+void rp_embed_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
+void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x);
+
+/* FLOPs of one token's forward+backward (6N + 12 L T C style, for MFU). */
+double rp_gpt_flops_per_token(const rp_gpt_config *cfg, int T);
+
+#endif

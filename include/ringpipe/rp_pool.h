@@ -1,0 +1,44 @@
+/* Thread pool: pinned pthread workers running (ith, nth) kernels, ggml-style.
+ *
+ * A pool of nth threads is the caller plus nth-1 workers. rp_pool_run hands
+ * fn(ctx, ith, nth) to every thread (the caller is ith 0) and returns when all
+ * are done. Workers spin briefly for the next job and then sleep on a condition
+ * variable, so that they never compete with OpenBLAS's threads for the cores
+ * while a GEMM runs.
+ *
+ * rp_pool_launch/rp_pool_poll/rp_pool_wait run a job on the workers only
+ * (nth-1 of them; the job sees nth = workers) while the caller stays free,
+ * e.g. to drive MPI progress between tiles. With one thread, launch runs the
+ * job synchronously on the caller. */
+#ifndef RP_POOL_H
+#define RP_POOL_H
+
+#include "rp_base.h"
+
+typedef void (*rp_pool_fn)(void *ctx, int ith, int nth);
+typedef struct rp_pool rp_pool;
+
+/* pin: bind thread i to the i-th CPU of this process's allowed set (libnuma /
+ * sched_setaffinity); skipped if fewer CPUs than threads are allowed. */
+rp_status rp_pool_create(rp_pool **out, int nthreads, int pin);
+void rp_pool_destroy(rp_pool *p);
+int rp_pool_size(const rp_pool *p);
+
+void rp_pool_run(rp_pool *p, rp_pool_fn fn, void *ctx);
+
+/* Asynchronous variant: returns at once; the caller is not a worker. */
+void rp_pool_launch(rp_pool *p, rp_pool_fn fn, void *ctx);
+int rp_pool_poll(rp_pool *p);      /* 1 when the launched job has finished */
+void rp_pool_wait(rp_pool *p);
+
+/* Split [0, n) into nth near-equal contiguous ranges; range of thread ith. */
+static inline void rp_split(long n, int ith, int nth, long *lo, long *hi) {
+  long q = n / nth, r = n % nth;
+  *lo = ith * q + (ith < r ? ith : r);
+  *hi = *lo + q + (ith < r ? 1 : 0);
+}
+
+/* A process-wide default pool used by kernels when passed NULL (1 thread). */
+rp_pool *rp_pool_serial(void);
+
+#endif

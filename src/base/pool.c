@@ -1,0 +1,203 @@
+/* Thread pool of pinned workers that spin briefly, then sleep.
+ *
+ * Why spin-then-sleep: kernels between GEMMs are short (tens of microseconds), so
+ * a worker that slept after each job would pay a futex wake-up per kernel; but a
+ * worker that spins forever steals the core from OpenBLAS's own threads while an
+ * sgemm runs. A short, time-bounded spin gets both. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringpipe/rp_pool.h"
+#include "ringpipe/rp_util.h"
+
+#define SPIN_SECONDS 50e-6
+
+typedef struct {
+  rp_pool *pool;
+  int index;  /* 1..n-1 */
+} worker_arg;
+
+struct rp_pool {
+  int n;
+  pthread_t *threads;
+  worker_arg *args;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_start, cv_done;
+  _Atomic unsigned long gen;   /* bumped once per job */
+  _Atomic int pending;         /* workers still running the current job */
+  _Atomic int stop;
+  rp_pool_fn fn;
+  void *ctx;
+  int async;                   /* job runs on workers only (caller free) */
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static void pin_to(int slot) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  if (slot >= CPU_COUNT(&allowed)) return;
+  int k = -1;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (CPU_ISSET(c, &allowed) && ++k == slot) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+      return;
+    }
+  }
+}
+
+/* Pinning is only safe when this process's threads fit the cores it may use and
+ * no sibling rank on the node shares them (mpirun --bind-to none gives every
+ * rank all cores: then the OS places threads better than a fixed map would). */
+static int pinning_allowed(int nthreads) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int local_size = ls ? atoi(ls) : 1;
+  return local_size <= 1 && nthreads <= CPU_COUNT(&allowed);
+}
+
+static void finish_one(rp_pool *p) {
+  if (atomic_fetch_sub(&p->pending, 1) == 1) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv_done);
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker_arg *wa = arg;
+  rp_pool *p = wa->pool;
+  unsigned long seen = 0;
+  for (;;) {
+    double t0 = rp_now();
+    while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen &&
+           !atomic_load(&p->stop)) {
+      cpu_relax();
+      if (rp_now() - t0 > SPIN_SECONDS) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+          pthread_cond_wait(&p->cv_start, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+      }
+    }
+    if (atomic_load(&p->stop)) return NULL;
+    seen = atomic_load(&p->gen);
+    if (p->async)
+      p->fn(p->ctx, wa->index - 1, p->n - 1);
+    else
+      p->fn(p->ctx, wa->index, p->n);
+    finish_one(p);
+  }
+}
+
+rp_status rp_pool_create(rp_pool **out, int nthreads, int pin) {
+  if (nthreads < 1 || nthreads > 1024)
+    return rp_err(RP_EINVAL, "--threads %d is out of range; use 1..1024", nthreads);
+  rp_pool *p = calloc(1, sizeof *p);
+  if (!p) return rp_err(RP_ENOMEM, "out of memory creating the thread pool");
+  p->n = nthreads;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv_start, NULL);
+  pthread_cond_init(&p->cv_done, NULL);
+  int do_pin = pin && pinning_allowed(nthreads);
+  if (do_pin) pin_to(0);
+  p->threads = calloc(nthreads, sizeof *p->threads);
+  p->args = calloc(nthreads, sizeof *p->args);
+  for (int i = 1; i < nthreads; i++) {
+    p->args[i].pool = p;
+    p->args[i].index = i;
+    if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) {
+      p->n = i;
+      rp_pool_destroy(p);
+      return rp_err(RP_ENOMEM, "could not start worker thread %d of %d", i, nthreads);
+    }
+    if (do_pin) {
+      cpu_set_t allowed, one;
+      sched_getaffinity(0, sizeof allowed, &allowed);
+      CPU_ZERO(&one);
+      int k = -1;
+      for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed) && ++k == i) CPU_SET(c, &one);
+      pthread_setaffinity_np(p->threads[i], sizeof one, &one);
+    }
+  }
+  *out = p;
+  return RP_OK;
+}
+
+void rp_pool_destroy(rp_pool *p) {
+  if (!p || p == rp_pool_serial()) return;
+  atomic_store(&p->stop, 1);
+  pthread_mutex_lock(&p->mu);
+  pthread_cond_broadcast(&p->cv_start);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv_start);
+  pthread_cond_destroy(&p->cv_done);
+  free(p->threads);
+  free(p->args);
+  free(p);
+}
+
+int rp_pool_size(const rp_pool *p) { return p ? p->n : 1; }
+
+static void start_job(rp_pool *p, rp_pool_fn fn, void *ctx, int async) {
+  p->fn = fn;
+  p->ctx = ctx;
+  p->async = async;
+  atomic_store(&p->pending, p->n - 1);
+  atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+  pthread_mutex_lock(&p->mu);
+  pthread_cond_broadcast(&p->cv_start);
+  pthread_mutex_unlock(&p->mu);
+}
+
+void rp_pool_wait(rp_pool *p) {
+  if (!p || p->n == 1) return;
+  double t0 = rp_now();
+  while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+    cpu_relax();
+    if (rp_now() - t0 > SPIN_SECONDS) {
+      pthread_mutex_lock(&p->mu);
+      while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+      pthread_mutex_unlock(&p->mu);
+    }
+  }
+}
+
+void rp_pool_run(rp_pool *p, rp_pool_fn fn, void *ctx) {
+  if (!p || p->n == 1) {
+    fn(ctx, 0, 1);
+    return;
+  }
+  start_job(p, fn, ctx, 0);
+  fn(ctx, 0, p->n);
+  rp_pool_wait(p);
+}
+
+void rp_pool_launch(rp_pool *p, rp_pool_fn fn, void *ctx) {
+  if (!p || p->n == 1) {
+    fn(ctx, 0, 1);
+    return;
+  }
+  start_job(p, fn, ctx, 1);
+}
+
+int rp_pool_poll(rp_pool *p) {
+  return !p || p->n == 1 || atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
+}
+
+static rp_pool serial_pool = {.n = 1};
+rp_pool *rp_pool_serial(void) { return &serial_pool; }

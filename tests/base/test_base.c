@@ -1,0 +1,121 @@
+/* Base: pool runs every (ith, nth) exactly once, async launch, arena accounting,
+ * error messages, rng determinism. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_pool.h"
+#include "ringpipe/rp_util.h"
+
+typedef struct {
+  _Atomic int hits[8];
+  _Atomic int nth_seen;
+} pool_probe;
+
+static void probe_fn(void *ctx, int ith, int nth) {
+  pool_probe *p = ctx;
+  atomic_fetch_add(&p->hits[ith], 1);
+  atomic_store(&p->nth_seen, nth);
+}
+
+static void test_pool_runs_each_thread_once(void **state) {
+  for (int n = 1; n <= 4; n++) {
+    rp_pool *pool;
+    assert_int_equal(rp_pool_create(&pool, n, 0), RP_OK);
+    for (int rep = 0; rep < 200; rep++) {
+      pool_probe pr = {0};
+      rp_pool_run(pool, probe_fn, &pr);
+      for (int i = 0; i < n; i++) assert_int_equal(pr.hits[i], 1);
+      for (int i = n; i < 8; i++) assert_int_equal(pr.hits[i], 0);
+      assert_int_equal(pr.nth_seen, n);
+    }
+    rp_pool_destroy(pool);
+  }
+}
+
+static void test_pool_async_leaves_caller_free(void **state) {
+  rp_pool *pool;
+  assert_int_equal(rp_pool_create(&pool, 3, 0), RP_OK);
+  pool_probe pr = {0};
+  rp_pool_launch(pool, probe_fn, &pr);
+  while (!rp_pool_poll(pool)) {
+  }
+  rp_pool_wait(pool);
+  assert_int_equal(pr.hits[0], 1);
+  assert_int_equal(pr.hits[1], 1);
+  assert_int_equal(pr.hits[2], 0);
+  assert_int_equal(pr.nth_seen, 2);
+  rp_pool_destroy(pool);
+}
+
+static void test_split_covers_range(void **state) {
+  for (int nth = 1; nth < 7; nth++) {
+    long next = 0;
+    for (int i = 0; i < nth; i++) {
+      long lo, hi;
+      rp_split(23, i, nth, &lo, &hi);
+      assert_int_equal(lo, next);
+      next = hi;
+    }
+    assert_int_equal(next, 23);
+  }
+}
+
+static void test_alloc_accounting(void **state) {
+  size_t before = rp_mem_current(RP_MEM_ACTS);
+  float *a = rp_alloc(1000 * sizeof(float), RP_MEM_ACTS);
+  float *b = rp_alloc(1 << 20, RP_MEM_ACTS);
+  assert_non_null(a);
+  assert_true(((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0);
+  for (int i = 0; i < 1000; i++) assert_true(a[i] == 0.0f);
+  assert_int_equal(rp_mem_current(RP_MEM_ACTS), before + 4000 + (1 << 20));
+  rp_free(b);
+  assert_int_equal(rp_mem_current(RP_MEM_ACTS), before + 4000);
+  assert_true(rp_mem_peak(RP_MEM_ACTS) >= before + 4000 + (1 << 20));
+  rp_free(a);
+  rp_arena ar;
+  assert_int_equal(rp_arena_init(&ar, 1024, RP_MEM_WORKSPACE), RP_OK);
+  float *x = rp_arena_floats(&ar, 3), *y = rp_arena_floats(&ar, 5);
+  assert_int_equal((char *)y - (char *)x, 64);
+  rp_arena_free(&ar);
+}
+
+static void test_errors_carry_message(void **state) {
+  rp_status s = rp_err(RP_EINVAL, "--heads %d does not divide --channels %d", 5, 384);
+  assert_int_equal(s, RP_EINVAL);
+  assert_string_equal(rp_errmsg(), "--heads 5 does not divide --channels 384");
+}
+
+static void test_rng_deterministic(void **state) {
+  rp_rng a, b;
+  rp_rng_seed(&a, 42);
+  rp_rng_seed(&b, 42);
+  double sum = 0, sq = 0;
+  for (int i = 0; i < 100000; i++) {
+    assert_true(rp_rng_u64(&a) == rp_rng_u64(&b));
+    float z = rp_rng_normal(&a);
+    rp_rng_normal(&b);
+    sum += z;
+    sq += z * z;
+  }
+  assert_true(fabs(sum / 100000) < 0.02);
+  assert_true(fabs(sq / 100000 - 1.0) < 0.02);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pool_runs_each_thread_once),
+      cmocka_unit_test(test_pool_async_leaves_caller_free),
+      cmocka_unit_test(test_split_covers_range),
+      cmocka_unit_test(test_alloc_accounting),
+      cmocka_unit_test(test_errors_carry_message),
+      cmocka_unit_test(test_rng_deterministic),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
