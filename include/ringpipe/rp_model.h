@@ -145,7 +145,8 @@ typedef struct {
   float *dbuf;    /* N x C */
   float *dln;     /* N x C */
   float *dqkv;    /* N x 3C */
-  float *dfch;    /* N x 4C */
+  float *dfch;    /* N x 4C: gradient before GELU */
+  float *dfch_gelu; /* N x 4C: gradient after GELU */
   void *mem;
 } rp_grad_ws;
 rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T);
@@ -160,9 +161,9 @@ typedef struct {
  * Layers read a->input and write a->output. The head reads a->output and
  * a->targets and returns the SUM of per-token losses over valid targets (masked
  * -1 targets excluded); *valid (may be NULL) gets their count. */
-void rp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
-void rp_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
-double rp_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x);
+void rp_chunk_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x);
 /* Whole chunk: embed (if any), layers, head (if any; returns loss sum, else 0). */
 double rp_chunk_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x);
 
@@ -171,10 +172,34 @@ double rp_chunk_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec
  * Head: computes dlogits in place, accumulates head grads, writes w->dres.
  * Layers: consume w->dres (gradient w.r.t. a->output), leave the gradient w.r.t.
  * a->input in w->dres. Embed: consumes w->dres. */
-void rp_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x);
-void rp_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
-void rp_embed_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
+void rp_chunk_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x);
+void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
+void rp_chunk_embed_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
 void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x);
+
+/* Zero-bubble split of backward: I (input gradient) now, W (weight gradient)
+ * later. I keeps the gradients of each matmul's and LayerNorm's output in a
+ * per-micro-batch stash; W turns them into weight gradients. I followed by W
+ * gives bitwise the same gradients as rp_chunk_backward. The stash holds, per
+ * layer, 11 N x C floats (dres3, dfch[4C], dln2, dres2, dqkv[3C], dln1), plus
+ * dlnf (head) and the embedding's dres. The head's dlogits stay in a->logits. */
+typedef struct {
+  float *dres3, *dfch, *dln2, *dres2, *dqkv, *dln1;
+} rp_layer_douts;
+typedef struct {
+  rp_layer_douts *layer;   /* num_layers */
+  float *dlnf;             /* head */
+  float *dembed;           /* embed */
+} rp_wstash;
+size_t rp_wstash_bytes(const rp_chunk *m, int B, int T);
+void rp_wstash_bind(rp_wstash *s, rp_layer_douts *layer_views, const rp_chunk *m, void *mem,
+                    int B, int T);
+/* I: gradient w.r.t. the chunk input left in w->dres (as rp_chunk_backward). */
+void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *s, float dscale,
+                             const rp_exec *x);
+/* W: accumulates every weight gradient of the chunk from the stash. */
+void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
+                              const rp_exec *x);
 
 /* FLOPs of one token's forward+backward (6N + 12 L T C style, for MFU). */
 double rp_gpt_flops_per_token(const rp_gpt_config *cfg, int T);

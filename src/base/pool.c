@@ -18,6 +18,7 @@
 typedef struct {
   rp_pool *pool;
   int index;  /* 1..n-1 */
+  int cpu;    /* core to pin to, -1 for none */
 } worker_arg;
 
 struct rp_pool {
@@ -32,6 +33,7 @@ struct rp_pool {
   rp_pool_fn fn;
   void *ctx;
   int async;                   /* job runs on workers only (caller free) */
+  int pinned_caller;           /* the creating thread was pinned: unpin on destroy */
 };
 
 static inline void cpu_relax(void) {
@@ -40,28 +42,43 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void pin_to(int slot) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  if (slot >= CPU_COUNT(&allowed)) return;
+/* The cpu id of the slot-th CPU this process may use, or -1. */
+static int nth_allowed_cpu(const cpu_set_t *allowed, int slot) {
   int k = -1;
-  for (int c = 0; c < CPU_SETSIZE; c++) {
-    if (CPU_ISSET(c, &allowed) && ++k == slot) {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(c, &one);
-      pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-      return;
-    }
-  }
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, allowed) && ++k == slot) return c;
+  return -1;
+}
+
+/* The cores the process was given, read before any pool pinned anything, so
+ * that a second pool (or a worker born of a pinned caller) still sees them. */
+static cpu_set_t process_cpus;
+static pthread_once_t process_cpus_once = PTHREAD_ONCE_INIT;
+static int process_cpus_ok;
+
+static void read_process_cpus(void) {
+  process_cpus_ok = sched_getaffinity(0, sizeof process_cpus, &process_cpus) == 0;
+}
+
+/* Pin the calling thread to one core, or (cpu < 0) give it all the process's. */
+static void pin_self(int cpu) {
+  if (!process_cpus_ok) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  if (cpu >= 0)
+    CPU_SET(cpu, &one);
+  else
+    one = process_cpus;
+  pthread_setaffinity_np(pthread_self(), sizeof one, &one);
 }
 
 /* Pinning is only safe when this process's threads fit the cores it may use and
  * no sibling rank on the node shares them (mpirun --bind-to none gives every
  * rank all cores: then the OS places threads better than a fixed map would). */
 static int pinning_allowed(int nthreads) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+  pthread_once(&process_cpus_once, read_process_cpus);
+  if (!process_cpus_ok) return 0;
+  const cpu_set_t allowed = process_cpus;
   const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   int local_size = ls ? atoi(ls) : 1;
   return local_size <= 1 && nthreads <= CPU_COUNT(&allowed);
@@ -79,6 +96,7 @@ static void *worker_main(void *arg) {
   worker_arg *wa = arg;
   rp_pool *p = wa->pool;
   unsigned long seen = 0;
+  pin_self(wa->cpu);
   for (;;) {
     double t0 = rp_now();
     while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen &&
@@ -110,34 +128,32 @@ rp_status rp_pool_create(rp_pool **out, int nthreads, int pin) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv_start, NULL);
   pthread_cond_init(&p->cv_done, NULL);
+  /* Read the allowed set once, before any thread (the caller included) is
+   * pinned: a pinned caller would otherwise hand its single core to all. */
+  pthread_once(&process_cpus_once, read_process_cpus);
   int do_pin = pin && pinning_allowed(nthreads);
-  if (do_pin) pin_to(0);
+  const cpu_set_t allowed = process_cpus;
+  p->pinned_caller = do_pin;
   p->threads = calloc(nthreads, sizeof *p->threads);
   p->args = calloc(nthreads, sizeof *p->args);
   for (int i = 1; i < nthreads; i++) {
     p->args[i].pool = p;
     p->args[i].index = i;
+    p->args[i].cpu = do_pin ? nth_allowed_cpu(&allowed, i) : -1;
     if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) {
       p->n = i;
       rp_pool_destroy(p);
       return rp_err(RP_ENOMEM, "could not start worker thread %d of %d", i, nthreads);
     }
-    if (do_pin) {
-      cpu_set_t allowed, one;
-      sched_getaffinity(0, sizeof allowed, &allowed);
-      CPU_ZERO(&one);
-      int k = -1;
-      for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &allowed) && ++k == i) CPU_SET(c, &one);
-      pthread_setaffinity_np(p->threads[i], sizeof one, &one);
-    }
   }
+  if (do_pin) pin_self(nth_allowed_cpu(&allowed, 0));
   *out = p;
   return RP_OK;
 }
 
 void rp_pool_destroy(rp_pool *p) {
   if (!p || p == rp_pool_serial()) return;
+  if (p->pinned_caller) pin_self(-1);
   atomic_store(&p->stop, 1);
   pthread_mutex_lock(&p->mu);
   pthread_cond_broadcast(&p->cv_start);

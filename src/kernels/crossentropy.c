@@ -1,0 +1,107 @@
+/* Fused softmax + cross-entropy over the first V of Vp logits per row.
+ * Shapes: logits/dlogits [N,Vp], targets/losses [N]. Columns V..Vp are padding
+ * (llm.c pads the vocabulary for alignment) and never enter the softmax.
+ * Stable: exps are of (logit - row max). A target of -1 masks the row. */
+#include <math.h>
+
+#include "kern_util.h"
+#include "ringpipe/rp_kernels.h"
+
+typedef struct {
+  float *dlogits, *losses;
+  const float *logits;
+  const int32_t *targets;
+  float dscale;
+  int N, V, Vp;
+} xent_ctx;
+
+/* log of sum_i exp(x[i] - maxv) over V columns, in float, vectorized exp. */
+static float row_logsumexp_shifted(const float *restrict x, float maxv, long V) {
+  float acc[RP_KERN_LANES] = {0};
+  long i = 0;
+  for (; i + RP_KERN_LANES <= V; i += RP_KERN_LANES)
+    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] += rp_kern_expf(x[i + j] - maxv);
+  float s = 0.0f;
+  for (int j = 0; j < RP_KERN_LANES; j++) s += acc[j];
+  for (; i < V; i++) s += rp_kern_expf(x[i] - maxv);
+  return logf(s);
+}
+
+static void check_target(int32_t tgt, int V) {
+  if (tgt < -1 || tgt >= V) rp_fatal("xent: target %d outside [-1, %d): bad token data", tgt, V);
+}
+
+static void xent_fwd_task(void *vctx, int ith, int nth) {
+  const xent_ctx *c = vctx;
+  long lo, hi;
+  rp_split(c->N, ith, nth, &lo, &hi);
+  for (long n = lo; n < hi; n++) {
+    int32_t tgt = c->targets[n];
+    check_target(tgt, c->V);
+    if (tgt < 0) {
+      c->losses[n] = 0.0f;
+      continue;
+    }
+    const float *x = c->logits + n * (long)c->Vp;
+    float maxv = rp_kern_max(x, c->V);
+    c->losses[n] = row_logsumexp_shifted(x, maxv, c->V) + maxv - x[tgt];
+  }
+}
+
+void rp_xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V,
+                     int Vp, rp_pool *pool) {
+  xent_ctx c = {.losses = losses, .logits = logits, .targets = targets, .N = N, .V = V,
+                .Vp = Vp};
+  rp_kern_run(pool, xent_fwd_task, &c, (long)N * V);
+}
+
+/* d[i] = exp(x[i] - shift) * dscale over V columns, for distinct buffers... */
+static void softmax_scaled(float *restrict d, const float *restrict x, float shift,
+                           float dscale, long V) {
+  for (long i = 0; i < V; i++) d[i] = rp_kern_expf(x[i] - shift) * dscale;
+}
+
+/* ...and in place, when dlogits aliases logits (one restrict pointer, so the loop
+ * still vectorizes instead of failing gcc's runtime overlap check). */
+static void softmax_scaled_inplace(float *restrict d, float shift, float dscale, long V) {
+  for (long i = 0; i < V; i++) d[i] = rp_kern_expf(d[i] - shift) * dscale;
+}
+
+/* dlogits may alias logits: the loss and target logit are read before the row
+ * is overwritten. */
+static void xent_bwd_task(void *vctx, int ith, int nth) {
+  const xent_ctx *c = vctx;
+  const long V = c->V, Vp = c->Vp;
+  long lo, hi;
+  rp_split(c->N, ith, nth, &lo, &hi);
+  for (long n = lo; n < hi; n++) {
+    int32_t tgt = c->targets[n];
+    check_target(tgt, c->V);
+    const float *x = c->logits + n * Vp;
+    float *d = c->dlogits + n * Vp;
+    if (tgt < 0) {
+      if (c->losses) c->losses[n] = 0.0f;
+      for (long i = 0; i < Vp; i++) d[i] = 0.0f;
+      continue;
+    }
+    float maxv = rp_kern_max(x, V);
+    float lse = row_logsumexp_shifted(x, maxv, V);
+    if (c->losses) c->losses[n] = lse + maxv - x[tgt];
+    /* softmax = exp(x - max - lse): one exp per column, no divide */
+    float shift = maxv + lse;
+    if (d == x)
+      softmax_scaled_inplace(d, shift, c->dscale, V);
+    else
+      softmax_scaled(d, x, shift, c->dscale, V);
+    d[tgt] -= c->dscale;
+    for (long i = V; i < Vp; i++) d[i] = 0.0f;
+  }
+}
+
+void rp_xent_backward(float *dlogits, float *losses, const float *logits,
+                      const int32_t *targets, float dscale, int N, int V, int Vp,
+                      rp_pool *pool) {
+  xent_ctx c = {.dlogits = dlogits, .losses = losses, .logits = logits, .targets = targets,
+                .dscale = dscale, .N = N, .V = V, .Vp = Vp};
+  rp_kern_run(pool, xent_bwd_task, &c, (long)N * V);
+}

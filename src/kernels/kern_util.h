@@ -1,0 +1,109 @@
+/* Private helpers shared by the kernel files: pool dispatch, column splits and
+ * small math routines written so that gcc -O3 -march=native vectorizes them
+ * without -ffast-math (fixed-width accumulator arrays instead of in-order
+ * reductions, an exp built from a polynomial instead of a libm call).
+ *
+ * Every routine here is deterministic for a given input: none depends on the
+ * thread count, which is what lets layout-invariance tests compare bitwise. */
+#ifndef RP_KERN_UTIL_H
+#define RP_KERN_UTIL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ringpipe/rp_pool.h"
+
+/* Below this many elements of work a pool dispatch costs more than it saves. */
+#define RP_KERN_MIN_PAR 4096L
+
+/* Run fn over the pool, or serially on the caller when there is no pool, one
+ * thread, or too little work. Kernels are written so that their results do not
+ * depend on nth, so this choice never changes a number. */
+static inline void rp_kern_run(rp_pool *pool, rp_pool_fn fn, void *ctx, long work) {
+  if (pool == NULL || rp_pool_size(pool) <= 1 || work < RP_KERN_MIN_PAR)
+    fn(ctx, 0, 1);
+  else
+    rp_pool_run(pool, fn, ctx);
+}
+
+/* Split [0, n) columns into nth ranges whose boundaries fall on 16-float (one
+ * cache line) multiples, so threads writing neighbouring columns of a shared
+ * accumulator row do not false-share. */
+static inline void rp_kern_split_cols(long n, int ith, int nth, long *lo, long *hi) {
+  long blocks = (n + 15) / 16, blo, bhi;
+  rp_split(blocks, ith, nth, &blo, &bhi);
+  *lo = blo * 16 < n ? blo * 16 : n;
+  *hi = bhi * 16 < n ? bhi * 16 : n;
+}
+
+#define RP_KERN_LANES 16
+
+/* sum of x[0..n) with 16 independent partial sums (vectorizes; fixed order). */
+static inline float rp_kern_sum(const float *restrict x, long n) {
+  float acc[RP_KERN_LANES] = {0};
+  long i = 0;
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
+    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] += x[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < RP_KERN_LANES; j++) s += acc[j];
+  for (; i < n; i++) s += x[i];
+  return s;
+}
+
+/* dot product of x and y over n, same accumulation scheme as rp_kern_sum. */
+static inline float rp_kern_dot(const float *restrict x, const float *restrict y, long n) {
+  float acc[RP_KERN_LANES] = {0};
+  long i = 0;
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
+    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] += x[i + j] * y[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < RP_KERN_LANES; j++) s += acc[j];
+  for (; i < n; i++) s += x[i] * y[i];
+  return s;
+}
+
+/* max of x[0..n), n >= 1. */
+static inline float rp_kern_max(const float *restrict x, long n) {
+  float acc[RP_KERN_LANES];
+  for (int j = 0; j < RP_KERN_LANES; j++) acc[j] = x[0];
+  long i = 0;
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
+    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  float m = acc[0];
+  for (int j = 1; j < RP_KERN_LANES; j++) m = acc[j] > m ? acc[j] : m;
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+/* exp(x) for float, about 1 ulp on the reduced range (Cephes polynomial).
+ * Inputs are clamped to [-87.3, 87]: outside, the result saturates at ~1e-38 or
+ * ~6e37, which keeps the result and 1/(1 + result) normal floats (denormals are
+ * slow) and which no softmax or sigmoid here can tell apart from the true value.
+ * Plain arithmetic so that loops calling it vectorize; libm's expf does not
+ * without -ffast-math. */
+static inline float rp_kern_expf(float x) {
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 87.0f ? 87.0f : x;
+  /* round to nearest by the 1.5*2^23 trick: floorf does not vectorize without
+   * -fno-trapping-math, and any integer near x*log2(e) keeps r small enough */
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  /* ln 2 split in two so that n*ln2 is subtracted without rounding error */
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+/* logistic 1/(1+e^{-x}); no cancellation at either tail. */
+static inline float rp_kern_sigmoidf(float x) { return 1.0f / (1.0f + rp_kern_expf(-x)); }
+
+#endif

@@ -1,0 +1,177 @@
+/* Matmul through OpenBLAS sgemm, in the two ways of using the cores that the
+ * header describes, plus plain reference loops.
+ *
+ * Shapes: inp[N,IC], weight[OC,IC] (llm.c layout), bias[OC], out[N,OC].
+ * RP_GEMM_BLAS_THREADS: OpenBLAS gets pool-size threads and does one call while
+ *   the pool's workers sleep (they never run concurrently with BLAS threads).
+ * RP_GEMM_POOL_SPLIT: OpenBLAS is single-threaded and every pool thread calls
+ *   sgemm on its own slice: rows of N for out and dinp, rows of OC for dweight,
+ *   so no two threads write the same output element. */
+#include <cblas.h>
+
+#include "kern_util.h"
+#include "ringpipe/rp_kernels.h"
+
+static rp_gemm_mode g_gemm_mode = RP_GEMM_BLAS_THREADS;
+static int g_blas_threads = -1; /* unknown until the first rp_blas_set_threads */
+
+void rp_gemm_set_mode(rp_gemm_mode mode) { g_gemm_mode = mode; }
+rp_gemm_mode rp_gemm_get_mode(void) { return g_gemm_mode; }
+
+/* openblas_set_num_threads is not free (it may wake/resize OpenBLAS's server),
+ * so it is only called when the count changes. Called from the main thread. */
+void rp_blas_set_threads(int n) {
+  if (n < 1) n = 1;
+  if (n != g_blas_threads) {
+    openblas_set_num_threads(n);
+    g_blas_threads = n;
+  }
+}
+
+static int pool_threads(rp_pool *pool) { return pool ? rp_pool_size(pool) : 1; }
+
+/* out[lo:hi,:] = inp[lo:hi,:] @ weight^T (+ bias) */
+static void fwd_rows(float *out, const float *inp, const float *weight, const float *bias,
+                     long lo, long hi, int IC, int OC) {
+  long rows = hi - lo;
+  if (rows <= 0) return;
+  float *o = out + lo * OC;
+  float beta = 0.0f;
+  if (bias) {
+    for (long n = 0; n < rows; n++) memcpy(o + n * OC, bias, sizeof(float) * (size_t)OC);
+    beta = 1.0f;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, OC, IC, 1.0f,
+              inp + lo * IC, IC, weight, IC, beta, o, OC);
+}
+
+/* dinp[lo:hi,:] += dout[lo:hi,:] @ weight */
+static void dinp_rows(float *dinp, const float *dout, const float *weight, long lo, long hi,
+                      int IC, int OC) {
+  if (hi <= lo) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(hi - lo), IC, OC, 1.0f,
+              dout + lo * OC, OC, weight, IC, 1.0f, dinp + lo * IC, IC);
+}
+
+/* dweight[lo:hi,:] += dout[:,lo:hi]^T @ inp */
+static void dweight_rows(float *dweight, const float *dout, const float *inp, long lo, long hi,
+                         int N, int IC, int OC) {
+  if (hi <= lo) return;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(hi - lo), IC, N, 1.0f, dout + lo,
+              OC, inp, IC, 1.0f, dweight + lo * IC, IC);
+}
+
+/* dbias[lo:hi] += sum over rows of dout[:, lo:hi]; rows in order, so the result
+ * is the same for any column split. */
+static void dbias_cols(float *restrict dbias, const float *restrict dout, long lo, long hi,
+                       int N, int OC) {
+  for (long n = 0; n < N; n++) {
+    const float *restrict row = dout + n * OC;
+    for (long o = lo; o < hi; o++) dbias[o] += row[o];
+  }
+}
+
+typedef struct {
+  float *out, *dinp, *dweight, *dbias;
+  const float *inp, *weight, *bias, *dout;
+  int N, IC, OC;
+  int do_gemm; /* 0: only the bias reduction (BLAS-threads mode) */
+} mm_ctx;
+
+static void fwd_task(void *vctx, int ith, int nth) {
+  mm_ctx *c = vctx;
+  long lo, hi;
+  rp_split(c->N, ith, nth, &lo, &hi);
+  fwd_rows(c->out, c->inp, c->weight, c->bias, lo, hi, c->IC, c->OC);
+}
+
+static void bwd_task(void *vctx, int ith, int nth) {
+  mm_ctx *c = vctx;
+  long lo, hi;
+  if (c->do_gemm && c->dinp) {
+    rp_split(c->N, ith, nth, &lo, &hi);
+    dinp_rows(c->dinp, c->dout, c->weight, lo, hi, c->IC, c->OC);
+  }
+  if (c->do_gemm && c->dweight) {
+    rp_split(c->OC, ith, nth, &lo, &hi);
+    dweight_rows(c->dweight, c->dout, c->inp, lo, hi, c->N, c->IC, c->OC);
+  }
+  if (c->dbias) {
+    rp_kern_split_cols(c->OC, ith, nth, &lo, &hi);
+    dbias_cols(c->dbias, c->dout, lo, hi, c->N, c->OC);
+  }
+}
+
+void rp_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                       int N, int IC, int OC, rp_pool *pool) {
+  int nth = pool_threads(pool);
+  if (g_gemm_mode == RP_GEMM_BLAS_THREADS || nth == 1) {
+    rp_blas_set_threads(nth);
+    fwd_rows(out, inp, weight, bias, 0, N, IC, OC);
+    return;
+  }
+  rp_blas_set_threads(1);
+  mm_ctx c = {.out = out, .inp = inp, .weight = weight, .bias = bias, .N = N, .IC = IC,
+              .OC = OC, .do_gemm = 1};
+  rp_pool_run(pool, fwd_task, &c);
+}
+
+void rp_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, int N, int IC, int OC,
+                        rp_pool *pool) {
+  int nth = pool_threads(pool);
+  mm_ctx c = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
+              .weight = weight, .N = N, .IC = IC, .OC = OC, .do_gemm = 1};
+  if (g_gemm_mode == RP_GEMM_BLAS_THREADS || nth == 1) {
+    rp_blas_set_threads(nth);
+    if (dinp) dinp_rows(dinp, dout, weight, 0, N, IC, OC);
+    if (dweight) dweight_rows(dweight, dout, inp, 0, OC, N, IC, OC);
+    if (dbias) {
+      c.do_gemm = 0;
+      rp_kern_run(pool, bwd_task, &c, (long)N * OC);
+    }
+    return;
+  }
+  rp_blas_set_threads(1);
+  rp_pool_run(pool, bwd_task, &c);
+}
+
+/* ---- reference loops: the oracle for the sgemm paths */
+
+void rp_matmul_forward_ref(float *out, const float *inp, const float *weight,
+                           const float *bias, int N, int IC, int OC) {
+  for (long n = 0; n < N; n++) {
+    for (long o = 0; o < OC; o++) {
+      float s = bias ? bias[o] : 0.0f;
+      for (long i = 0; i < IC; i++) s += inp[n * IC + i] * weight[o * IC + i];
+      out[n * OC + o] = s;
+    }
+  }
+}
+
+void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int IC, int OC) {
+  if (dinp) {
+    for (long n = 0; n < N; n++)
+      for (long i = 0; i < IC; i++) {
+        float s = 0.0f;
+        for (long o = 0; o < OC; o++) s += dout[n * OC + o] * weight[o * IC + i];
+        dinp[n * IC + i] += s;
+      }
+  }
+  if (dweight) {
+    for (long o = 0; o < OC; o++)
+      for (long i = 0; i < IC; i++) {
+        float s = 0.0f;
+        for (long n = 0; n < N; n++) s += dout[n * OC + o] * inp[n * IC + i];
+        dweight[o * IC + i] += s;
+      }
+  }
+  if (dbias) {
+    for (long o = 0; o < OC; o++) {
+      float s = 0.0f;
+      for (long n = 0; n < N; n++) s += dout[n * OC + o];
+      dbias[o] += s;
+    }
+  }
+}

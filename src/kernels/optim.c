@@ -1,0 +1,123 @@
+/* Optimizer kernels: AdamW (decoupled weight decay, llm.c formulation), the sum
+ * of squares for gradient-norm clipping, scaling, and the cosine lr schedule.
+ * All are elementwise over n values except rp_sumsq, whose partial sums live in
+ * fixed chunks so that the total is bitwise the same for any thread count. */
+#include <math.h>
+
+#include "kern_util.h"
+#include "ringpipe/rp_kernels.h"
+
+typedef struct {
+  float *param, *m, *v;
+  const float *grad;
+  long n;
+  float lr, b1, b2, eps, wd, corr1, corr2;
+} adamw_ctx;
+
+static void adamw_task(void *vctx, int ith, int nth) {
+  const adamw_ctx *c = vctx;
+  long lo, hi;
+  rp_split(c->n, ith, nth, &lo, &hi);
+  float *restrict p = c->param;
+  float *restrict m = c->m;
+  float *restrict v = c->v;
+  const float *restrict g = c->grad;
+  const float b1 = c->b1, b2 = c->b2, lr = c->lr, eps = c->eps, wd = c->wd;
+  const float corr1 = c->corr1, corr2 = c->corr2;
+  for (long i = lo; i < hi; i++) {
+    float mi = b1 * m[i] + (1.0f - b1) * g[i];
+    float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / corr1, vhat = vi / corr2;
+    p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+  }
+}
+
+/* `wd` is the decoupled decay coefficient for this tensor: the trainer passes
+ * h->weight_decay for matrices and 0 for biases, norms (and whatever else it
+ * exempts), so h->weight_decay itself is not read here. */
+void rp_adamw_update(float *param, const float *grad, float *m, float *v, long n,
+                     const rp_adamw_hparams *h, float wd, int t, rp_pool *pool) {
+  RP_CHECK(t >= 1);
+  adamw_ctx c = {.param = param, .m = m, .v = v, .grad = grad, .n = n, .lr = h->lr,
+                 .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
+                 .corr1 = 1.0f - powf(h->beta1, (float)t),
+                 .corr2 = 1.0f - powf(h->beta2, (float)t)};
+  rp_kern_run(pool, adamw_task, &c, n);
+}
+
+/* rp_sumsq: x is cut into SUMSQ_CHUNKS fixed chunks (independent of nth); each is
+ * summed in double in a fixed order, then the chunk sums are added in order. */
+#define SUMSQ_CHUNKS 256
+#define SUMSQ_LANES 8
+
+typedef struct {
+  const float *x;
+  long n;
+  double part[SUMSQ_CHUNKS];
+} sumsq_ctx;
+
+static double sumsq_range(const float *restrict x, long lo, long hi) {
+  double acc[SUMSQ_LANES] = {0};
+  long i = lo;
+  for (; i + SUMSQ_LANES <= hi; i += SUMSQ_LANES)
+    for (int j = 0; j < SUMSQ_LANES; j++) {
+      double d = x[i + j];
+      acc[j] += d * d;
+    }
+  double s = 0.0;
+  for (int j = 0; j < SUMSQ_LANES; j++) s += acc[j];
+  for (; i < hi; i++) s += (double)x[i] * x[i];
+  return s;
+}
+
+static void sumsq_task(void *vctx, int ith, int nth) {
+  sumsq_ctx *c = vctx;
+  long clo, chi;
+  rp_split(SUMSQ_CHUNKS, ith, nth, &clo, &chi);
+  for (long k = clo; k < chi; k++) {
+    long lo, hi;
+    rp_split(c->n, (int)k, SUMSQ_CHUNKS, &lo, &hi);
+    c->part[k] = sumsq_range(c->x, lo, hi);
+  }
+}
+
+double rp_sumsq(const float *x, long n, rp_pool *pool) {
+  sumsq_ctx c = {.x = x, .n = n};
+  rp_kern_run(pool, sumsq_task, &c, n);
+  double s = 0.0;
+  for (int k = 0; k < SUMSQ_CHUNKS; k++) s += c.part[k];
+  return s;
+}
+
+typedef struct {
+  float *x;
+  float s;
+  long n;
+} scale_ctx;
+
+static void scale_task(void *vctx, int ith, int nth) {
+  const scale_ctx *c = vctx;
+  long lo, hi;
+  rp_split(c->n, ith, nth, &lo, &hi);
+  float *restrict x = c->x;
+  const float s = c->s;
+  for (long i = lo; i < hi; i++) x[i] *= s;
+}
+
+void rp_scale(float *x, float s, long n, rp_pool *pool) {
+  scale_ctx c = {.x = x, .s = s, .n = n};
+  rp_kern_run(pool, scale_task, &c, n);
+}
+
+/* Warmup: lr*(step+1)/warmup for step < warmup (so step 0 already trains, as in
+ * llm.c). Then cosine from lr at step == warmup down to min_lr at step == total,
+ * and min_lr after. */
+float rp_lr_cosine(int step, int warmup, int total, float lr, float min_lr) {
+  if (step < warmup) return lr * (float)(step + 1) / (float)warmup;
+  if (total <= warmup || step >= total) return min_lr;
+  double ratio = (double)(step - warmup) / (double)(total - warmup);
+  double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+  return (float)(min_lr + coeff * ((double)lr - min_lr));
+}

@@ -1,0 +1,127 @@
+/* Activation storage of one micro-batch through one chunk, and the gradient
+ * scratch shared by all micro-batches. Sized up front, carved from one block. */
+#include <string.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_model.h"
+
+/* A bump carver over a block; with base == NULL it only measures. Every view is
+ * rounded to 64 bytes so kernels see aligned rows. */
+typedef struct {
+  char *base;
+  size_t off;
+} carver;
+
+static void *carve(carver *c, size_t bytes) {
+  void *p = c->base ? c->base + c->off : NULL;
+  c->off += (bytes + 63) & ~(size_t)63;
+  return p;
+}
+#define CARVE_F(c, n) ((float *)carve((c), (size_t)(n) * sizeof(float)))
+#define CARVE_I(c, n) ((int32_t *)carve((c), (size_t)(n) * sizeof(int32_t)))
+
+static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk *m,
+                        const rp_attn_backend *attn, int B, int T) {
+  size_t N = (size_t)B * T, C = m->cfg.C;
+  size_t saved = attn->saved_floats(attn, B, T, m->cfg.C, m->cfg.NH);
+  a->B = B;
+  a->T = T;
+  a->tokens = CARVE_I(c, N);
+  a->targets = CARVE_I(c, N);
+  a->pos = CARVE_I(c, N);
+  a->input = CARVE_F(c, N * C);
+  for (int i = 0; i < m->spec.num_layers; i++) {
+    rp_layer_acts *l = lv ? &lv[i] : &(rp_layer_acts){0};
+    l->ln1 = CARVE_F(c, N * C);
+    l->ln1_mean = CARVE_F(c, N);
+    l->ln1_rstd = CARVE_F(c, N);
+    l->qkv = CARVE_F(c, 3 * N * C);
+    l->atty = CARVE_F(c, N * C);
+    l->att_saved = CARVE_F(c, saved);
+    l->res2 = CARVE_F(c, N * C);
+    l->ln2 = CARVE_F(c, N * C);
+    l->ln2_mean = CARVE_F(c, N);
+    l->ln2_rstd = CARVE_F(c, N);
+    l->fch = CARVE_F(c, 4 * N * C);
+    l->fch_gelu = CARVE_F(c, 4 * N * C);
+    l->res3 = CARVE_F(c, N * C);
+  }
+  a->lnf = a->lnf_mean = a->lnf_rstd = a->logits = a->losses = NULL;
+  if (m->spec.has_head) {
+    a->lnf = CARVE_F(c, N * C);
+    a->lnf_mean = CARVE_F(c, N);
+    a->lnf_rstd = CARVE_F(c, N);
+    a->logits = CARVE_F(c, N * m->cfg.Vp);
+    a->losses = CARVE_F(c, N);
+  }
+  a->layer = lv;
+  if (lv) a->output = m->spec.num_layers ? lv[m->spec.num_layers - 1].res3 : a->input;
+}
+
+size_t rp_acts_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int T) {
+  carver c = {0};
+  rp_acts a;
+  layout_acts(&c, &a, NULL, m, attn, B, T);
+  return c.off;
+}
+
+void rp_acts_bind(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
+                  const rp_attn_backend *attn, void *mem, int B, int T) {
+  carver c = {.base = mem};
+  memset(a, 0, sizeof *a);
+  layout_acts(&c, a, layer_views, m, attn, B, T);
+}
+
+rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T) {
+  size_t N = (size_t)B * T, C = m->cfg.C;
+  carver c = {0};
+  for (int pass = 0; pass < 2; pass++) {
+    w->dres = CARVE_F(&c, N * C);
+    w->dbuf = CARVE_F(&c, N * C);
+    w->dln = CARVE_F(&c, N * C);
+    w->dqkv = CARVE_F(&c, 3 * N * C);
+    w->dfch = CARVE_F(&c, 4 * N * C);
+    w->dfch_gelu = CARVE_F(&c, 4 * N * C);
+    if (pass == 0) {
+      w->mem = rp_alloc(c.off, RP_MEM_WORKSPACE);
+      if (!w->mem) return RP_ENOMEM;
+      c = (carver){.base = w->mem};
+    }
+  }
+  return RP_OK;
+}
+
+void rp_grad_ws_free(rp_grad_ws *w) {
+  rp_free(w->mem);
+  memset(w, 0, sizeof *w);
+}
+
+static void layout_wstash(carver *c, rp_wstash *s, rp_layer_douts *lv, const rp_chunk *m, int B,
+                          int T) {
+  size_t NC = (size_t)B * T * m->cfg.C;
+  for (int i = 0; i < m->spec.num_layers; i++) {
+    rp_layer_douts *d = lv ? &lv[i] : &(rp_layer_douts){0};
+    d->dres3 = CARVE_F(c, NC);
+    d->dfch = CARVE_F(c, 4 * NC);
+    d->dln2 = CARVE_F(c, NC);
+    d->dres2 = CARVE_F(c, NC);
+    d->dqkv = CARVE_F(c, 3 * NC);
+    d->dln1 = CARVE_F(c, NC);
+  }
+  s->layer = lv;
+  s->dlnf = m->spec.has_head ? CARVE_F(c, NC) : NULL;
+  s->dembed = m->spec.has_embed ? CARVE_F(c, NC) : NULL;
+}
+
+size_t rp_wstash_bytes(const rp_chunk *m, int B, int T) {
+  carver c = {0};
+  rp_wstash s;
+  layout_wstash(&c, &s, NULL, m, B, T);
+  return c.off;
+}
+
+void rp_wstash_bind(rp_wstash *s, rp_layer_douts *layer_views, const rp_chunk *m, void *mem,
+                    int B, int T) {
+  carver c = {.base = mem};
+  layout_wstash(&c, s, layer_views, m, B, T);
+}

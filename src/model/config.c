@@ -1,0 +1,37 @@
+/* GPT configuration checks and the FLOP count used for MFU. */
+#include "ringpipe/rp_model.h"
+
+int rp_pad_vocab(int V) { return (V + 63) / 64 * 64; }
+
+rp_status rp_gpt_config_validate(const rp_gpt_config *c) {
+  if (c->L < 1 || c->L > 1024)
+    return rp_err(RP_EINVAL, "--layers %d is out of range; use 1..1024", c->L);
+  if (c->C < 8 || c->C > 16384)
+    return rp_err(RP_EINVAL, "--channels %d is out of range; use 8..16384", c->C);
+  if (c->NH < 1 || c->C % c->NH != 0)
+    return rp_err(RP_EINVAL,
+                  "--heads %d does not divide --channels %d; pick heads that divide "
+                  "channels (e.g. --heads %d)",
+                  c->NH, c->C, c->C % 6 == 0 ? 6 : (c->C % 4 == 0 ? 4 : 1));
+  if (c->T < 1 || c->T > 1 << 20)
+    return rp_err(RP_EINVAL, "--seq %d is out of range; use 1..1048576", c->T);
+  if (c->V < 2 || c->V > 1 << 24)
+    return rp_err(RP_EINVAL, "vocabulary size %d is out of range; use 2..16777216", c->V);
+  if (c->Vp < c->V)
+    return rp_err(RP_EINVAL, "padded vocabulary %d is smaller than vocabulary %d", c->Vp, c->V);
+  return RP_OK;
+}
+
+size_t rp_gpt_num_params(const rp_gpt_config *c) {
+  size_t C = c->C;
+  size_t per_layer = 12 * C * C + 13 * C;  /* 2 LN (4C) + qkv (3CC+3C) + proj (CC+C) + fc (4CC+4C) + fcproj (4CC+C) */
+  return (size_t)c->V * C + (size_t)c->T * C + c->L * per_layer + 2 * C;
+}
+
+double rp_gpt_flops_per_token(const rp_gpt_config *c, int T) {
+  /* 6 FLOPs per matmul parameter per token (2 forward, 4 backward) plus the
+   * attention scores and weighted sum, 12 L T C, counted without the causal
+   * halving as in the PaLM / nanoGPT MFU convention; wpe is a lookup, not a matmul. */
+  double n_matmul = (double)rp_gpt_num_params(c) - (double)c->T * c->C;
+  return 6.0 * n_matmul + 12.0 * c->L * (double)T * c->C;
+}

@@ -1,0 +1,114 @@
+/* Helpers for the kernel tests: random fills, pools, and the finite-difference
+ * comparison used by every backward test.
+ *
+ * Finite differences are taken of a double-precision forward written in the test
+ * itself (central, h = 1e-5), so they are accurate to ~1e-10 and the only error
+ * left is the float kernel's own. Comparison: |got - fd| <= 1e-3 |fd| + atol with
+ * atol = 1e-5 * max|fd| over the tensor, so gradients that are nearly zero (where
+ * float rounding dominates any relative measure) do not fail spuriously. */
+#ifndef KT_UTIL_H
+#define KT_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_pool.h"
+#include "ringpipe/rp_util.h"
+
+#define KT_FD_H 1e-5
+#define KT_FD_RTOL 1e-3
+#define KT_FD_ATOL_FRAC 1e-5
+
+static inline float *kt_floats(long n) {
+  float *p = calloc((size_t)n, sizeof(float));
+  if (!p) abort();
+  return p;
+}
+
+static inline double *kt_doubles(long n) {
+  double *p = calloc((size_t)n, sizeof(double));
+  if (!p) abort();
+  return p;
+}
+
+static inline void kt_fill(float *x, long n, rp_rng *r, float lo, float hi) {
+  for (long i = 0; i < n; i++) x[i] = lo + (hi - lo) * rp_rng_uniform(r);
+}
+
+static inline void kt_to_double(double *d, const float *x, long n) {
+  for (long i = 0; i < n; i++) d[i] = x[i];
+}
+
+static inline rp_pool *kt_pool(int n) {
+  rp_pool *p = NULL;
+  if (rp_pool_create(&p, n, 0) != RP_OK || !p) {
+    fprintf(stderr, "rp_pool_create(%d): %s\n", n, rp_errmsg());
+    abort();
+  }
+  return p;
+}
+
+/* Largest |a - b| relative to tol; returns count of elements over tol and
+ * prints the first few. */
+static inline int kt_check_close(const char *what, const float *got, const double *want,
+                                 long n, double rtol, double atol) {
+  int bad = 0;
+  for (long i = 0; i < n; i++) {
+    double d = fabs((double)got[i] - want[i]);
+    if (!(d <= rtol * fabs(want[i]) + atol)) {
+      if (bad < 5)
+        fprintf(stderr, "%s[%ld]: got %.9g want %.9g (diff %.3g)\n", what, i, (double)got[i],
+                want[i], d);
+      bad++;
+    }
+  }
+  return bad;
+}
+
+/* Compare an analytic gradient (grad - grad0, because kernels accumulate) with
+ * the finite-difference gradient fd of the same length. */
+static inline int kt_check_grad(const char *what, const float *grad, const float *grad0,
+                                const double *fd, long n) {
+  double maxfd = 0.0;
+  for (long i = 0; i < n; i++) maxfd = fmax(maxfd, fabs(fd[i]));
+  float *delta = kt_floats(n);
+  for (long i = 0; i < n; i++) delta[i] = grad[i] - (grad0 ? grad0[i] : 0.0f);
+  int bad = kt_check_close(what, delta, fd, n, KT_FD_RTOL, KT_FD_ATOL_FRAC * maxfd + 1e-7);
+  free(delta);
+  return bad;
+}
+
+/* Central finite differences of a double-valued loss(ctx, x) over every element
+ * of x (n values), written to fd. x is restored. */
+typedef double (*kt_loss_fn)(void *ctx, double *x);
+static inline void kt_fd(kt_loss_fn loss, void *ctx, double *x, long n, double *fd) {
+  for (long i = 0; i < n; i++) {
+    double keep = x[i];
+    x[i] = keep + KT_FD_H;
+    double lp = loss(ctx, x);
+    x[i] = keep - KT_FD_H;
+    double lm = loss(ctx, x);
+    x[i] = keep;
+    fd[i] = (lp - lm) / (2.0 * KT_FD_H);
+  }
+}
+
+/* |a - b| <= tol in double (cmocka 1.1's assert_float_equal compares in float and
+ * is not reliable for small tolerances). */
+#define kt_assert_near(a, b, tol)                                                   \
+  do {                                                                              \
+    double kt_a_ = (double)(a), kt_b_ = (double)(b);                                \
+    if (!(fabs(kt_a_ - kt_b_) <= (tol)))                                            \
+      fprintf(stderr, "%s = %.10g, want %.10g (tol %g)\n", #a, kt_a_, kt_b_, (double)(tol)); \
+    assert_true(fabs(kt_a_ - kt_b_) <= (tol));                                      \
+  } while (0)
+
+static inline int kt_bitwise_equal(const float *a, const float *b, long n) {
+  return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+#endif

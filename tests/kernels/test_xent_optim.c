@@ -1,0 +1,216 @@
+/* Cross-entropy (masked targets, padded vocab, aliasing, finite differences) and
+ * the optimizer kernels (AdamW against hand-computed steps, sumsq, scale, lr). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "kt_util.h"
+
+/* ---------------- cross-entropy */
+
+enum { XN = 7, XV = 11, XVP = 16 };
+static const int32_t xtargets[XN] = {3, -1, 0, 10, -1, 7, 5};
+
+/* sum of losses over the first V columns, in double; padded columns ignored */
+static double xent_loss_d(void *vctx, double *x) {
+  (void)vctx;
+  double L = 0.0;
+  for (int n = 0; n < XN; n++) {
+    if (xtargets[n] < 0) continue;
+    const double *r = x + n * XVP;
+    double mx = r[0], s = 0.0;
+    for (int i = 1; i < XV; i++) mx = fmax(mx, r[i]);
+    for (int i = 0; i < XV; i++) s += exp(r[i] - mx);
+    L += log(s) + mx - r[xtargets[n]];
+  }
+  return L;
+}
+
+static void test_xent(void **state) {
+  (void)state;
+  rp_rng rng;
+  rp_rng_seed(&rng, 71);
+  float *logits = kt_floats(XN * XVP);
+  kt_fill(logits, XN * XVP, &rng, -4, 4);
+  logits[2 * XVP + 4] = 60.0f; /* large logit: stability needs max subtraction */
+  for (int n = 0; n < XN; n++)
+    for (int i = XV; i < XVP; i++) logits[n * XVP + i] = 1e4f; /* padding must be ignored */
+
+  float losses[XN], losses_b[XN];
+  rp_xent_forward(losses, logits, xtargets, XN, XV, XVP, NULL);
+  double *ld = kt_doubles(XN * XVP);
+  kt_to_double(ld, logits, XN * XVP);
+  for (int n = 0; n < XN; n++) {
+    if (xtargets[n] < 0) {
+      assert_true(losses[n] == 0.0f);
+      continue;
+    }
+    const double *r = ld + n * XVP;
+    double mx = r[0], s = 0.0;
+    for (int i = 1; i < XV; i++) mx = fmax(mx, r[i]);
+    for (int i = 0; i < XV; i++) s += exp(r[i] - mx);
+    kt_assert_near(losses[n], log(s) + mx - r[xtargets[n]], 1e-5);
+  }
+
+  const float dscale = 0.25f;
+  float *dl = kt_floats(XN * XVP);
+  kt_fill(dl, XN * XVP, &rng, -9, 9); /* written, not accumulated */
+  rp_xent_backward(dl, losses_b, logits, xtargets, dscale, XN, XV, XVP, NULL);
+  assert_true(kt_bitwise_equal(losses, losses_b, XN));
+  for (int n = 0; n < XN; n++) {
+    for (int i = XV; i < XVP; i++) assert_true(dl[n * XVP + i] == 0.0f);
+    if (xtargets[n] < 0)
+      for (int i = 0; i < XVP; i++) assert_true(dl[n * XVP + i] == 0.0f);
+  }
+  double *fd = kt_doubles(XN * XVP);
+  kt_fd(xent_loss_d, NULL, ld, XN * XVP, fd);
+  for (long i = 0; i < XN * XVP; i++) fd[i] *= dscale;
+  assert_int_equal(kt_check_grad("dlogits", dl, NULL, fd, XN * XVP), 0);
+
+  /* in place (dlogits == logits) gives the same bits; losses may be NULL */
+  float *inplace = kt_floats(XN * XVP);
+  memcpy(inplace, logits, sizeof(float) * XN * XVP);
+  rp_xent_backward(inplace, NULL, inplace, xtargets, dscale, XN, XV, XVP, NULL);
+  assert_true(kt_bitwise_equal(inplace, dl, XN * XVP));
+  free(logits), free(ld), free(dl), free(fd), free(inplace);
+}
+
+static void test_xent_threads_bitwise(void **state) {
+  (void)state;
+  const int N = 64, V = 250, Vp = 256;
+  rp_rng rng;
+  rp_rng_seed(&rng, 72);
+  float *logits = kt_floats((long)N * Vp);
+  int32_t tg[64];
+  kt_fill(logits, (long)N * Vp, &rng, -5, 5);
+  for (int n = 0; n < N; n++) tg[n] = n % 9 == 0 ? -1 : (int32_t)rp_rng_below(&rng, V);
+  float *dl[2], *ls[2];
+  for (int t = 0; t < 2; t++) {
+    rp_pool *pool = kt_pool(t + 1);
+    dl[t] = kt_floats((long)N * Vp), ls[t] = kt_floats(N);
+    rp_xent_backward(dl[t], ls[t], logits, tg, 1.0f / N, N, V, Vp, pool);
+    rp_pool_destroy(pool);
+  }
+  assert_true(kt_bitwise_equal(dl[0], dl[1], (long)N * Vp));
+  assert_true(kt_bitwise_equal(ls[0], ls[1], N));
+  /* each unmasked row of the gradient sums to 0 (softmax minus one-hot) */
+  for (int n = 0; n < N; n++) {
+    double s = 0.0;
+    for (int i = 0; i < Vp; i++) s += dl[0][n * Vp + i];
+    kt_assert_near(s, 0.0, 1e-6);
+  }
+  free(logits), free(dl[0]), free(dl[1]), free(ls[0]), free(ls[1]);
+}
+
+/* ---------------- AdamW */
+
+static void test_adamw_hand(void **state) {
+  (void)state;
+  rp_adamw_hparams h = {.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                        .weight_decay = 0.1f};
+  float p[2] = {1.0f, 1.0f}, g[2] = {0.5f, 0.5f}, m[2] = {0, 0}, v[2] = {0, 0};
+  /* step 1: m = 0.05, v = 0.00025, mhat = 0.5, vhat = 0.25, mhat/(sqrt(vhat)+eps)
+   * = 0.5/0.50000001; element 0 decays (wd 0.1): p = 1 - 0.1*(0.99999998 + 0.1)
+   * = 0.890000002; element 1 does not: p = 1 - 0.1*0.99999998 = 0.900000002 */
+  rp_adamw_update(p, g, m, v, 1, &h, 0.1f, 1, NULL);
+  rp_adamw_update(p + 1, g + 1, m + 1, v + 1, 1, &h, 0.0f, 1, NULL);
+  /* tolerances: 1 - 0.9f is 0.1 only to ~2e-7 relative, 1 - 0.999f is 0.001
+   * to ~1.3e-5 */
+  kt_assert_near(m[0], 0.05, 1e-7);
+  kt_assert_near(v[0], 0.00025, 1e-8);
+  kt_assert_near(p[0], 0.890000002, 1e-6);
+  kt_assert_near(p[1], 0.900000002, 1e-6);
+  /* step 2 with g = -0.25 on element 0: m = 0.045 - 0.025 = 0.02,
+   * v = 0.00024975 + 0.0000625 = 0.00031225, mhat = 0.02/0.19 = 0.105263158,
+   * vhat = 0.00031225/0.001999 = 0.156203102, sqrt = 0.395225381,
+   * ratio = 0.266337033; p = 0.89 - 0.1*(0.266337033 + 0.1*0.89) = 0.854466299 */
+  g[0] = -0.25f;
+  rp_adamw_update(p, g, m, v, 1, &h, 0.1f, 2, NULL);
+  kt_assert_near(m[0], 0.02, 1e-7);
+  kt_assert_near(v[0], 0.00031225, 1e-8);
+  kt_assert_near(p[0], 0.854466299, 2e-6);
+}
+
+static void test_adamw_threads_bitwise(void **state) {
+  (void)state;
+  const long n = 30011;
+  rp_rng rng;
+  rp_rng_seed(&rng, 81);
+  rp_adamw_hparams h = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                        .weight_decay = 0.1f};
+  float *g = kt_floats(n), *p0 = kt_floats(n);
+  kt_fill(g, n, &rng, -1, 1);
+  kt_fill(p0, n, &rng, -1, 1);
+  float *p[2], *m[2], *v[2];
+  for (int t = 0; t < 2; t++) {
+    rp_pool *pool = kt_pool(t + 1);
+    p[t] = kt_floats(n), m[t] = kt_floats(n), v[t] = kt_floats(n);
+    memcpy(p[t], p0, sizeof(float) * n);
+    for (int step = 1; step <= 3; step++) rp_adamw_update(p[t], g, m[t], v[t], n, &h, 0.1f, step, pool);
+    rp_pool_destroy(pool);
+  }
+  assert_true(kt_bitwise_equal(p[0], p[1], n));
+  assert_true(kt_bitwise_equal(m[0], m[1], n));
+  assert_true(kt_bitwise_equal(v[0], v[1], n));
+  for (int t = 0; t < 2; t++) free(p[t]), free(m[t]), free(v[t]);
+  free(g), free(p0);
+}
+
+/* ---------------- sumsq, scale, lr */
+
+static void test_sumsq_scale(void **state) {
+  (void)state;
+  const long n = 100003;
+  rp_rng rng;
+  rp_rng_seed(&rng, 91);
+  float *x = kt_floats(n);
+  kt_fill(x, n, &rng, -2, 2);
+  double want = 0.0;
+  for (long i = 0; i < n; i++) want += (double)x[i] * x[i];
+  double got[2];
+  for (int t = 0; t < 2; t++) {
+    rp_pool *pool = kt_pool(t + 1);
+    got[t] = rp_sumsq(x, n, pool);
+    rp_pool_destroy(pool);
+  }
+  assert_true(fabs(got[0] - want) <= 1e-12 * want);
+  assert_memory_equal(&got[0], &got[1], sizeof(double)); /* thread-count invariant */
+  assert_true(rp_sumsq(x, 0, NULL) == 0.0);
+  assert_true(rp_sumsq(x, 3, NULL) == (double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2]);
+
+  float *y = kt_floats(n);
+  memcpy(y, x, sizeof(float) * n);
+  rp_pool *pool = kt_pool(2);
+  rp_scale(y, 0.5f, n, pool);
+  rp_pool_destroy(pool);
+  for (long i = 0; i < n; i++) assert_true(y[i] == x[i] * 0.5f);
+  free(x), free(y);
+}
+
+static void test_lr_cosine(void **state) {
+  (void)state;
+  const float lr = 1e-3f, mn = 1e-4f;
+  kt_assert_near(rp_lr_cosine(0, 10, 100, lr, mn), 1e-4, 1e-9);   /* (0+1)/10 */
+  kt_assert_near(rp_lr_cosine(4, 10, 100, lr, mn), 5e-4, 1e-9);
+  kt_assert_near(rp_lr_cosine(9, 10, 100, lr, mn), 1e-3, 1e-9);   /* end of warmup */
+  kt_assert_near(rp_lr_cosine(10, 10, 100, lr, mn), 1e-3, 1e-9);  /* cosine start */
+  kt_assert_near(rp_lr_cosine(55, 10, 100, lr, mn), 5.5e-4, 1e-9); /* midpoint */
+  kt_assert_near(rp_lr_cosine(100, 10, 100, lr, mn), 1e-4, 1e-9); /* end */
+  kt_assert_near(rp_lr_cosine(500, 10, 100, lr, mn), 1e-4, 1e-9); /* past the end */
+  /* monotone non-increasing after warmup */
+  for (int s = 10; s < 100; s++)
+    assert_true(rp_lr_cosine(s + 1, 10, 100, lr, mn) <= rp_lr_cosine(s, 10, 100, lr, mn));
+  /* constant when warmup == 0 and min_lr == lr */
+  for (int s = 0; s < 50; s += 7) assert_true(rp_lr_cosine(s, 0, 40, lr, lr) == lr);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_xent),          cmocka_unit_test(test_xent_threads_bitwise),
+      cmocka_unit_test(test_adamw_hand),    cmocka_unit_test(test_adamw_threads_bitwise),
+      cmocka_unit_test(test_sumsq_scale),   cmocka_unit_test(test_lr_cosine),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
