@@ -1,0 +1,3 @@
+/* `ringpipe bench attention` as a standalone program; the body is in src/kernels/flash_bench.c. */
+#include "ringpipe/rp_flash.h"
+int main(int argc, char **argv) { return rp_bench_attention(argc, argv); }

@@ -1,0 +1,106 @@
+/* Checkpoints: a directory with
+ *   model.safetensors  fp32 weights with Hugging Face GPT-2 names and shapes
+ *                      ("wte.weight" [V, C] without the padded rows, "wpe.weight"
+ *                      [T, C], "h.{l}.attn.c_attn.weight" [C, 3C] (Conv1D is
+ *                      (in, out): the transpose of ringpipe's (out, in)), ...);
+ *   optim.safetensors  AdamW state "m.<name>" / "v.<name>" in ringpipe's own
+ *                      layout (padded rows included), round-trips bitwise;
+ *   meta.json          {"format":"ringpipe-checkpoint","version":1, <caller's
+ *                      fields: step, config, options, loader, rng ...>},
+ *                      written LAST: its presence marks the checkpoint complete.
+ *
+ * Every file is written to a temporary name, fsync'ed and renamed, and the
+ * directory is fsync'ed. Saving over an existing checkpoint writes a sibling
+ * temporary directory and swaps it in (renameat2 RENAME_EXCHANGE where the
+ * file system has it), so a crash leaves either the old or the new checkpoint.
+ *
+ * safetensors (https://github.com/huggingface/safetensors): u64 little-endian
+ * header length N, N bytes of JSON {"__metadata__":{..}, "name":{"dtype":"F32",
+ * "shape":[..],"data_offsets":[begin,end]},..} padded with spaces to a multiple
+ * of 8, then the tensor bytes, contiguous, in header order. */
+#ifndef RP_CHECKPOINT_H
+#define RP_CHECKPOINT_H
+
+#include "rp_base.h"
+#include "rp_json.h"
+#include "rp_model.h"
+
+#define RP_CKPT_FORMAT "ringpipe-checkpoint"
+#define RP_CKPT_VERSION 1
+
+/* One chunk to save; m/v (the chunk's num_params floats each, same layout as
+ * params) may be NULL: no optimizer state for that part. A tensor held by
+ * several parts (wte tied across first and last stage) is written once. */
+typedef struct {
+  const rp_chunk *chunk;
+  const float *m, *v;
+} rp_ckpt_part;
+
+/* meta_json: the caller's fields, either as an object "{...}" or as bare
+ * members "\"step\":10,\"config\":{...}"; it must be valid JSON once wrapped.
+ * The directory (and parents) are created. */
+rp_status rp_ckpt_save(const char *dir, const rp_ckpt_part *parts, int nparts,
+                       const char *meta_json);
+
+/* Fills every tensor of every chunk (and m/v when non-NULL) by name; a tensor
+ * in several parts is loaded into each. Shapes must match the chunk's config
+ * (RP_EINVAL naming the tensor, both shapes and the fix). Missing, truncated
+ * or corrupt files give RP_EIO/RP_EFORMAT, never a crash. Padded wte rows
+ * (V..Vp-1) are zeroed. Names may also carry a "transformer." prefix (as in
+ * files saved from GPT2LMHeadModel); extra tensors in the file are ignored. */
+typedef struct {
+  rp_chunk *chunk;
+  float *m, *v;
+} rp_ckpt_load_part;
+rp_status rp_ckpt_load(const char *dir, const rp_ckpt_load_part *parts, int nparts);
+
+/* meta.json as a malloc'd NUL-terminated string (free() it). RP_EIO if the
+ * directory is missing or the checkpoint is incomplete (no meta.json),
+ * RP_EFORMAT if it is not valid JSON or not a ringpipe checkpoint. */
+rp_status rp_ckpt_read_meta(const char *dir, char **json_out);
+
+/* ---- safetensors building blocks (used by the checkpoint; public for tools
+ * and tests). A file's parsed header: */
+typedef struct {
+  char name[128];
+  char dtype[8];
+  int ndim;
+  int64_t shape[4];
+  uint64_t begin, end;   /* byte offsets in the data section */
+} rp_st_entry;
+
+typedef struct {
+  int fd;
+  char path[1024];
+  uint64_t header_len;   /* N */
+  uint64_t data_len;     /* file size - 8 - N */
+  int n;
+  rp_st_entry *entries;
+  char *metadata_json;   /* the "__metadata__" object text, or NULL */
+} rp_st_file;
+
+/* Opens and validates: header length sane, header valid JSON, every entry has
+ * a known dtype, a shape whose size matches its byte range, and lies inside the
+ * data section (truncated files are RP_EFORMAT). */
+rp_status rp_st_open(rp_st_file *f, const char *path);
+const rp_st_entry *rp_st_find(const rp_st_file *f, const char *name);
+/* Reads `bytes` bytes of entry e starting at byte `at` of the tensor. */
+rp_status rp_st_read(const rp_st_file *f, const rp_st_entry *e, uint64_t at, void *dst,
+                     size_t bytes);
+void rp_st_close(rp_st_file *f);
+
+/* ---- llm.c model files: int32 header[256] (magic 20240326, version 3 = fp32,
+ * maxT, V, L, NH, C, Vp), then all parameters in llm.c's order: wte [Vp, C],
+ * wpe [maxT, C], then each kind for ALL layers: ln1w [L, C], ln1b, qkvw
+ * [L, 3C, C], qkvb [L, 3C], attprojw [L, C, C], attprojb, ln2w, ln2b, fcw
+ * [L, 4C, C], fcb [L, 4C], fcprojw [L, C, 4C], fcprojb [L, C], lnfw [C], lnfb. */
+#define RP_LLMC_MAGIC 20240326
+#define RP_LLMC_VERSION_FP32 3
+rp_status rp_llmc_read_config(const char *path, rp_gpt_config *cfg);
+/* Loads the chunk's tensors (its layer range, embeddings/head if it has them);
+ * the file's config must equal the chunk's (RP_EINVAL naming the difference). */
+rp_status rp_llmc_load(const char *path, rp_chunk *chunk);
+/* full_model: a chunk with all layers, embeddings and head. */
+rp_status rp_llmc_save(const char *path, const rp_chunk *full_model);
+
+#endif

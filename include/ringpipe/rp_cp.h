@@ -1,0 +1,113 @@
+/* Context parallelism: the sequence is split over the P ranks of a cp
+ * communicator, and attention runs as a ring (K/V blocks passed around while the
+ * workers compute) or as Ulysses (all-to-all from sequence shards to head shards).
+ *
+ * Layouts (which global positions rank r of P holds, for a sequence of T):
+ * - zigzag (load-balanced, the default): the sequence is cut into 2P chunks of
+ *   T/(2P) rows; rank r keeps chunks r and 2P-1-r, in that order, so that every
+ *   rank does the same causal attention work. Needs T % (2P) == 0.
+ * - contiguous: rank r keeps rows [r*T/P, (r+1)*T/P). Needs T % P == 0. The last
+ *   rank does (2P-1)/P times the mean work; kept to show the imbalance.
+ * Every rank holds T_local = T/P rows either way. Local row t of rank r is at
+ * global position rp_cp_global_pos(...); position ids fed to the model are the
+ * global ones.
+ *
+ * The backends plug into the model as rp_attn_backend (rp_model.h): the model
+ * calls forward/backward with T = T_local and the local qkv[B,T_local,3C]. One
+ * backend serves every layer and micro-batch: its buffers are scratch reused by
+ * each call, and the only state carried from forward to backward is the row
+ * log-sum-exp L[B,NH,T_local] in the model's att_saved slot. Every call is
+ * collective over the cp communicator, made by the main thread (MPI FUNNELED).
+ *
+ * Shapes: B batch, T global sequence, P = cp ranks, C channels, NH heads,
+ * HS = C/NH head size. */
+#ifndef RP_CP_H
+#define RP_CP_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rp_base.h"
+#include "rp_model.h"
+
+typedef enum {
+  RP_CP_ZIGZAG = 0,      /* chunks r and 2P-1-r of 2P */
+  RP_CP_CONTIGUOUS = 1   /* one contiguous block of T/P rows */
+} rp_cp_layout;
+
+const char *rp_cp_layout_name(rp_cp_layout layout);
+/* "zigzag" or "contiguous" (the --cp-layout values). */
+rp_status rp_cp_layout_parse(const char *name, rp_cp_layout *out);
+
+/* RP_EINVAL with a message naming T, P and the fix when T cannot be split. */
+rp_status rp_cp_check(rp_cp_layout layout, int T, int P);
+
+/* The pieces of the global sequence rank r holds, in local row order: piece i
+ * is local rows [local0[i], local0[i]+len) = global [global0[i], global0[i]+len). */
+typedef struct {
+  int n;            /* 2 for zigzag, 1 for contiguous */
+  int len;          /* rows per piece */
+  int local0[2], global0[2];
+} rp_cp_pieces;
+
+rp_status rp_cp_pieces_of(rp_cp_pieces *pc, rp_cp_layout layout, int T, int P, int r);
+/* Global position of local row t (0 <= t < T/P); layout must be valid. */
+long rp_cp_global_pos(const rp_cp_pieces *pc, int t);
+
+/* pos[B, T/P] = the global position ids of rank r's rows (same for every b). */
+rp_status rp_cp_positions(int32_t *pos, int B, rp_cp_layout layout, int T, int P, int r);
+
+/* local[outer, T/P, row] = rank r's rows of full[outer, T, row] (row_bytes bytes
+ * per row): tokens and targets are [B,T] with row_bytes = 4; a statistic such as
+ * L[B,NH,T] is outer = B*NH, row_bytes = 4. No communication: every cp rank
+ * reads the same micro-batch and keeps its rows. */
+rp_status rp_cp_shard_rows(void *local, const void *full, size_t row_bytes, int outer,
+                           rp_cp_layout layout, int T, int P, int r);
+/* Inverse: writes rank r's rows of full from local (other rows untouched). */
+rp_status rp_cp_unshard_rows(void *full, const void *local, size_t row_bytes, int outer,
+                             rp_cp_layout layout, int T, int P, int r);
+/* full[outer, T, row] on every rank from each rank's local shard (collective
+ * over cp_comm, P = its size). */
+rp_status rp_cp_gather_rows(void *full, const void *local, size_t row_bytes, int outer,
+                            rp_cp_layout layout, int T, MPI_Comm cp_comm);
+/* Tokens/targets [B,T] -> [B,T/P] (rp_cp_shard_rows with 4-byte rows). */
+rp_status rp_cp_shard_tokens(int32_t *local, const int32_t *full, int B, rp_cp_layout layout,
+                             int T, int P, int r);
+
+/* Causal (query, key) pairs that rank r's queries see over the whole sequence:
+ * the attention work of the rank (times 4*HS flops per head forward). */
+double rp_cp_visible_pairs(rp_cp_layout layout, int T, int P, int r);
+
+/* ---- backends */
+
+/* Ring attention. cp_comm is duplicated (messages never mix with the caller's);
+ * creation is collective over it. T_global is the sequence the trainer will use
+ * (checked here so that a bad T fails at start-up on every rank alike; a call
+ * with T_local needs T_local*P to be valid for the layout). overlap = 1 posts the
+ * transfer of step i+1 before the compute of step i and keeps MPI progressing
+ * while the workers compute; 0 does compute then transfer (the baseline). */
+rp_status rp_cp_ring_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_layout layout,
+                            int T_global, int overlap);
+/* Ulysses all-to-all attention: needs NH % P == 0 (checked here). */
+rp_status rp_cp_ulysses_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_layout layout,
+                               int T_global, int NH);
+/* Either kind; collective (frees the duplicated communicator). NULL is fine. */
+void rp_cp_destroy(rp_attn_backend *a);
+
+/* Time and work accounting of one direction (forward or backward), summed over
+ * calls since creation or the last reset. */
+typedef struct {
+  long calls;
+  double total_s;     /* wall time inside the backend's forward (or backward) */
+  double wait_s;      /* main thread blocked on transfers: the exposed communication */
+  double compute_s;   /* time from launching attention tiles until they finished */
+  double flops;       /* attention flops of the visible (query, key) pairs run here */
+  double bytes_sent;  /* payload this rank sent */
+} rp_cp_stats;
+
+/* fwd/bwd may be NULL. RP_EINVAL if a is not a cp backend. */
+rp_status rp_cp_get_stats(const rp_attn_backend *a, rp_cp_stats *fwd, rp_cp_stats *bwd);
+void rp_cp_reset_stats(rp_attn_backend *a);
+
+#endif

@@ -1,0 +1,137 @@
+/* Token data: llm.c-compatible shards, a streaming batch loader, tokenizers and
+ * `prepare` (text -> byte-token shards).
+ *
+ * Shard format (llm.c, little-endian): int32 header[256] with header[0] =
+ * 20240520 (magic), header[1] = 1 (version), header[2] = token count; then that
+ * many uint16 tokens. Nothing else follows. */
+#ifndef RP_DATA_H
+#define RP_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "rp_base.h"
+
+#define RP_SHARD_MAGIC 20240520
+#define RP_SHARD_VERSION 1
+#define RP_SHARD_HEADER_INTS 256
+#define RP_SHARD_HEADER_BYTES (RP_SHARD_HEADER_INTS * 4)
+#define RP_SHARD_MAX_TOKENS 2147483647u  /* the header count is an int32 */
+
+/* ---- shards */
+
+/* Writes a complete shard: PATH.tmp-PID, fsync, rename, fsync the directory. */
+rp_status rp_shard_write(const char *path, const uint16_t *tokens, size_t n);
+
+/* Streaming writer for shards larger than memory: the token count is fixed up
+ * front (it goes into the header); close checks that exactly n were appended
+ * and then fsyncs and renames into place. abort removes the temporary file. */
+typedef struct rp_shard_writer rp_shard_writer;
+rp_status rp_shard_writer_open(rp_shard_writer **w, const char *path, size_t n);
+rp_status rp_shard_writer_append(rp_shard_writer *w, const uint16_t *tokens, size_t n);
+rp_status rp_shard_writer_close(rp_shard_writer *w);
+void rp_shard_writer_abort(rp_shard_writer *w);
+
+/* An open, validated shard read with pread (thread-safe reads). */
+typedef struct {
+  int fd;
+  size_t num_tokens;
+  char path[1024];
+} rp_shard;
+
+/* Opens and validates magic, version and that the file size equals the header
+ * plus 2 * count bytes (RP_EFORMAT naming the file and what is wrong). */
+rp_status rp_shard_open(rp_shard *s, const char *path);
+/* Reads tokens [first, first + n) into dst. */
+rp_status rp_shard_read(const rp_shard *s, size_t first, size_t n, uint16_t *dst);
+void rp_shard_close(rp_shard *s);
+/* Whole shard into a malloc'd array (*tokens; free() it). */
+rp_status rp_shard_read_all(const char *path, uint16_t **tokens, size_t *n);
+
+/* ---- loader
+ *
+ * Windows: each shard of n tokens holds floor((n - 1) / (B*T)) windows of B*T
+ * tokens, window j being tokens [j*B*T, j*B*T + B*T] (B*T + 1 tokens: inputs
+ * and next-token targets); the tail of a shard is skipped, as in llm.c. The
+ * single-rank stream is all windows of all shards in file order (file_order)
+ * or in a fresh seeded permutation each epoch; it wraps around forever. Global
+ * window g of the stream goes to rank g % nranks, so the ranks see disjoint
+ * windows whose union is the single-rank stream (with nranks = 1 and
+ * file_order this is exactly llm.c's DataLoader). Reads stream from disk: one
+ * pread of B*T + 1 tokens per batch. */
+typedef struct rp_loader rp_loader;
+
+/* Resume point, a POD for checkpoints. `next_window` counts windows consumed by
+ * ALL ranks together, so it is the same on every data-parallel rank and stays
+ * meaningful if the number of ranks changes. The other fields are checked on
+ * restore so that a checkpoint is not resumed on different data. */
+typedef struct {
+  uint64_t next_window;   /* global stream position (all ranks, all epochs) */
+  uint64_t epoch;         /* next_window / windows per epoch (informational) */
+  uint64_t seed;
+  uint64_t num_windows;   /* windows per epoch */
+  int32_t B, T, file_order, reserved;
+} rp_loader_snapshot;
+
+/* data: a directory (uses its files matching *<split>*.bin, sorted), a glob
+ * pattern (split unused), or a single .bin file. All shards are opened and
+ * validated here, so a bad file fails at startup. */
+rp_status rp_loader_open(rp_loader **out, const char *data, const char *split, int B, int T,
+                         int file_order, uint64_t seed, int rank, int nranks);
+/* inputs[B*T], targets[B*T] (targets = inputs shifted by one token). */
+rp_status rp_loader_next(rp_loader *l, int32_t *inputs, int32_t *targets);
+void rp_loader_state(const rp_loader *l, rp_loader_snapshot *st);
+/* RP_EINVAL if B, T, file_order, seed or the number of windows differ. */
+rp_status rp_loader_set_state(rp_loader *l, const rp_loader_snapshot *st);
+void rp_loader_reset(rp_loader *l);
+void rp_loader_close(rp_loader *l);
+/* Every token read is checked to be < V (RP_EFORMAT naming file and offset);
+ * 0 (default) disables the check. */
+void rp_loader_set_vocab(rp_loader *l, int V);
+size_t rp_loader_num_tokens(const rp_loader *l);      /* all shards */
+uint64_t rp_loader_num_windows(const rp_loader *l);   /* per epoch, all ranks */
+int rp_loader_num_files(const rp_loader *l);
+uint64_t rp_loader_epoch(const rp_loader *l);         /* epoch of this rank's next batch */
+
+/* Snapshot as a JSON object {"next_window":..,"epoch":..,...} and back. */
+rp_status rp_loader_snapshot_to_json(const rp_loader_snapshot *st, char *buf, size_t cap);
+rp_status rp_loader_snapshot_from_json(const char *json, const char *path,
+                                       rp_loader_snapshot *st);
+
+/* ---- tokenizers
+ *
+ * Byte level: token = byte, V = 256, encodes any text. GPT-2: llm.c's
+ * gpt2_tokenizer.bin for decoding only: uint32 header[256] (magic 20240328,
+ * version 1 or 2, vocab size, v2: end-of-text token), then per token a uint8
+ * length and that many bytes. */
+#define RP_BYTE_VOCAB 256
+#define RP_TOKENIZER_MAGIC 20240328
+
+typedef struct rp_tokenizer rp_tokenizer;
+rp_status rp_tokenizer_bytes(rp_tokenizer **out);
+rp_status rp_tokenizer_load_gpt2(rp_tokenizer **out, const char *path);
+void rp_tokenizer_free(rp_tokenizer *tk);
+int rp_tokenizer_vocab(const rp_tokenizer *tk);
+int rp_tokenizer_eot(const rp_tokenizer *tk);    /* -1 if none */
+int rp_tokenizer_can_encode(const rp_tokenizer *tk);
+/* Bytes of one token (not NUL terminated); NULL and *len = 0 if out of range. */
+const char *rp_tokenizer_token(const rp_tokenizer *tk, int id, size_t *len);
+/* Byte-level only (RP_EINVAL for GPT-2 BPE). *n = tokens written; RP_EINVAL if
+ * cap < len. */
+rp_status rp_tokenizer_encode(const rp_tokenizer *tk, const char *text, size_t len,
+                              int32_t *out, size_t cap, size_t *n);
+/* Printable text: valid UTF-8, '\n' and '\t' are kept, other control bytes and
+ * invalid UTF-8 become \xNN, unknown ids <?ID>. Always NUL terminated (truncated
+ * to cap); returns the length the full text needs. */
+size_t rp_tokenizer_decode(const rp_tokenizer *tk, const int32_t *ids, size_t n, char *buf,
+                           size_t cap);
+/* Plain helpers for byte tokens (no object). */
+void rp_byte_encode(const char *text, size_t len, uint16_t *out);
+size_t rp_bytes_printable(const unsigned char *bytes, size_t n, char *buf, size_t cap);
+
+/* ---- prepare: text file -> out_dir/train.bin and out_dir/val.bin as byte
+ * tokens, the last val_fraction of the text (in [0, 1); negative means the
+ * default 0.1) going to val.bin. Streams the text; creates out_dir. */
+#define RP_PREPARE_VAL_DEFAULT 0.1
+rp_status rp_prepare(const char *text_path, const char *out_dir, double val_fraction);
+
+#endif

@@ -1,0 +1,105 @@
+/* The training loop: options, trainer state, one step, evaluation, sampling.
+ * It wires the grid, the model chunk(s), the attention backend, gradient sync,
+ * the optimizer, checkpoints and metrics. */
+#ifndef RP_TRAIN_H
+#define RP_TRAIN_H
+
+#include <stdint.h>
+#include "rp_pipeline.h"
+#include "rp_schedule.h"
+#include "rp_grid.h"
+#include "rp_model.h"
+#include "rp_options.h"
+#include "rp_pool.h"
+#include "rp_util.h"
+
+typedef struct {
+  /* model */
+  int layers, channels, heads, seq, vocab;
+  /* batch */
+  int batch, microbatches, steps;
+  /* optimizer */
+  float lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
+  int warmup;
+  char lr_schedule[RP_OPT_STRLEN];
+  /* data */
+  char data[RP_OPT_STRLEN];
+  int file_order, seed;
+  /* run */
+  char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
+  char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
+  int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
+  int measure_peak, quiet;
+  /* parallelism */
+  int pp, cp, vpp;
+  char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
+} rp_train_opts;
+
+extern const rp_opt rp_train_opt_table[];
+extern const int rp_train_opt_count;
+
+/* Checks option combinations that a single field's range cannot express. */
+rp_status rp_train_opts_check(const rp_train_opts *o);
+
+struct rp_loader;
+
+typedef struct {
+  rp_train_opts o;
+  rp_grid grid;
+  rp_gpt_config cfg;
+  int nchunks;                  /* v model chunks on this rank (1 without pipelining) */
+  rp_chunk *chunks;             /* chunk c is global stage c * pp + pp_rank */
+  float **adam_m, **adam_v;     /* per chunk, RP_MEM_OPTIM, same layout as its params */
+  rp_stage_spec *all_stages;    /* pp * vpp stage specs, by global stage index */
+  rp_schedule *sched;    /* pipeline schedule (pp > 1) */
+  rp_pipeline *pipe;
+  MPI_Comm tie_comm;            /* first and last stage: the tied wte gradient */
+  rp_pool *pool;
+  rp_exec exec;
+  rp_acts acts;                 /* pp == 1: one micro-batch's activations */
+  rp_layer_acts *layer_views;
+  void *acts_mem;
+  rp_grad_ws ws;
+  struct rp_loader *train, *val;
+  int32_t *batch_tokens, *batch_targets, *batch_pos;  /* microbatches x B x T */
+  int step;                     /* steps completed */
+  double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped */
+  rp_rng sample_rng;
+  char data_dir[RP_OPT_STRLEN + 16]; /* resolved data directory */
+} rp_trainer;
+
+typedef struct {
+  double loss, grad_norm, seconds, tokens_per_s, mfu;
+  float lr;
+  int valid_tokens;
+} rp_step_stats;
+
+rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o);
+void rp_trainer_free(rp_trainer *t);
+rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
+rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss);
+/* Runs the whole job: steps, logging, eval, checkpoints, final sample. */
+rp_status rp_trainer_run(rp_trainer *t);
+rp_status rp_trainer_save(rp_trainer *t, const char *dir);
+
+/* Layers of each of the S = pp * vpp stages: `spec` is "3,3,2" (S numbers summing
+ * to L) or "" for an even split (the first L % S stages get one more). Stage 0
+ * has the embeddings, stage S-1 the head. */
+rp_status rp_assign_stages(int L, int S, const char *spec, rp_stage_spec *out);
+
+/* Model shape of an llm.c file or a ringpipe checkpoint directory, written into
+ * the options (*changed says whether it differed); *model_T gets its positions. */
+rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *changed,
+                                   int *model_T);
+/* Weights of a chunk from an llm.c model file or a checkpoint directory. */
+rp_status rp_load_weights(rp_chunk *m, const char *path);
+
+/* The model's own GEMM shapes timed with the pool's threads: the MFU denominator. */
+double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool);
+
+/* Greedy/temperature/top-k sampling by full recomputation over the last T tokens.
+ * out receives n_new tokens. */
+rp_status rp_generate(const rp_chunk *m, const rp_exec *x, const int32_t *prompt, int n_prompt,
+                      int32_t *out, int n_new, float temperature, int top_k, rp_rng *rng);
+
+#endif

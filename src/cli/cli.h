@@ -1,0 +1,30 @@
+/* Subcommands of the ringpipe binary and their shared helpers. */
+#ifndef RP_CLI_H
+#define RP_CLI_H
+
+#include "ringpipe/rp_base.h"
+#include "ringpipe/rp_options.h"
+
+int rp_cmd_train(int argc, char **argv);
+int rp_cmd_sample(int argc, char **argv);
+int rp_cmd_eval(int argc, char **argv);
+int rp_cmd_prepare(int argc, char **argv);
+int rp_cmd_bench(int argc, char **argv);
+int rp_cmd_sim(int argc, char **argv);
+
+/* Exit status for a failed status: 2 for bad input (options, files), 1 otherwise. */
+int rp_cli_exit_code(rp_status s);
+/* Prints "ringpipe <cmd>: error: <message>" once (world rank 0) and returns the
+ * exit code. Every rank must call it with the same status. */
+int rp_cli_fail(const char *cmd, rp_status s);
+/* Parses options for a subcommand; prints help (rank 0) and returns 0 via *done,
+ * or an exit code for bad options. Returns -1 when the caller should go on. */
+int rp_cli_parse(const char *cmd, const char *usage, const char *desc, const rp_opt *t, int n,
+                 void *opts, int argc, char **argv);
+
+/* The whole model (all layers, embeddings, head) from a checkpoint directory or
+ * an llm.c model file, shaped by the file's own config. */
+#include "ringpipe/rp_model.h"
+rp_status rp_cli_load_model(const char *path, rp_chunk *m);
+
+#endif

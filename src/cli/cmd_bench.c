@@ -1,0 +1,99 @@
+/* ringpipe bench gemm | attention | train */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_grid.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_train.h"
+
+/* Both ways of sharing the cores between BLAS and the pool, on the model's own
+ * shapes, measured back to back in one process. */
+static int bench_gemm(int argc, char **argv) {
+  rp_train_opts o;
+  int rc = rp_cli_parse("bench gemm", "ringpipe bench gemm [model options]",
+                        "sgemm FLOP/s on the model's GEMM shapes in both GEMM modes.",
+                        rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
+  if (rc >= 0) return rc;
+  rp_gpt_config cfg = {.L = o.layers, .C = o.channels, .NH = o.heads, .T = o.seq,
+                       .V = o.vocab, .Vp = rp_pad_vocab(o.vocab)};
+  int threads = o.threads > 0 ? o.threads : 2;
+  rp_pool *pool;
+  rp_status s = rp_pool_create(&pool, threads, o.pin);
+  if (s != RP_OK) return rp_cli_fail("bench", s);
+  printf("gemm modes, C=%d B=%d T=%d Vp=%d, %d threads (forward+backward of every matmul "
+         "shape of a layer and the LM head)\n", cfg.C, o.batch, o.seq, cfg.Vp, threads);
+  double rate[2];
+  for (int rep = 0; rep < 2; rep++)
+    for (int mode = 0; mode < 2; mode++) {
+      rp_gemm_set_mode((rp_gemm_mode)mode);
+      double r = rp_measure_gemm_peak(&cfg, o.batch, o.seq, pool);
+      if (rep == 0 || r > rate[mode]) rate[mode] = r;
+    }
+  printf("  blas  (one sgemm, OpenBLAS threads, pool asleep): %7.1f GFLOP/s\n", rate[0] / 1e9);
+  printf("  split (pool threads, single-threaded sgemm each): %7.1f GFLOP/s\n", rate[1] / 1e9);
+  printf("  split / blas = %.3f\n", rate[1] / rate[0]);
+  rp_pool_destroy(pool);
+  return 0;
+}
+
+/* A short real training run: tokens/s, MFU and peak memory by category. */
+static int bench_train(int argc, char **argv) {
+  rp_train_opts o;
+  int rc = rp_cli_parse("bench train", "ringpipe bench train [train options]",
+                        "Train for a few steps and report throughput, MFU and memory.",
+                        rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
+  if (rc >= 0) return rc;
+  rp_trainer t;
+  rp_status s = rp_trainer_init(&t, &o);
+  if (s != RP_OK) {
+    rc = rp_cli_fail("bench", s);
+    rp_trainer_free(&t);
+    return rc;
+  }
+  int warm = o.steps > 2 ? 2 : 0;
+  double tok = 0, secs = 0, mfu_num = 0;
+  for (int i = 0; i < o.steps && s == RP_OK; i++) {
+    rp_step_stats st;
+    s = rp_trainer_step(&t, &st);
+    if (i < warm) continue;
+    tok += st.tokens_per_s * st.seconds;
+    secs += st.seconds;
+    mfu_num += st.mfu * st.seconds;
+  }
+  if (s != RP_OK) {
+    rc = rp_cli_fail("bench", s);
+    rp_trainer_free(&t);
+    return rc;
+  }
+  if (t.grid.world_rank == 0) {
+    char mem[512];
+    rp_mem_report(mem, sizeof mem);
+    printf("bench train: L=%d C=%d NH=%d T=%d B=%d, %d threads, attention %s, gemm %s\n",
+           o.layers, o.channels, o.heads, o.seq, o.batch, rp_pool_size(t.pool), t.exec.attn->name,
+           rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas");
+    printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
+    printf("  tokens/s: %.0f\n", tok / secs);
+    printf("  sgemm peak on the model's shapes: %.1f GFLOP/s\n", t.gemm_peak / 1e9);
+    printf("  model FLOP/s: %.1f GFLOP/s  ->  MFU %.3f\n",
+           rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs / 1e9, mfu_num / secs);
+    printf("  peak memory: %s\n", mem);
+  }
+  rp_trainer_free(&t);
+  return 0;
+}
+
+int rp_cmd_bench(int argc, char **argv) {
+  const char *what = argc > 0 ? argv[0] : "";
+  if (strcmp(what, "gemm") == 0) return bench_gemm(argc - 1, argv + 1);
+  if (strcmp(what, "attention") == 0) return rp_bench_attention(argc - 1, argv + 1);
+  if (strcmp(what, "train") == 0) return bench_train(argc - 1, argv + 1);
+  if (rp_mpi_world_rank() == 0)
+    fprintf(stderr, "usage: ringpipe bench gemm|attention|train [options]\n"
+                    "  gemm       sgemm FLOP/s on the model's shapes, both GEMM modes\n"
+                    "  attention  flash vs naive attention: time, FLOP/s, memory\n"
+                    "  train      a short training run: tokens/s, MFU, memory\n");
+  return strcmp(what, "--help") == 0 ? 0 : 2;
+}

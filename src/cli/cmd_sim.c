@@ -1,0 +1,256 @@
+/* ringpipe sim: run a pipeline schedule through the cost model and show its
+ * timeline, bubble (next to the closed form) and memory; --all compares every
+ * schedule for one (p, m). No MPI: this is arithmetic on action lists. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ringpipe/rp_options.h"
+#include "ringpipe/rp_schedule.h"
+
+typedef struct {
+  char schedule[RP_OPT_STRLEN], costs[RP_OPT_STRLEN], svg[RP_OPT_STRLEN], csv[RP_OPT_STRLEN];
+  int pp, microbatches, vpp, all, width, timeline;
+} sim_opts;
+
+#define O(f) offsetof(sim_opts, f)
+static const rp_opt sim_table[] = {
+    {"schedule", RP_OPT_STR, O(schedule), "1f1b", 0, 0, NULL,
+     "naive | gpipe | 1f1b | interleaved | zb-h1, or a schedule .csv (one row per rank)"},
+    {"pp", RP_OPT_INT, O(pp), "0", 0, 4096, NULL,
+     "pipeline ranks p (0: 4, or the CSV's row count)"},
+    {"microbatches", RP_OPT_INT, O(microbatches), "0", 0, 1000000, NULL,
+     "micro-batches m per step (0: 8, or the CSV's)"},
+    {"vpp", RP_OPT_INT, O(vpp), "0", 0, 64, NULL,
+     "model chunks per rank v (0: 2 for interleaved, 1 otherwise)"},
+    {"costs", RP_OPT_STR, O(costs), "1,2,1,0", 0, 0, NULL,
+     "tF,tB[,tW[,comm]]: forward and full backward time of one rank's share of the model, "
+     "the weight-gradient part of tB (I = tB - tW; default tB/2) and the transfer latency "
+     "(default 0); a chunk action takes t/v"},
+    {"svg", RP_OPT_STR, O(svg), "", 0, 0, NULL,
+     "write an SVG timeline (with --all: every schedule but naive, on one time axis)"},
+    {"csv", RP_OPT_STR, O(csv), "", 0, 0, NULL,
+     "write the lowered schedule (with SEND/RECV, what an executor runs) as CSV"},
+    {"all", RP_OPT_BOOL, O(all), "0", 0, 0, NULL, "compare every schedule side by side for this (p, m)"},
+    {"width", RP_OPT_INT, O(width), "160", 20, 100000, NULL, "columns of the ASCII timeline"},
+    {"timeline", RP_OPT_BOOL, O(timeline), "1", 0, 0, NULL, "print the ASCII timeline(s)"},
+};
+#undef O
+static const int sim_nopts = sizeof sim_table / sizeof sim_table[0];
+
+static int fail(rp_status s) {
+  fprintf(stderr, "ringpipe sim: error: %s\n", rp_errmsg()[0] ? rp_errmsg() : rp_status_name(s));
+  return (s == RP_EINVAL || s == RP_EIO || s == RP_EFORMAT) ? 2 : 1;
+}
+
+static rp_status parse_costs(const char *text, rp_costs *c) {
+  double x[4];
+  int n = 0;
+  const char *p = text;
+  while (n < 4) {
+    char *end;
+    x[n] = strtod(p, &end);
+    if (end == p) break;
+    n++;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p != ',') break;
+    p++;
+  }
+  while (*p == ' ') p++;
+  if (n < 2 || *p != '\0')
+    return rp_err(RP_EINVAL, "--costs '%s': write tF,tB[,tW[,comm]] as numbers, e.g. 1,2,1,0",
+                  text);
+  *c = (rp_costs){x[0], x[1], n > 2 ? x[2] : x[1] / 2, n > 3 ? x[3] : 0};
+  return RP_OK;
+}
+
+/* A schedule and its simulated timeline; `why` holds the reason when it could
+ * not be built (a violated constraint), for the --all table. */
+typedef struct {
+  const char *name;
+  rp_schedule *s;
+  rp_sim *sim;
+  char why[400];
+  char title[160];
+} run;
+
+static rp_status run_one(run *R, const char *name, int p, int v, int m, const rp_costs *c) {
+  R->name = name;
+  rp_status st = rp_schedule_make(name, p, v, m, &R->s);
+  if (st == RP_OK) st = rp_schedule_simulate(R->s, c, &R->sim);
+  if (st != RP_OK) {
+    snprintf(R->why, sizeof R->why, "%s", rp_errmsg());
+    return st;
+  }
+  snprintf(R->title, sizeof R->title, "%s  p=%d v=%d m=%d  (tF=%g tB=%g tW=%g comm=%g)",
+           R->s->name, R->s->p, R->s->v, R->s->m, c->tF, c->tB, c->tW, c->comm);
+  return RP_OK;
+}
+
+static void run_free(run *R) {
+  rp_sim_free(R->sim);
+  rp_schedule_free(R->s);
+}
+
+static void print_defs(void) {
+  printf("bubble: idle/total = sum(idle) / (p * makespan), the share of rank-time spent idle;\n"
+         "        idle/ideal = sum(idle) / sum(busy), the papers' measure ((p-1)/m for 1F1B);\n"
+         "        the formula assumes equal stages and comm = 0.\n");
+}
+
+static void print_ranks(const run *R) {
+  rp_slot_plan plan;
+  printf("%-6s %10s %10s %11s %15s %9s %10s\n", "rank", "busy", "idle", "idle/total",
+         "acts in flight", "W stash", "recv bufs");
+  for (int r = 0; r < R->s->p; r++) {
+    int nrbuf = -1;
+    if (rp_schedule_plan_slots(R->s, r, &plan) == RP_OK) {
+      nrbuf = plan.n_rbuf;
+      rp_slot_plan_free(&plan);
+    }
+    printf("%-6d %10.4g %10.4g %10.1f%% %15d %9d %10d\n", r, R->sim->busy[r], R->sim->idle[r],
+           100 * R->sim->idle[r] / R->sim->makespan, R->sim->peak_act[r], R->sim->peak_wst[r],
+           nrbuf);
+  }
+}
+
+static void print_bubble(const run *R, const rp_costs *c) {
+  const char *text = "";
+  double f = rp_schedule_bubble_formula(R->s->name, R->s->p, R->s->v, R->s->m, c, &text);
+  double ideal = 0;
+  for (int r = 0; r < R->s->p; r++) ideal = RP_MAX(ideal, R->sim->busy[r]);
+  printf("makespan %.4g (ideal %.4g: one rank's work with no bubble)\n", R->sim->makespan, ideal);
+  printf("%-10s %11s %11s\n", "bubble", "idle/total", "idle/ideal");
+  printf("%-10s %10.2f%% %10.2f%%\n", "simulated", 100 * R->sim->bubble_total,
+         100 * R->sim->bubble_ideal);
+  if (isnan(f))
+    printf("%-10s %11s %11s  (no closed form for a CSV schedule)\n", "formula", "-", "-");
+  else
+    printf("%-10s %10.2f%% %10.2f%%  %s\n", "formula", 100 * f / (1 + f), 100 * f, text);
+}
+
+static int cmd_single(const sim_opts *o, const rp_costs *c) {
+  run R = {0};
+  int p = o->pp, m = o->microbatches, v = o->vpp;
+  size_t len = strlen(o->schedule);
+  int is_csv = strchr(o->schedule, '/') || (len > 4 && !strcmp(o->schedule + len - 4, ".csv"));
+  if (!is_csv) {
+    if (!p) p = 4;
+    if (!m) m = 8;
+    if (!v) v = !strcmp(o->schedule, "interleaved") ? 2 : 1;
+  }
+  rp_status st = run_one(&R, o->schedule, p, v, m, c);
+  if (st != RP_OK) {
+    run_free(&R);
+    return fail(st);
+  }
+  printf("schedule %s\n", R.title);
+  if (o->timeline) rp_sim_print_ascii(stdout, R.s, R.sim, o->width);
+  print_ranks(&R);
+  if (R.s->v > 1)
+    printf("(with v = %d, an activation in flight is one chunk's: 1/%d of a rank's layers)\n",
+           R.s->v, R.s->v);
+  print_bubble(&R, c);
+  print_defs();
+  if (o->csv[0] && (st = rp_schedule_csv_save(R.s, o->csv)) == RP_OK)
+    printf("wrote %s (%s)\n", o->csv, R.s->lowered ? "with SEND/RECV" : "single rank");
+  if (st == RP_OK && o->svg[0]) {
+    rp_svg_panel panel = {R.title, R.s, R.sim};
+    if ((st = rp_sim_write_svg(o->svg, &panel, 1)) == RP_OK) printf("wrote %s\n", o->svg);
+  }
+  run_free(&R);
+  return st == RP_OK ? 0 : fail(st);
+}
+
+static void join_ints(char *buf, size_t n, const int *x, int count) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < count && len < n; i++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? " " : "", x[i]);
+}
+
+static int cmd_all(const sim_opts *o, const rp_costs *c) {
+  static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"};
+  enum { NS = 5 };
+  int p = o->pp ? o->pp : 4, m = o->microbatches ? o->microbatches : 8;
+  int vi = o->vpp > 1 ? o->vpp : 2;
+  if (o->csv[0]) return fail(rp_err(RP_EINVAL, "--csv writes one schedule; drop --all or --csv"));
+  run R[NS];
+  memset(R, 0, sizeof R);
+  for (int k = 0; k < NS; k++) {
+    int v = !strcmp(names[k], "interleaved") ? vi : 1;
+    if (run_one(&R[k], names[k], p, v, m, c) == RP_OK && o->timeline) {
+      printf("\n%s\n", R[k].title);
+      rp_sim_print_ascii(stdout, R[k].s, R[k].sim, o->width);
+    }
+  }
+  printf("\np=%d m=%d, costs tF=%g tB=%g tW=%g comm=%g (one rank's share; chunk actions take t/v)\n",
+         p, m, c->tF, c->tB, c->tW, c->comm);
+  printf("%-12s %2s %9s | %-10s %-10s | %-10s %-10s %-30s | %-16s %s\n", "schedule", "v",
+         "makespan", "idle/total", "idle/ideal", "formula", "(ideal)", "", "acts in flight",
+         "W stash");
+  double ref = NAN;
+  for (int k = 0; k < NS; k++)
+    if (R[k].sim && !strcmp(names[k], "1f1b")) ref = R[k].sim->bubble_ideal;
+  rp_svg_panel panels[NS];
+  int np = 0;
+  for (int k = 0; k < NS; k++) {
+    if (!R[k].sim) {
+      printf("%-12s  n/a: %s\n", names[k], R[k].why);
+      continue;
+    }
+    const rp_schedule *s = R[k].s;
+    const rp_sim *sim = R[k].sim;
+    const char *text = "";
+    double f = rp_schedule_bubble_formula(names[k], s->p, s->v, s->m, c, &text);
+    char acts[256], wst[256];
+    join_ints(acts, sizeof acts, sim->peak_act, s->p);
+    join_ints(wst, sizeof wst, sim->peak_wst, s->p);
+    printf("%-12s %2d %9.4g | %9.2f%% %9.2f%% | %9.2f%% %9.2f%%  %-30s | %-16s %s\n", names[k],
+           s->v, sim->makespan, 100 * sim->bubble_total, 100 * sim->bubble_ideal,
+           100 * f / (1 + f), 100 * f, text, acts, wst);
+    /* naive's timeline is p times longer than the rest and would squash them
+     * on the shared time axis; `--schedule naive --svg` draws it alone. */
+    if (strcmp(names[k], "naive") != 0) panels[np++] = (rp_svg_panel){R[k].title, s, sim};
+  }
+  if (!isnan(ref) && ref > 0) {
+    printf("bubble relative to 1f1b (idle/ideal):");
+    for (int k = 0; k < NS; k++)
+      if (R[k].sim) printf("  %s %.2f", names[k], R[k].sim->bubble_ideal / ref);
+    printf("\n");
+  }
+  print_defs();
+  rp_status st = RP_OK;
+  if (o->svg[0] && np > 0 && (st = rp_sim_write_svg(o->svg, panels, np)) == RP_OK)
+    printf("wrote %s\n", o->svg);
+  for (int k = 0; k < NS; k++) run_free(&R[k]);
+  return st == RP_OK ? 0 : fail(st);
+}
+
+int rp_cmd_sim(int argc, char **argv) {
+  sim_opts o;
+  int help = 0;
+  rp_status st = rp_opts_parse(sim_table, sim_nopts, &o, argc, argv, &help, NULL, NULL);
+  if (help) {
+    rp_opts_help(stdout,
+                 "ringpipe sim --schedule naive|gpipe|1f1b|interleaved|zb-h1|FILE.csv --pp P "
+                 "--microbatches M [--vpp V] [--costs tF,tB,tW,comm] [--svg FILE] [--csv FILE] "
+                 "[--all]",
+                 "Simulate a pipeline schedule: ASCII timeline, bubble next to its closed form, "
+                 "activations in flight per rank.",
+                 sim_table, sim_nopts);
+    return 0;
+  }
+  if (st != RP_OK) {
+    int code = fail(st);
+    fprintf(stderr, "run 'ringpipe sim --help' for the options\n");
+    return code;
+  }
+  rp_costs c;
+  if ((st = parse_costs(o.costs, &c)) != RP_OK) return fail(st);
+  return o.all ? cmd_all(&o, &c) : cmd_single(&o, &c);
+}

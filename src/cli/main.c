@@ -1,0 +1,88 @@
+/* ringpipe: one binary, one subcommand per job. MPI is initialised whether the
+ * binary runs alone or under mpirun. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ringpipe/rp_grid.h"
+
+typedef struct {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *help;
+} subcommand;
+
+static const subcommand commands[] = {
+    {"train", rp_cmd_train, "train a GPT model (single rank or under mpirun)"},
+    {"eval", rp_cmd_eval, "validation loss of a checkpoint on a data set"},
+    {"sample", rp_cmd_sample, "generate text from a checkpoint"},
+    {"prepare", rp_cmd_prepare, "turn a UTF-8 text file into train/val token shards"},
+    {"sim", rp_cmd_sim, "simulate pipeline schedules: timeline, bubble, memory"},
+    {"bench", rp_cmd_bench, "benchmarks: gemm | attention | train"},
+};
+static const int ncommands = sizeof commands / sizeof commands[0];
+
+int rp_cli_exit_code(rp_status s) {
+  return (s == RP_EINVAL || s == RP_EIO || s == RP_EFORMAT) ? 2 : 1;
+}
+
+int rp_cli_fail(const char *cmd, rp_status s) {
+  if (rp_mpi_world_rank() == 0) {
+    fprintf(stderr, "ringpipe %s: error: %s\n", cmd, rp_errmsg()[0] ? rp_errmsg() : rp_status_name(s));
+    fflush(stderr);
+  }
+  return rp_cli_exit_code(s);
+}
+
+int rp_cli_parse(const char *cmd, const char *usage, const char *desc, const rp_opt *t, int n,
+                 void *opts, int argc, char **argv) {
+  int help = 0;
+  rp_status s = rp_opts_parse(t, n, opts, argc, argv, &help, NULL, NULL);
+  if (help) {
+    if (rp_mpi_world_rank() == 0) rp_opts_help(stdout, usage, desc, t, n);
+    return 0;
+  }
+  if (s != RP_OK) {
+    int code = rp_cli_fail(cmd, s);
+    if (rp_mpi_world_rank() == 0)
+      fprintf(stderr, "run 'ringpipe %s --help' for the options\n", cmd);
+    return code;
+  }
+  return -1;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: ringpipe <command> [options]   (ringpipe <command> --help for details)\n\n");
+  fprintf(f, "ringpipe trains small GPT models on CPUs with pipeline, context and data\n"
+             "parallelism over MPI. Commands:\n");
+  for (int i = 0; i < ncommands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+  fprintf(f, "\nexample: ringpipe train --steps 200        (built-in Shakespeare excerpt)\n"
+             "         mpirun -n 2 ringpipe train --steps 50\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("ringpipe 0.1.0\n");
+    return 0;
+  }
+  const subcommand *cmd = NULL;
+  for (int i = 0; i < ncommands; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
+  if (!cmd) {
+    fprintf(stderr, "ringpipe: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+  }
+  if (rp_mpi_init(&argc, &argv) != RP_OK) {
+    fprintf(stderr, "ringpipe: %s\n", rp_errmsg());
+    return 1;
+  }
+  int rc = cmd->fn(argc - 2, argv + 2);
+  rp_mpi_finalize();
+  return rc;
+}

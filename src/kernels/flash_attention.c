@@ -1,0 +1,373 @@
+/* FlashAttention entry points: configuration (block sizes from the L2 size,
+ * instruction set chosen at run time), the whole-attention wrappers over the
+ * model's qkv layout, the ring helpers (row dot, merge) and the job plumbing
+ * that runs the tile loops of flash_attention_fwd.c / _bwd.c on the pool. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flash_attention_internal.h"
+#include "ringpipe/rp_arena.h"
+
+static rp_flash_config g_cfg;   /* all zero: everything automatic */
+
+/* ---- instruction set */
+
+int rp_flash_isa_supported(rp_flash_isa isa) {
+  switch (isa) {
+    case RP_FLASH_ISA_AUTO:
+    case RP_FLASH_ISA_SCALAR: return 1;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    case RP_FLASH_ISA_AVX2:
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case RP_FLASH_ISA_AVX512:
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+             __builtin_cpu_supports("fma");
+#endif
+    default: return 0;
+  }
+}
+
+rp_flash_isa rp_flash_isa_active(void) {
+  if (g_cfg.isa != RP_FLASH_ISA_AUTO) return g_cfg.isa;
+  if (rp_flash_isa_supported(RP_FLASH_ISA_AVX512)) return RP_FLASH_ISA_AVX512;
+  if (rp_flash_isa_supported(RP_FLASH_ISA_AVX2)) return RP_FLASH_ISA_AVX2;
+  return RP_FLASH_ISA_SCALAR;
+}
+
+const char *rp_flash_isa_name(rp_flash_isa isa) {
+  switch (isa) {
+    case RP_FLASH_ISA_AUTO: return "auto";
+    case RP_FLASH_ISA_SCALAR: return "scalar";
+    case RP_FLASH_ISA_AVX2: return "avx2";
+    case RP_FLASH_ISA_AVX512: return "avx512";
+  }
+  return "?";
+}
+
+const rp_flash_ops *rp_flash_ops_active(void) {
+  switch (rp_flash_isa_active()) {
+    case RP_FLASH_ISA_AVX512: return &rp_flash_ops_avx512;
+    case RP_FLASH_ISA_AVX2: return &rp_flash_ops_avx2;
+    default: return &rp_flash_ops_scalar;
+  }
+}
+
+/* ---- cache size and block sizes */
+
+static long read_sys_l2(void) {
+  char path[96], buf[32];
+  for (int idx = 0; idx < 8; idx++) {
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
+    FILE *f = fopen(path, "r");
+    if (!f) break;
+    int level = 0;
+    int ok = fscanf(f, "%d", &level) == 1;
+    fclose(f);
+    if (!ok || level != 2) continue;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
+    f = fopen(path, "r");
+    if (!f) continue;
+    long v = 0;
+    char unit = 0;
+    ok = fgets(buf, sizeof buf, f) != NULL && sscanf(buf, "%ld%c", &v, &unit) >= 1;
+    fclose(f);
+    if (!ok || v <= 0) continue;
+    if (unit == 'K') v <<= 10;
+    if (unit == 'M') v <<= 20;
+    return v;
+  }
+  return 0;
+}
+
+long rp_flash_l2_bytes(void) {
+  static long cached = 0;
+  if (g_cfg.l2_bytes > 0) return g_cfg.l2_bytes;
+  if (cached > 0) return cached;
+  long v = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  if (v <= 0) v = read_sys_l2();
+  if (v <= 0) v = 1L << 20;
+  cached = v;
+  return v;
+}
+
+/* Square blocks b x b: the backward's working set per worker is two b x b score
+ * tiles (P, dS) plus eight b x HS row tiles (Q, dO, dQ, K^T, V^T, K, dK, dV).
+ * Take the largest b whose working set fits in half the L2 (the other half
+ * holds the streamed rows), but no larger than 128: beyond that the wasted half
+ * of each causal diagonal tile costs more than the bigger tile saves (measured
+ * with `ringpipe bench attention`). */
+static int auto_block(int HS) {
+  static const int cand[] = {128, 96, 64, 48, 32, 16};
+  long budget = rp_flash_l2_bytes() / 2;
+  for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
+    long b = cand[i];
+    if (4 * (2 * b * b + 8 * b * (long)HS) <= budget) return (int)b;
+  }
+  return 16;
+}
+
+void rp_flash_block_sizes(int HS, int Tq, int Tk, int *bq, int *bk) {
+  int a = auto_block(HS);
+  int q = g_cfg.bq > 0 ? g_cfg.bq : a;
+  int k = g_cfg.bk > 0 ? g_cfg.bk : a;
+  /* a short sequence needs no block bigger than itself */
+  *bq = Tq > 0 && Tq < q ? Tq : q;
+  *bk = Tk > 0 && Tk < k ? Tk : k;
+}
+
+rp_status rp_flash_configure(const rp_flash_config *cfg) {
+  if (cfg->bq < 0 || cfg->bq > 1024 || cfg->bk < 0 || cfg->bk > 1024)
+    return rp_err(RP_EINVAL, "flash block sizes bq=%d bk=%d out of range; use 0 (auto) or 1..1024",
+                  cfg->bq, cfg->bk);
+  if (!rp_flash_isa_supported(cfg->isa))
+    return rp_err(RP_EINVAL, "flash ISA '%s' is not supported by this CPU; use auto",
+                  rp_flash_isa_name(cfg->isa));
+  if (cfg->split < RP_FLASH_SPLIT_AUTO || cfg->split > RP_FLASH_SPLIT_KEYBLOCK)
+    return rp_err(RP_EINVAL, "flash split %d unknown; use auto, head or keyblock", cfg->split);
+  if (cfg->l2_bytes < 0)
+    return rp_err(RP_EINVAL, "flash l2_bytes %ld is negative; use 0 (query the CPU)", cfg->l2_bytes);
+  g_cfg = *cfg;
+  return RP_OK;
+}
+
+void rp_flash_get_config(rp_flash_config *cfg) { *cfg = g_cfg; }
+
+rp_status rp_flash_check_problem(const rp_flash_problem *pr) {
+  if (pr->B < 1 || pr->NH < 1 || pr->HS < 1 || pr->HS > 256 || pr->Tq < 0 || pr->Tk < 0)
+    return rp_err(RP_EINVAL,
+                  "flash attention shape B=%d NH=%d HS=%d Tq=%d Tk=%d is invalid; need "
+                  "B, NH >= 1, 1 <= HS <= 256, T >= 0",
+                  pr->B, pr->NH, pr->HS, pr->Tq, pr->Tk);
+  if (pr->vis < RP_FLASH_VIS_ALL || pr->vis > RP_FLASH_VIS_NONE)
+    return rp_err(RP_EINVAL, "flash visibility %d unknown; use all, causal or none", pr->vis);
+  if (pr->scale < 0.0f || !isfinite(pr->scale))
+    return rp_err(RP_EINVAL, "flash scale %g must be finite and > 0 (0 = 1/sqrt(HS))",
+                  (double)pr->scale);
+  long width = (long)pr->NH * pr->HS;
+  if (!pr->q.p || pr->q.ld < width || (pr->Tk > 0 && (!pr->k.p || !pr->v.p ||
+                                                       pr->k.ld < width || pr->v.ld < width)))
+    return rp_err(RP_EINVAL,
+                  "flash q/k/v views need non-NULL data and row strides >= NH*HS = %ld "
+                  "(got %ld, %ld, %ld)",
+                  width, pr->q.ld, pr->k.ld, pr->v.ld);
+  return RP_OK;
+}
+
+void rp_flash_make_plan(rp_flash_plan *pl, const rp_flash_problem *pr) {
+  rp_flash_block_sizes(pr->HS, pr->Tq, pr->Tk, &pl->bq, &pl->bk);
+  pl->nqb = RP_CEIL_DIV(pr->Tq, pl->bq);
+  pl->nkb = RP_CEIL_DIV(pr->Tk, pl->bk);
+  pl->scale = pr->scale > 0.0f ? pr->scale : 1.0f / sqrtf((float)pr->HS);
+  pl->split = g_cfg.split;
+  pl->ops = rp_flash_ops_active();
+}
+
+void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS) {
+  /* 8-row strips so that each destination row is written 8 floats at a time */
+  int r = 0;
+  for (; r + 8 <= n; r += 8)
+    for (int d = 0; d < HS; d++) {
+      float *o = dst + d * ldd + r;
+      for (int u = 0; u < 8; u++) o[u] = src[(long)(r + u) * ld + d];
+    }
+  for (; r < n; r++)
+    for (int d = 0; d < HS; d++) dst[d * ldd + r] = src[(long)r * ld + d];
+}
+
+/* ---- jobs */
+
+static int job_threads(rp_pool *pool, int async) {
+  int n = rp_pool_size(pool);
+  return async && n > 1 ? n - 1 : n;
+}
+
+static rp_status job_start(rp_flash_job **out, void *ctx, rp_pool_fn fn,
+                           rp_status (*fin)(void *, rp_pool *), rp_pool *pool) {
+  rp_flash_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    fin(ctx, pool);
+    return rp_err(RP_ENOMEM, "out of memory for a flash attention job");
+  }
+  j->pool = pool;
+  j->async = 1;
+  j->fn = fn;
+  j->ctx = ctx;
+  j->finish = fin;
+  if (ctx) rp_pool_launch(pool, fn, ctx);
+  *out = j;
+  return RP_OK;
+}
+
+int rp_flash_job_done(const rp_flash_job *job) { return !job->ctx || rp_pool_poll(job->pool); }
+
+rp_status rp_flash_job_finish(rp_flash_job *job) {
+  if (!job) return RP_OK;
+  if (job->ctx) rp_pool_wait(job->pool);
+  rp_status s = job->finish(job->ctx, job->pool);
+  free(job);
+  return s;
+}
+
+rp_status rp_flash_block_forward(const rp_flash_problem *pr, rp_flash_view o,
+                                 rp_flash_view lse, rp_pool *pool) {
+  void *ctx = NULL;
+  RP_TRY(rp_flash_fwd_prepare(&ctx, pr, o, lse, job_threads(pool, 0)));
+  if (ctx) rp_pool_run(pool, rp_flash_fwd_run, ctx);
+  return rp_flash_fwd_finish(ctx, pool);
+}
+
+rp_status rp_flash_block_forward_launch(rp_flash_job **job, const rp_flash_problem *pr,
+                                        rp_flash_view o, rp_flash_view lse, rp_pool *pool) {
+  void *ctx = NULL;
+  *job = NULL;
+  RP_TRY(rp_flash_fwd_prepare(&ctx, pr, o, lse, job_threads(pool, 1)));
+  return job_start(job, ctx, rp_flash_fwd_run, rp_flash_fwd_finish, pool);
+}
+
+rp_status rp_flash_block_backward(const rp_flash_problem *pr, rp_flash_view dout,
+                                  rp_flash_view lse, rp_flash_view dsum, rp_flash_view dq,
+                                  rp_flash_view dk, rp_flash_view dv, rp_pool *pool) {
+  void *ctx = NULL;
+  RP_TRY(rp_flash_bwd_prepare(&ctx, pr, dout, lse, dsum, dq, dk, dv, job_threads(pool, 0)));
+  if (ctx) rp_pool_run(pool, rp_flash_bwd_run, ctx);
+  return rp_flash_bwd_finish(ctx, pool);
+}
+
+rp_status rp_flash_block_backward_launch(rp_flash_job **job, const rp_flash_problem *pr,
+                                         rp_flash_view dout, rp_flash_view lse,
+                                         rp_flash_view dsum, rp_flash_view dq,
+                                         rp_flash_view dk, rp_flash_view dv, rp_pool *pool) {
+  void *ctx = NULL;
+  *job = NULL;
+  RP_TRY(rp_flash_bwd_prepare(&ctx, pr, dout, lse, dsum, dq, dk, dv, job_threads(pool, 1)));
+  return job_start(job, ctx, rp_flash_bwd_run, rp_flash_bwd_finish, pool);
+}
+
+/* ---- row dot and merge: memory-bound passes over [B, NH, T] rows */
+
+typedef struct {
+  rp_flash_view a, b;     /* rows: (dout, o) for rowdot, (o, o_b) for merge */
+  rp_flash_view sa, sb;   /* stats: dsum for rowdot, (lse, lse_b) for merge */
+  int B, NH, T, HS;
+  const rp_flash_ops *ops;
+} rows_ctx;
+
+/* Small jobs run on the caller: a pool wake-up costs more than they do. */
+static void run_rows(rp_pool *pool, rp_pool_fn fn, rows_ctx *c) {
+  if ((long)c->B * c->NH * c->T * c->HS < 32768)
+    fn(c, 0, 1);
+  else
+    rp_pool_run(pool, fn, c);
+}
+
+static void rowdot_task(void *vc, int ith, int nth) {
+  rows_ctx *c = vc;
+  long n = (long)c->NH * c->T, lo, hi;
+  rp_split(c->B * n, ith, nth, &lo, &hi);
+  for (long r = lo; r < hi; r++) {
+    long b = r / n, h = (r % n) / c->T, t = r % c->T;
+    const float *x = rp_flash_row(c->a, b, t, h, c->HS);
+    const float *y = rp_flash_row(c->b, b, t, h, c->HS);
+    *rp_flash_stat(c->sa, b, h, t) = c->ops->dot(x, y, c->HS);
+  }
+}
+
+rp_status rp_flash_rowdot(rp_flash_view dsum, rp_flash_view dout, rp_flash_view o, int B,
+                          int NH, int T, int HS, rp_pool *pool) {
+  if (B < 1 || NH < 1 || T < 0 || HS < 1)
+    return rp_err(RP_EINVAL, "flash rowdot shape B=%d NH=%d T=%d HS=%d is invalid", B, NH, T, HS);
+  rows_ctx c = {.a = dout, .b = o, .sa = dsum, .B = B, .NH = NH, .T = T, .HS = HS,
+                .ops = rp_flash_ops_active()};
+  run_rows(pool, rowdot_task, &c);
+  return RP_OK;
+}
+
+static void merge_task(void *vc, int ith, int nth) {
+  rows_ctx *c = vc;
+  long n = (long)c->NH * c->T, lo, hi;
+  rp_split(c->B * n, ith, nth, &lo, &hi);
+  for (long r = lo; r < hi; r++) {
+    long b = r / n, h = (r % n) / c->T, t = r % c->T;
+    float *la = rp_flash_stat(c->sa, b, h, t);
+    float lb = *rp_flash_stat(c->sb, b, h, t);
+    if (lb == -INFINITY) continue;               /* b saw no key: a unchanged */
+    float *oa = rp_flash_row(c->a, b, t, h, c->HS);
+    const float *ob = rp_flash_row(c->b, b, t, h, c->HS);
+    if (*la == -INFINITY) {                      /* a saw no key: take b */
+      memcpy(oa, ob, sizeof(float) * (size_t)c->HS);
+      *la = lb;
+      continue;
+    }
+    float mx = *la > lb ? *la : lb, mn = *la > lb ? lb : *la;
+    float l = mx + log1pf(expf(mn - mx));
+    float wa = expf(*la - l), wb = expf(lb - l);
+    for (int d = 0; d < c->HS; d++) oa[d] = wa * oa[d] + wb * ob[d];
+    *la = l;
+  }
+}
+
+rp_status rp_flash_merge(rp_flash_view o, rp_flash_view lse, rp_flash_view o_b,
+                         rp_flash_view lse_b, int B, int NH, int T, int HS, rp_pool *pool) {
+  if (B < 1 || NH < 1 || T < 0 || HS < 1)
+    return rp_err(RP_EINVAL, "flash merge shape B=%d NH=%d T=%d HS=%d is invalid", B, NH, T, HS);
+  rows_ctx c = {.a = o, .b = o_b, .sa = lse, .sb = lse_b, .B = B, .NH = NH, .T = T, .HS = HS,
+                .ops = rp_flash_ops_active()};
+  run_rows(pool, merge_task, &c);
+  return RP_OK;
+}
+
+/* ---- whole attention over qkv[B,T,3C] */
+
+static rp_status qkv_problem(rp_flash_problem *pr, const float *qkv, int B, int T, int C,
+                             int NH, int causal) {
+  if (NH < 1 || C < 1 || C % NH != 0)
+    return rp_err(RP_EINVAL, "heads %d must divide channels %d for flash attention", NH, C);
+  long C3 = 3L * C, bs = (long)T * C3;
+  memset(pr, 0, sizeof *pr);
+  pr->B = B;
+  pr->NH = NH;
+  pr->HS = C / NH;
+  pr->Tq = pr->Tk = T;
+  pr->vis = causal ? RP_FLASH_VIS_CAUSAL : RP_FLASH_VIS_ALL;
+  pr->q = rp_flash_view_of(qkv, C3, bs);
+  pr->k = rp_flash_view_of(qkv + C, C3, bs);
+  pr->v = rp_flash_view_of(qkv + 2L * C, C3, bs);
+  return RP_OK;
+}
+
+rp_status rp_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                           int NH, int causal, rp_pool *pool) {
+  rp_flash_problem pr;
+  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal));
+  return rp_flash_block_forward(&pr, rp_flash_view_of(out, C, (long)T * C),
+                                rp_flash_view_of(lse, T, (long)NH * T), pool);
+}
+
+rp_status rp_flash_backward(float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int B, int T, int C,
+                            int NH, int causal, rp_pool *pool) {
+  rp_flash_problem pr;
+  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal));
+  float *dsum = rp_alloc(sizeof(float) * (size_t)B * NH * (T > 0 ? T : 1), RP_MEM_WORKSPACE);
+  if (!dsum) return RP_ENOMEM;
+  rp_flash_view dsv = rp_flash_view_of(dsum, T, (long)NH * T);
+  rp_flash_view dov = rp_flash_view_of(dout, C, (long)T * C);
+  rp_status s = rp_flash_rowdot(dsv, dov, rp_flash_view_of(out, C, (long)T * C), B, NH, T,
+                                C / NH, pool);
+  long C3 = 3L * C, bs = (long)T * C3;
+  if (s == RP_OK)
+    s = rp_flash_block_backward(&pr, dov, rp_flash_view_of(lse, T, (long)NH * T), dsv,
+                                rp_flash_view_of(dqkv, C3, bs),
+                                rp_flash_view_of(dqkv + C, C3, bs),
+                                rp_flash_view_of(dqkv + 2L * C, C3, bs), pool);
+  rp_free(dsum);
+  return s;
+}

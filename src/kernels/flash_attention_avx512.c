@@ -1,0 +1,198 @@
+/* AVX-512F inner loops of flash attention, compiled for AVX-512 through target
+ * attributes (whatever -march the build uses) and only called after
+ * __builtin_cpu_supports("avx512f") said yes.
+ *
+ * The gemm is a register-blocked micro-kernel: an MR x (16*NV) block of C stays
+ * in zmm registers while k runs over the whole inner dimension, B rows are loaded
+ * as vectors and A elements are broadcast. NV*MR <= 24 accumulators leaves room
+ * for the B vectors in the 32 registers; MR grows as NV shrinks so that a narrow
+ * head (HS = 16, 32) still has enough independent FMA chains to hide latency. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <math.h>
+
+#include "flash_attention_internal.h"
+
+#define T512 __attribute__((target("avx512f,avx2,fma")))
+#define AI static inline __attribute__((always_inline))
+
+/* Accumulators must be named variables, not an array: GCC 12 keeps an array of
+ * __m512 in memory and stores it back on every k, which halves the speed. The
+ * macros below spell out one kernel per NV: ROWS_n(RV, OP) applies OP to every
+ * (row i, vector v) of an n-row block, RV_NV(OP, i) to the vectors of row i. */
+#define DECL(i, v) __m512 c##i##_##v;
+#define ZERO(i, v) c##i##_##v = _mm512_setzero_ps();
+#define LOAD(i, v) c##i##_##v = _mm512_maskz_loadu_ps(mk##v, c + (i) * ldc + 16 * (v));
+#define STORE(i, v) _mm512_mask_storeu_ps(c + (i) * ldc + 16 * (v), mk##v, c##i##_##v);
+#define BLOAD(i, v) const __m512 b##v = _mm512_maskz_loadu_ps(mk##v, bk + 16 * (v));
+#define FMA(i, v) c##i##_##v = _mm512_fmadd_ps(_mm512_set1_ps(ak[(i) * rsa]), b##v, c##i##_##v);
+#define RV_1(OP, i) OP(i, 0)
+#define RV_2(OP, i) OP(i, 0) OP(i, 1)
+#define RV_3(OP, i) OP(i, 0) OP(i, 1) OP(i, 2)
+#define RV_4(OP, i) OP(i, 0) OP(i, 1) OP(i, 2) OP(i, 3)
+#define ROWS_6(RV, OP) RV(OP, 0) RV(OP, 1) RV(OP, 2) RV(OP, 3) RV(OP, 4) RV(OP, 5)
+#define ROWS_8(RV, OP) ROWS_6(RV, OP) RV(OP, 6) RV(OP, 7)
+#define ROWS_12(RV, OP) ROWS_8(RV, OP) RV(OP, 8) RV(OP, 9) RV(OP, 10) RV(OP, 11)
+
+/* C[MR, 16*NV] (= or +=) A[MR, K] B[K, 16*NV]; the last vector column is masked */
+#define KERNEL(NAME, MR, NV)                                                              \
+  T512 static void NAME(int K, const float *a, long rsa, long csa, const float *b,        \
+                        long ldb, float *c, long ldc, int acc, __mmask16 ml) {            \
+    const __mmask16 full = 0xFFFF;                                                        \
+    const __mmask16 mk0 = NV == 1 ? ml : full, mk1 = NV == 2 ? ml : full;                 \
+    const __mmask16 mk2 = NV == 3 ? ml : full, mk3 = ml;                                  \
+    (void)mk0, (void)mk1, (void)mk2, (void)mk3;                                           \
+    ROWS_##MR(RV_##NV, DECL)                                                              \
+    if (acc) {                                                                            \
+      ROWS_##MR(RV_##NV, LOAD)                                                            \
+    } else {                                                                              \
+      ROWS_##MR(RV_##NV, ZERO)                                                            \
+    }                                                                                     \
+    for (int k = 0; k < K; k++) {                                                         \
+      const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
+      RV_##NV(BLOAD, 0)                                                                   \
+      ROWS_##MR(RV_##NV, FMA)                                                             \
+    }                                                                                     \
+    ROWS_##MR(RV_##NV, STORE)                                                             \
+  }
+
+KERNEL(k6x4, 6, 4)
+KERNEL(k8x3, 8, 3)
+KERNEL(k12x2, 12, 2)
+KERNEL(k12x1, 12, 1)
+
+typedef void (*kern_fn)(int, const float *, long, long, const float *, long, float *, long,
+                        int, __mmask16);
+static const kern_fn kern_tab[5] = {0, k12x1, k12x2, k8x3, k6x4};
+static const int kern_mr[5] = {0, 12, 12, 8, 6};
+
+#define KCHUNK 256
+
+/* A ragged last row block: copy its rows into a zero-padded MR-row panel (K in
+ * chunks) and run the full kernel into a padded C tile, then copy back. Only
+ * the last block of each column panel takes this path. */
+T512 static void ragged_rows(kern_fn kf, int MR, int mr, int nn, int K, const float *a,
+                             long rsa, long csa, const float *b, long ldb, float *c, long ldc,
+                             int acc, __mmask16 ml) {
+  float apad[12 * KCHUNK], cpad[12 * 64];
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < nn; j++) cpad[i * 64 + j] = acc && i < mr ? c[(long)i * ldc + j] : 0.0f;
+  for (int k0 = 0; k0 < K; k0 += KCHUNK) {
+    int kk = K - k0 < KCHUNK ? K - k0 : KCHUNK;
+    for (int k = 0; k < kk; k++)
+      for (int i = 0; i < MR; i++)
+        apad[k * MR + i] = i < mr ? a[(long)i * rsa + (long)(k0 + k) * csa] : 0.0f;
+    kf(kk, apad, 1, MR, b + (long)k0 * ldb, ldb, cpad, 64, 1, ml);
+  }
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nn; j++) c[(long)i * ldc + j] = cpad[i * 64 + j];
+}
+
+T512 static void gemm512(int M, int N, int K, const float *a, long rsa, long csa,
+                         const float *b, long ldb, float *c, long ldc, int acc) {
+  /* column panels of 64 outer: the K x 64 panel of B stays in L1 while all row
+   * blocks of A stream past it */
+  for (int j = 0; j < N; j += 64) {
+    int nn = N - j < 64 ? N - j : 64;
+    int nv = (nn + 15) / 16;
+    int rem = nn - 16 * (nv - 1);
+    __mmask16 ml = (__mmask16)(rem == 16 ? 0xFFFF : (1u << rem) - 1);
+    const kern_fn kf = kern_tab[nv];
+    const int MR = kern_mr[nv];
+    int i = 0;
+    for (; i + MR <= M; i += MR)
+      kf(K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j, ldc, acc, ml);
+    if (i < M)
+      ragged_rows(kf, MR, M - i, nn, K, a + (long)i * rsa, rsa, csa, b + j, ldb,
+                  c + (long)i * ldc + j, ldc, acc, ml);
+  }
+}
+
+/* exp on 16 lanes: Cephes range reduction and polynomial (about 1 ulp), 2^n
+ * applied with scalef. Inputs are clamped below at -87.3 so that far-negative
+ * scores give ~1e-38, which no sum here can tell from 0. */
+T512 AI __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.3f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+static inline __mmask16 tail_mask(int rem) { return (__mmask16)((1u << rem) - 1); }
+
+T512 static float rowmax512(const float *x, int n) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+  if (i < n) m = _mm512_mask_max_ps(m, tail_mask(n - i), m, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+  return _mm512_reduce_max_ps(m);
+}
+
+T512 static float expsum512(float *x, int n, float scale, float mx) {
+  const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(-mx);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 e0 = exp512(_mm512_fmadd_ps(_mm512_loadu_ps(x + i), vs, vm));
+    __m512 e1 = exp512(_mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), vs, vm));
+    _mm512_storeu_ps(x + i, e0);
+    _mm512_storeu_ps(x + i + 16, e1);
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
+  }
+  for (; i < n; i += 16) {
+    __mmask16 mk = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+    __m512 e = exp512(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + i), vs, vm));
+    _mm512_mask_storeu_ps(x + i, mk, e);
+    s0 = _mm512_mask_add_ps(s0, mk, s0, e);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+T512 static void dsoft512(float *ds, const float *p, int n, float d, float scale) {
+  const __m512 vd = _mm512_set1_ps(d), vs = _mm512_set1_ps(scale);
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 mk = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+    __m512 dp = _mm512_maskz_loadu_ps(mk, ds + i);
+    __m512 pv = _mm512_maskz_loadu_ps(mk, p + i);
+    __m512 r = _mm512_mul_ps(_mm512_mul_ps(pv, vs), _mm512_sub_ps(dp, vd));
+    _mm512_mask_storeu_ps(ds + i, mk, r);
+  }
+}
+
+T512 static float dot512(const float *x, const float *y, int n) {
+  __m512 s = _mm512_setzero_ps();
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 mk = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+    s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + i), _mm512_maskz_loadu_ps(mk, y + i), s);
+  }
+  return _mm512_reduce_add_ps(s);
+}
+
+T512 static void scal512(float *x, int n, float a) {
+  const __m512 va = _mm512_set1_ps(a);
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 mk = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + i), va));
+  }
+}
+
+const rp_flash_ops rp_flash_ops_avx512 = {gemm512, rowmax512, expsum512,
+                                          dsoft512, dot512,    scal512};
+
+#else
+#include "flash_attention_internal.h"
+/* Not an x86-64 GNU compiler: the table points at the portable loops and
+ * rp_flash_isa_supported reports AVX-512 as unavailable. */
+const rp_flash_ops rp_flash_ops_avx512 = {0};
+#endif

@@ -1,0 +1,200 @@
+/* Flash attention backward, key block outer, query blocks inner (FlashAttention-2
+ * order). For key block j with K_j, V_j packed transposed once, and each query
+ * block i that can see it:
+ *   S = Q_i K_j^T,  P = exp(scale*S - L_i)     (recomputed from the saved L)
+ *   dV_j += P^T dO_i,  dP = dO_i V_j^T,  dS = scale * P * (dP - D_i)
+ *   dQ_i += dS K_j,    dK_j += dS^T Q_i
+ * with D_i = rowsum(dO_i * O_i) given by the caller (the FINAL O's, so the same
+ * code is the ring's block backward). dK_j and dV_j accumulate in a per-thread
+ * tile and are added to the output once per key block.
+ *
+ * Who writes what (no two workers ever write the same row without a reduction):
+ * - split by head: a task is one (b, h) and owns that head's dQ, dK and dV;
+ * - split by key block (few heads for the threads): a task is (b, h, key block)
+ *   and owns those dK/dV rows; its dQ contributions go to a per-thread partial
+ *   [B*NH, Tq, HS] that the finish step sums into dq. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flash_attention_internal.h"
+#include "ringpipe/rp_arena.h"
+
+typedef struct {
+  rp_flash_problem pr;
+  rp_flash_view dout, lse, dsum, dq, dk, dv;
+  rp_flash_plan pl;
+  rp_flash_split split;    /* resolved: HEAD or KEYBLOCK */
+  float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV [bk*HS] */
+  long scratch_floats;
+  float *dq_part;          /* KEYBLOCK with dq: per thread [B*NH][Tq][HS] */
+  long dq_part_floats;
+  int nthreads;
+  long ntasks;
+  atomic_long next;
+} bwd_ctx;
+
+/* One key block of one head against every query block that sees it. dqb points
+ * at query row 0 of this head's dQ target, rows ldq apart. */
+static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long ldq, float *ws) {
+  const rp_flash_problem *pr = &c->pr;
+  const rp_flash_plan *pl = &c->pl;
+  const rp_flash_ops *ops = pl->ops;
+  const int HS = pr->HS, bq = pl->bq, bk = pl->bk;
+  const long j0 = (long)kb * bk;
+  const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
+  /* first query row that sees key j0 */
+  long i_first = pr->vis == RP_FLASH_VIS_ALL ? 0 : RP_MAX(0L, pr->k_pos0 + j0 - pr->q_pos0);
+  if (i_first >= pr->Tq) return;
+
+  float *S = ws, *dS = S + (long)bq * bk, *kt = dS + (long)bq * bk, *vt = kt + (long)HS * bk;
+  float *dk = vt + (long)HS * bk, *dv = dk + (long)bk * HS;
+  const float *k = rp_flash_row(pr->k, b, j0, h, HS), *v = rp_flash_row(pr->v, b, j0, h, HS);
+  const int need_ds = dqb != NULL || c->dk.p != NULL;
+  rp_flash_pack_t(kt, bk, k, pr->k.ld, nk, HS);
+  if (need_ds) rp_flash_pack_t(vt, bk, v, pr->v.ld, nk, HS);
+  memset(dk, 0, sizeof(float) * (size_t)nk * HS);
+  memset(dv, 0, sizeof(float) * (size_t)nk * HS);
+
+  for (int qb = (int)(i_first / bq); qb < pl->nqb; qb++) {
+    const long i0 = (long)qb * bq;
+    const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
+    const float *q = rp_flash_row(pr->q, b, i0, h, HS);
+    const float *dO = rp_flash_row(c->dout, b, i0, h, HS);
+    const float *L = rp_flash_stat(c->lse, b, h, i0);
+    const float *D = rp_flash_stat(c->dsum, b, h, i0);
+    ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
+    const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
+    for (int r = 0; r < nq; r++) {
+      float *s = S + (long)r * bk;
+      int n = full ? nk : rp_flash_visible(pr, i0 + r, j0, nk);
+      if (L[r] == -INFINITY) n = 0;  /* a row that saw no key anywhere */
+      if (n > 0) ops->expsum(s, n, pl->scale, L[r]);
+      if (n < nk) memset(s + n, 0, sizeof(float) * (size_t)(nk - n));
+    }
+    if (c->dv.p) ops->gemm(nk, HS, nq, S, 1, bk, dO, c->dout.ld, dv, HS, 1);
+    if (!need_ds) continue;
+    ops->gemm(nq, nk, HS, dO, c->dout.ld, 1, vt, bk, dS, bk, 0);
+    for (int r = 0; r < nq; r++)
+      ops->dsoft(dS + (long)r * bk, S + (long)r * bk, nk, D[r], pl->scale);
+    if (dqb) ops->gemm(nq, HS, nk, dS, bk, 1, k, pr->k.ld, dqb + i0 * ldq, ldq, 1);
+    if (c->dk.p) ops->gemm(nk, HS, nq, dS, 1, bk, q, pr->q.ld, dk, HS, 1);
+  }
+  for (int r = 0; r < nk; r++) {
+    if (c->dk.p) {
+      float *o = rp_flash_row(c->dk, b, j0 + r, h, HS);
+      for (int d = 0; d < HS; d++) o[d] += dk[(long)r * HS + d];
+    }
+    if (c->dv.p) {
+      float *o = rp_flash_row(c->dv, b, j0 + r, h, HS);
+      for (int d = 0; d < HS; d++) o[d] += dv[(long)r * HS + d];
+    }
+  }
+}
+
+void rp_flash_bwd_run(void *vctx, int ith, int nth) {
+  bwd_ctx *c = vctx;
+  (void)nth;
+  const long BNH = (long)c->pr.B * c->pr.NH;
+  const int HS = c->pr.HS;
+  float *ws = c->scratch + ith * c->scratch_floats;
+  for (;;) {
+    long t = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+    if (t >= c->ntasks) break;
+    if (c->split == RP_FLASH_SPLIT_HEAD) {
+      long b = t / c->pr.NH, h = t % c->pr.NH;
+      float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
+      for (int kb = 0; kb < c->pl.nkb; kb++) bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws);
+    } else {
+      /* first key blocks first: under causal masking they see the most queries */
+      int kb = (int)(t / BNH);
+      long bh = t % BNH;
+      float *dqb = c->dq_part
+                       ? c->dq_part + ith * c->dq_part_floats + bh * (long)c->pr.Tq * HS
+                       : NULL;
+      bwd_key_block(c, bh / c->pr.NH, bh % c->pr.NH, kb, dqb, HS, ws);
+    }
+  }
+}
+
+static rp_flash_split resolve_split(rp_flash_split want, long BNH, int nthreads) {
+  if (want != RP_FLASH_SPLIT_AUTO) return want;
+  /* whole heads balance when they divide evenly or are many; otherwise key
+   * blocks give every thread work at the price of a dQ reduction */
+  if (nthreads <= 1 || BNH % nthreads == 0 || BNH >= 4L * nthreads) return RP_FLASH_SPLIT_HEAD;
+  return RP_FLASH_SPLIT_KEYBLOCK;
+}
+
+rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_view dout,
+                               rp_flash_view lse, rp_flash_view dsum, rp_flash_view dq,
+                               rp_flash_view dk, rp_flash_view dv, int nthreads) {
+  *out = NULL;
+  RP_TRY(rp_flash_check_problem(pr));
+  const long width = (long)pr->NH * pr->HS;
+  if (!dout.p || !lse.p || !dsum.p || dout.ld < width || lse.ld < pr->Tq || dsum.ld < pr->Tq)
+    return rp_err(RP_EINVAL, "flash backward needs dout (row stride >= NH*HS = %ld, got %ld), "
+                  "lse and dsum (head stride >= Tq = %d, got %ld and %ld)",
+                  width, dout.ld, pr->Tq, lse.ld, dsum.ld);
+  if ((dq.p && dq.ld < width) || (dk.p && dk.ld < width) || (dv.p && dv.ld < width))
+    return rp_err(RP_EINVAL, "flash gradient views need row strides >= NH*HS = %ld", width);
+  if (pr->Tq == 0 || pr->Tk == 0 || pr->vis == RP_FLASH_VIS_NONE) return RP_OK;
+  if (!dq.p && !dk.p && !dv.p) return RP_OK;
+  bwd_ctx *c = calloc(1, sizeof *c);
+  if (!c) return rp_err(RP_ENOMEM, "out of memory for a flash backward context");
+  c->pr = *pr;
+  c->dout = dout;
+  c->lse = lse;
+  c->dsum = dsum;
+  c->dq = dq;
+  c->dk = dk;
+  c->dv = dv;
+  rp_flash_make_plan(&c->pl, pr);
+  const long BNH = (long)pr->B * pr->NH;
+  c->split = resolve_split(c->pl.split, BNH, nthreads);
+  c->nthreads = nthreads;
+  c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
+  atomic_init(&c->next, 0);
+  const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
+  c->scratch_floats = (2 * bq * bk + 4 * HS * bk + 15) & ~15L;
+  c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
+  int ok = c->scratch != NULL;
+  if (ok && c->split == RP_FLASH_SPLIT_KEYBLOCK && dq.p) {
+    c->dq_part_floats = (BNH * pr->Tq * HS + 15) & ~15L;
+    c->dq_part = rp_alloc(sizeof(float) * (size_t)(c->dq_part_floats * nthreads), RP_MEM_WORKSPACE);
+    ok = c->dq_part != NULL;
+  }
+  if (!ok) {
+    rp_free(c->scratch);
+    free(c);
+    return rp_err(RP_ENOMEM, "out of memory for flash backward workspace (B*NH=%ld, T=%d, HS=%d)",
+                  BNH, pr->Tq, pr->HS);
+  }
+  *out = c;
+  return RP_OK;
+}
+
+/* dq(b, h, t, :) += sum over threads of the partials, split over (b, h, t) rows */
+static void reduce_dq(void *vctx, int ith, int nth) {
+  bwd_ctx *c = vctx;
+  const int HS = c->pr.HS, Tq = c->pr.Tq;
+  long lo, hi;
+  rp_split((long)c->pr.B * c->pr.NH * Tq, ith, nth, &lo, &hi);
+  for (long r = lo; r < hi; r++) {
+    long bh = r / Tq, t = r % Tq;
+    float *o = rp_flash_row(c->dq, bh / c->pr.NH, t, bh % c->pr.NH, HS);
+    for (int w = 0; w < c->nthreads; w++) {
+      const float *p = c->dq_part + w * c->dq_part_floats + r * HS;
+      for (int d = 0; d < HS; d++) o[d] += p[d];
+    }
+  }
+}
+
+rp_status rp_flash_bwd_finish(void *vctx, rp_pool *pool) {
+  bwd_ctx *c = vctx;
+  if (!c) return RP_OK;
+  if (c->dq_part) rp_pool_run(pool, reduce_dq, c);
+  rp_free(c->dq_part);
+  rp_free(c->scratch);
+  free(c);
+  return RP_OK;
+}

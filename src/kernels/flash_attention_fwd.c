@@ -1,0 +1,191 @@
+/* Flash attention forward: for each (batch, head, query block) stream the key
+ * blocks through cache-sized tiles with the online softmax.
+ *
+ * Per query row the tile loop keeps the running max m (in scaled units) and the
+ * running sum l; when m grows the output accumulator (the O rows themselves) is
+ * rescaled by exp(m_old - m_new). At the end O /= l and L = m + log l. A causal
+ * query block visits only key blocks that hold a visible key, and only tiles that
+ * straddle the diagonal pay for per-row masking (visible prefix lengths; no -inf
+ * arithmetic, so rows that see nothing stay exactly 0 and L = -inf).
+ *
+ * Tasks are (b, h, query block), taken from an atomic counter, heaviest causal
+ * blocks first; each task writes only its own O rows and L entries. K is needed
+ * transposed (the micro-kernel wants B with contiguous columns); each (b, h, key
+ * block) is packed once, by whichever worker first needs it. */
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flash_attention_internal.h"
+#include "ringpipe/rp_arena.h"
+
+typedef struct {
+  rp_flash_problem pr;
+  rp_flash_view o, lse;
+  rp_flash_plan pl;
+  float *kt;            /* [B*NH][nkb][HS][bk] packed K^T tiles */
+  atomic_int *kt_state; /* per tile: 0 not packed, 1 being packed, 2 ready */
+  float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq] */
+  long scratch_floats;
+  int nthreads;
+  long ntasks;
+  atomic_long next;
+} fwd_ctx;
+
+static const float *packed_kt(fwd_ctx *c, long bh, int kb) {
+  const rp_flash_problem *pr = &c->pr;
+  const int HS = pr->HS, bk = c->pl.bk;
+  long tile = bh * c->pl.nkb + kb;
+  float *dst = c->kt + tile * HS * bk;
+  atomic_int *st = &c->kt_state[tile];
+  int s = atomic_load_explicit(st, memory_order_acquire);
+  if (s == 2) return dst;
+  int expect = 0;
+  if (s == 0 && atomic_compare_exchange_strong(st, &expect, 1)) {
+    long b = bh / pr->NH, h = bh % pr->NH, j0 = (long)kb * bk;
+    int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
+    rp_flash_pack_t(dst, bk, rp_flash_row(pr->k, b, j0, h, HS), pr->k.ld, nk, HS);
+    atomic_store_explicit(st, 2, memory_order_release);
+    return dst;
+  }
+  /* another worker is packing this tile: a 64x64 transpose, wait it out */
+  for (int spins = 0; atomic_load_explicit(st, memory_order_acquire) != 2; spins++)
+    if (spins > 64) sched_yield();
+  return dst;
+}
+
+static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m, float *l) {
+  const rp_flash_problem *pr = &c->pr;
+  const rp_flash_plan *pl = &c->pl;
+  const rp_flash_ops *ops = pl->ops;
+  const int HS = pr->HS, bq = pl->bq, bk = pl->bk;
+  const long i0 = (long)qb * bq;
+  const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
+  const float *q = rp_flash_row(pr->q, b, i0, h, HS);
+  float *o = rp_flash_row(c->o, b, i0, h, HS);
+  const long ldo = c->o.ld;
+
+  for (int r = 0; r < nq; r++) {
+    memset(o + r * ldo, 0, sizeof(float) * (size_t)HS);
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
+  long last = rp_flash_last_key(pr, i0 + nq);
+  int kb_end = last < 0 ? 0 : (int)RP_MIN((long)pl->nkb, last / bk + 1);
+  for (int kb = 0; kb < kb_end; kb++) {
+    const long j0 = (long)kb * bk;
+    const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
+    const float *kt = packed_kt(c, b * pr->NH + h, kb);
+    /* S = Q K^T for this tile (unscaled; the scale is folded into the exp) */
+    ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
+    /* a tile is unmasked when its last key is visible to its first query */
+    const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
+    for (int r = 0; r < nq; r++) {
+      float *s = S + (long)r * bk;
+      int n = full ? nk : rp_flash_visible(pr, i0 + r, j0, nk);
+      if (n == 0) {
+        memset(s, 0, sizeof(float) * (size_t)nk);
+        continue;
+      }
+      float mnew = ops->rowmax(s, n) * pl->scale;
+      if (mnew < m[r]) mnew = m[r];
+      float sum = ops->expsum(s, n, pl->scale, mnew);
+      if (n < nk) memset(s + n, 0, sizeof(float) * (size_t)(nk - n));
+      if (mnew != m[r]) {
+        /* m[r] = -inf on a row's first visible tile: alpha = 0, l and O are 0 */
+        float alpha = expf(m[r] - mnew);
+        if (l[r] > 0.0f) ops->scal(o + r * ldo, HS, alpha);
+        l[r] *= alpha;
+        m[r] = mnew;
+      }
+      l[r] += sum;
+    }
+    /* O += P V */
+    ops->gemm(nq, HS, nk, S, bk, 1, rp_flash_row(pr->v, b, j0, h, HS), pr->v.ld, o, ldo, 1);
+  }
+  for (int r = 0; r < nq; r++) {
+    float *L = rp_flash_stat(c->lse, b, h, i0 + r);
+    if (l[r] > 0.0f) {
+      ops->scal(o + r * ldo, HS, 1.0f / l[r]);
+      *L = m[r] + logf(l[r]);
+    } else {
+      *L = -INFINITY;  /* saw no key: O stays 0 */
+    }
+  }
+}
+
+void rp_flash_fwd_run(void *vctx, int ith, int nth) {
+  fwd_ctx *c = vctx;
+  (void)nth;
+  const long BNH = (long)c->pr.B * c->pr.NH;
+  float *S = c->scratch + ith * c->scratch_floats;
+  float *m = S + (long)c->pl.bq * c->pl.bk;
+  float *l = m + c->pl.bq;
+  for (;;) {
+    long t = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+    if (t >= c->ntasks) break;
+    /* last query blocks first: under causal masking they see the most keys */
+    int qb = c->pl.nqb - 1 - (int)(t / BNH);
+    long bh = t % BNH;
+    fwd_tile_rows(c, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l);
+  }
+}
+
+/* Nothing to attend: O = 0 and L = -inf for every query row. */
+static void fwd_write_empty(const rp_flash_problem *pr, rp_flash_view o, rp_flash_view lse) {
+  for (long b = 0; b < pr->B; b++)
+    for (long h = 0; h < pr->NH; h++)
+      for (long t = 0; t < pr->Tq; t++) {
+        memset(rp_flash_row(o, b, t, h, pr->HS), 0, sizeof(float) * (size_t)pr->HS);
+        *rp_flash_stat(lse, b, h, t) = -INFINITY;
+      }
+}
+
+rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_view o,
+                               rp_flash_view lse, int nthreads) {
+  *out = NULL;
+  RP_TRY(rp_flash_check_problem(pr));
+  if (!o.p || !lse.p || o.ld < (long)pr->NH * pr->HS || lse.ld < pr->Tq)
+    return rp_err(RP_EINVAL, "flash forward needs o (row stride >= NH*HS = %d, got %ld) and "
+                  "lse (head stride >= Tq = %d, got %ld)",
+                  pr->NH * pr->HS, o.ld, pr->Tq, lse.ld);
+  if (pr->Tq == 0) return RP_OK;
+  if (pr->Tk == 0 || pr->vis == RP_FLASH_VIS_NONE) {
+    fwd_write_empty(pr, o, lse);
+    return RP_OK;
+  }
+  fwd_ctx *c = calloc(1, sizeof *c);
+  if (!c) return rp_err(RP_ENOMEM, "out of memory for a flash forward context");
+  c->pr = *pr;
+  c->o = o;
+  c->lse = lse;
+  rp_flash_make_plan(&c->pl, pr);
+  const long BNH = (long)pr->B * pr->NH, tiles = BNH * c->pl.nkb;
+  c->nthreads = nthreads;
+  c->ntasks = BNH * c->pl.nqb;
+  atomic_init(&c->next, 0);
+  c->scratch_floats = ((long)c->pl.bq * c->pl.bk + 2L * c->pl.bq + 15) & ~15L;
+  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * pr->HS * c->pl.bk), RP_MEM_WORKSPACE);
+  c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
+  c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);
+  if (!c->kt || !c->scratch || !c->kt_state) {
+    rp_flash_fwd_finish(c, NULL);
+    return rp_err(RP_ENOMEM, "out of memory for flash forward workspace (B*NH=%ld, T=%d, HS=%d)",
+                  BNH, pr->Tk, pr->HS);
+  }
+  for (long i = 0; i < tiles; i++) atomic_init(&c->kt_state[i], 0);
+  *out = c;
+  return RP_OK;
+}
+
+rp_status rp_flash_fwd_finish(void *vctx, rp_pool *pool) {
+  (void)pool;
+  fwd_ctx *c = vctx;
+  if (!c) return RP_OK;
+  rp_free(c->kt);
+  rp_free(c->scratch);
+  free(c->kt_state);
+  free(c);
+  return RP_OK;
+}

@@ -1,0 +1,89 @@
+/* Private to the flash_attention*.c files: the per-ISA inner loops and the job
+ * contexts shared by the forward and backward tile loops. */
+#ifndef RP_FLASH_INTERNAL_H
+#define RP_FLASH_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "ringpipe/rp_flash.h"
+
+/* The vectorised inner loops, one table per instruction set.
+ * gemm: C[M,N] = (acc ? C : 0) + A B with A(i,k) = a[i*rsa + k*csa] (any strides,
+ * so A may be a transposed tile) and B(k,n) = b[k*ldb + n] (rows contiguous). */
+typedef struct {
+  void (*gemm)(int M, int N, int K, const float *a, long rsa, long csa, const float *b,
+               long ldb, float *c, long ldc, int acc);
+  float (*rowmax)(const float *x, int n);                   /* n >= 1 */
+  /* x = exp(scale*x - m) in place; returns the sum (the row's l contribution) */
+  float (*expsum)(float *x, int n, float scale, float m);
+  /* ds = scale * p * (ds - d) in place: softmax backward of one row */
+  void (*dsoft)(float *ds, const float *p, int n, float d, float scale);
+  float (*dot)(const float *x, const float *y, int n);
+  void (*scal)(float *x, int n, float a);
+} rp_flash_ops;
+
+extern const rp_flash_ops rp_flash_ops_scalar;
+extern const rp_flash_ops rp_flash_ops_avx2;
+extern const rp_flash_ops rp_flash_ops_avx512;
+const rp_flash_ops *rp_flash_ops_active(void);
+
+/* Resolved settings for one call. */
+typedef struct {
+  int bq, bk, nqb, nkb;
+  float scale;
+  rp_flash_split split;
+  const rp_flash_ops *ops;
+} rp_flash_plan;
+
+rp_status rp_flash_check_problem(const rp_flash_problem *pr);
+void rp_flash_make_plan(rp_flash_plan *pl, const rp_flash_problem *pr);
+
+/* Number of keys of tile row i (query index) that are visible, for a tile whose
+ * first key index is j0 and which holds nk keys. */
+static inline int rp_flash_visible(const rp_flash_problem *pr, long i, long j0, int nk) {
+  if (pr->vis == RP_FLASH_VIS_ALL) return nk;
+  long n = pr->q_pos0 + i - pr->k_pos0 - j0 + 1;
+  return n <= 0 ? 0 : (n >= nk ? nk : (int)n);
+}
+
+/* Keys [0, rp_flash_last_key+1) are the only ones any query of rows [i0, i1) can
+ * see; returns the index of the last visible key (may be < 0 or >= Tk). */
+static inline long rp_flash_last_key(const rp_flash_problem *pr, long i1) {
+  if (pr->vis == RP_FLASH_VIS_ALL) return (long)pr->Tk - 1;
+  return pr->q_pos0 + i1 - 1 - pr->k_pos0;
+}
+
+/* Row pointer helpers for rows views and stat views. */
+static inline float *rp_flash_row(rp_flash_view v, long b, long t, long h, int HS) {
+  return v.p + b * v.bs + t * v.ld + h * HS;
+}
+static inline float *rp_flash_stat(rp_flash_view v, long b, long h, long t) {
+  return v.p + b * v.bs + h * v.ld + t;
+}
+
+/* Transposes rows [0, n) x cols [0, HS) of src (row stride ld) into dst[HS][ldd]. */
+void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS);
+
+/* ---- jobs: prepare a context, run fn(ctx, ith, nth) on the pool, finish. */
+struct rp_flash_job {
+  rp_pool *pool;
+  int async;
+  rp_pool_fn fn;
+  void *ctx;
+  rp_status (*finish)(void *ctx, rp_pool *pool);  /* reduce + free; NULL ctx allowed */
+};
+
+/* Build a forward / backward context (allocations included). *ctx = NULL when
+ * there is nothing to do beyond what prepare already wrote. */
+rp_status rp_flash_fwd_prepare(void **ctx, const rp_flash_problem *pr, rp_flash_view o,
+                               rp_flash_view lse, int nthreads);
+void rp_flash_fwd_run(void *ctx, int ith, int nth);
+rp_status rp_flash_fwd_finish(void *ctx, rp_pool *pool);
+
+rp_status rp_flash_bwd_prepare(void **ctx, const rp_flash_problem *pr, rp_flash_view dout,
+                               rp_flash_view lse, rp_flash_view dsum, rp_flash_view dq,
+                               rp_flash_view dk, rp_flash_view dv, int nthreads);
+void rp_flash_bwd_run(void *ctx, int ith, int nth);
+rp_status rp_flash_bwd_finish(void *ctx, rp_pool *pool);
+
+#endif

@@ -1,0 +1,262 @@
+/* `ringpipe bench attention`: flash vs naive attention, measured in one run.
+ *
+ * For each T (doubling from --tmin to --tmax) and causal/non-causal it times the
+ * forward and forward+backward of both attentions on the same inputs and pool,
+ * and prints ratios: naive time / flash time, attention FLOP/s as a fraction of
+ * the OpenBLAS sgemm peak measured at the start of the same process, and the
+ * peak attention memory of each (bytes rp_alloc'd for saved state + workspace
+ * above what both share: qkv, out, dout, dqkv). Naive is skipped where its
+ * [B,NH,T,T] probabilities would exceed --naive-max-gib.
+ *
+ * FLOPs count the matmuls the algorithm executes per visible (query, key) pair
+ * and head: forward 4*HS (QK^T, PV), backward 10*HS (recomputed QK^T, dV, dP,
+ * dQ, dK), i.e. the FlashAttention convention bwd = 2.5 fwd. Causal counts
+ * T(T+1)/2 pairs. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_util.h"
+
+typedef struct {
+  int threads, tmin, tmax, B, NH, HS, bq, bk, causal_mask; /* bit 0: non-causal, bit 1: causal */
+  double naive_max_gib, min_seconds;
+} bench_opts;
+
+static int usage(const char *bad) {
+  fprintf(stderr,
+          "ringpipe bench attention: unknown or bad option '%s'\n"
+          "options: --threads N  --tmin T  --tmax T  --batch B  --heads NH  --head-size HS\n"
+          "         --causal both|yes|no  --bq N  --bk N  --naive-max-gib G  --min-seconds S\n",
+          bad);
+  return 2;
+}
+
+static int parse(bench_opts *o, int argc, char **argv) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  *o = (bench_opts){.threads = ncpu > 0 ? (int)ncpu : 1, .tmin = 256, .tmax = 8192, .B = 1,
+                    .NH = 6, .HS = 64, .causal_mask = 3, .naive_max_gib = 2.0,
+                    .min_seconds = 0.3};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "attention") == 0) continue;  /* when called as `bench attention` */
+    if (!v) return usage(a);
+    char *end = NULL;
+    double x = strtod(v, &end);
+    int num = end && *end == '\0';
+    if (strcmp(a, "--causal") == 0) {
+      o->causal_mask = strcmp(v, "both") == 0 ? 3 : strcmp(v, "yes") == 0 ? 2
+                       : strcmp(v, "no") == 0 ? 1 : 0;
+      if (!o->causal_mask) return usage(v);
+    } else if (!num) {
+      return usage(v);
+    } else if (strcmp(a, "--threads") == 0) o->threads = (int)x;
+    else if (strcmp(a, "--tmin") == 0) o->tmin = (int)x;
+    else if (strcmp(a, "--tmax") == 0) o->tmax = (int)x;
+    else if (strcmp(a, "--batch") == 0) o->B = (int)x;
+    else if (strcmp(a, "--heads") == 0) o->NH = (int)x;
+    else if (strcmp(a, "--head-size") == 0) o->HS = (int)x;
+    else if (strcmp(a, "--bq") == 0) o->bq = (int)x;
+    else if (strcmp(a, "--bk") == 0) o->bk = (int)x;
+    else if (strcmp(a, "--naive-max-gib") == 0) o->naive_max_gib = x;
+    else if (strcmp(a, "--min-seconds") == 0) o->min_seconds = x;
+    else return usage(a);
+    i++;
+  }
+  if (o->threads < 1 || o->tmin < 1 || o->tmax < o->tmin || o->B < 1 || o->NH < 1 ||
+      o->HS < 1 || o->HS > 256) {
+    fprintf(stderr, "ringpipe bench attention: need threads, tmin, batch, heads >= 1, "
+                    "tmax >= tmin and 1 <= head-size <= 256\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* sgemm peak of this process with `threads` OpenBLAS threads: best of a few
+ * square products large enough to run at full speed. */
+static double sgemm_peak(int threads) {
+  const int n = 2048;
+  float *a = rp_alloc(sizeof(float) * (size_t)n * n, RP_MEM_WORKSPACE);
+  float *b = rp_alloc(sizeof(float) * (size_t)n * n, RP_MEM_WORKSPACE);
+  float *c = rp_alloc(sizeof(float) * (size_t)n * n, RP_MEM_WORKSPACE);
+  if (!a || !b || !c) return 0.0;
+  rp_rng r;
+  rp_rng_seed(&r, 3);
+  for (long i = 0; i < (long)n * n; i++) a[i] = rp_rng_uniform(&r), b[i] = rp_rng_uniform(&r);
+  rp_blas_set_threads(threads);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; rep++) {
+    double t0 = rp_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double dt = rp_now() - t0;
+    if (rep > 0 && dt < best) best = dt;  /* rep 0 warms up */
+  }
+  rp_free(a), rp_free(b), rp_free(c);
+  return 2.0 * n * (double)n * n / best;
+}
+
+typedef struct {
+  int B, T, C, NH, causal;
+  float *qkv, *dout, *out, *dqkv, *saved;
+  rp_pool *pool;
+} run_ctx;
+
+static void flash_fwd(run_ctx *c) {
+  if (rp_flash_forward(c->out, c->saved, c->qkv, c->B, c->T, c->C, c->NH, c->causal, c->pool))
+    rp_fatal("bench: flash forward failed: %s", rp_errmsg());
+}
+static void flash_bwd(run_ctx *c) {
+  if (rp_flash_backward(c->dqkv, c->dout, c->qkv, c->out, c->saved, c->B, c->T, c->C, c->NH,
+                        c->causal, c->pool))
+    rp_fatal("bench: flash backward failed: %s", rp_errmsg());
+}
+static void naive_fwd(run_ctx *c) {
+  rp_attention_ref_forward(c->out, c->saved, NULL, c->qkv, c->B, c->T, c->C, c->NH, c->causal,
+                           c->pool);
+}
+static void naive_bwd(run_ctx *c) {
+  rp_attention_ref_backward(c->dqkv, c->dout, c->qkv, c->saved, c->B, c->T, c->C, c->NH, c->pool);
+}
+
+typedef void (*step_fn)(run_ctx *);
+
+/* Best time of fwd alone and of fwd+bwd, repeated until min_seconds is spent
+ * (at least twice for fwd+bwd so that first-touch page faults are excluded). */
+static void time_pair(run_ctx *c, step_fn fwd, step_fn bwd, double min_s, double *tf, double *tfb) {
+  *tf = *tfb = 1e30;
+  double spent = 0.0;
+  for (int rep = 0; rep < 2 || spent < min_s; rep++) {
+    double t0 = rp_now();
+    fwd(c);
+    double t1 = rp_now();
+    bwd(c);
+    double t2 = rp_now();
+    if (t1 - t0 < *tf) *tf = t1 - t0;
+    if (rep > 0 && t2 - t0 < *tfb) *tfb = t2 - t0;
+    spent += t2 - t0;
+    if (rep >= 1 && spent > 10 * min_s) break;
+  }
+}
+
+static size_t mem_current_total(void) {
+  size_t s = 0;
+  for (int k = 0; k < RP_MEM_NCAT; k++) s += rp_mem_current((rp_mem_cat)k);
+  return s;
+}
+
+int rp_bench_attention(int argc, char **argv) {
+  bench_opts o;
+  int rc = parse(&o, argc, argv);
+  if (rc) return rc;
+  rp_flash_config cfg;
+  rp_flash_get_config(&cfg);
+  cfg.bq = o.bq, cfg.bk = o.bk;
+  if (rp_flash_configure(&cfg) != RP_OK) {
+    fprintf(stderr, "ringpipe bench attention: %s\n", rp_errmsg());
+    return 2;
+  }
+  rp_pool *pool = NULL;
+  if (rp_pool_create(&pool, o.threads, 1) != RP_OK) {
+    fprintf(stderr, "ringpipe bench attention: %s\n", rp_errmsg());
+    return 2;
+  }
+  double peak = sgemm_peak(o.threads);
+  rp_blas_set_threads(1);
+  int bq, bk;
+  rp_flash_block_sizes(o.HS, o.tmax, o.tmax, &bq, &bk);
+  printf("attention benchmark: B=%d NH=%d HS=%d threads=%d isa=%s blocks %dx%d (L2 %ld KiB)\n",
+         o.B, o.NH, o.HS, o.threads, rp_flash_isa_name(rp_flash_isa_active()), bq, bk,
+         rp_flash_l2_bytes() / 1024);
+  printf("sgemm peak (OpenBLAS, %d threads, 2048^3): %.1f GFLOP/s\n", o.threads, peak / 1e9);
+  printf("speedup = naive time / flash time; frac = attention FLOP/s / sgemm peak "
+         "(fwd 4*HS, bwd 10*HS FLOPs per visible pair and head)\n\n");
+  printf("%6s %6s | %9s %9s | %9s %9s | %7s %7s | %6s %6s | %6s | %10s %10s\n", "T", "causal",
+         "flash fwd", "flash f+b", "naive fwd", "naive f+b", "spd fwd", "spd f+b", "frac f",
+         "frac fb", "naive", "mem flash", "mem naive");
+  printf("%6s %6s | %9s %9s | %9s %9s | %7s %7s | %6s %6s | %6s | %10s %10s\n", "", "", "ms",
+         "ms", "ms", "ms", "x", "x", "", "", "frac", "MiB", "MiB");
+
+  double spd1024 = -1, spd4096 = -1, best_frac = 0, max_diff = 0;
+  double mem_flash_prev = 0;
+  int mem_linear = 1;
+  for (int T = o.tmin; T <= o.tmax; T *= 2) {
+    for (int causal = 1; causal >= 0; causal--) {
+      if (!((o.causal_mask >> causal) & 1)) continue;
+      const int B = o.B, NH = o.NH, C = NH * o.HS;
+      const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
+      run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool};
+      c.qkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
+      c.dqkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
+      c.dout = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
+      c.out = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
+      float *out_flash = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_WORKSPACE);
+      if (!c.qkv || !c.dqkv || !c.dout || !c.out || !out_flash)
+        rp_fatal("bench: out of memory at T=%d", T);
+      rp_rng r;
+      rp_rng_seed(&r, (uint64_t)T);
+      for (long i = 0; i < nqkv; i++) c.qkv[i] = 2.0f * rp_rng_uniform(&r) - 1.0f;
+      for (long i = 0; i < nout; i++) c.dout[i] = 2.0f * rp_rng_uniform(&r) - 1.0f;
+      const double pairs = causal ? 0.5 * T * (T + 1.0) : (double)T * T;
+      const double ffwd = 4.0 * o.HS * pairs * B * NH, ffb = 14.0 * o.HS * pairs * B * NH;
+
+      /* flash */
+      rp_mem_reset_peaks();
+      size_t base = mem_current_total();
+      c.saved = rp_alloc(sizeof(float) * (size_t)B * NH * T, RP_MEM_ACTS);
+      double ft, ftb;
+      time_pair(&c, flash_fwd, flash_bwd, o.min_seconds, &ft, &ftb);
+      double mem_f = (double)(rp_mem_peak_total() - base) / 1048576.0;
+      rp_free(c.saved);
+      memcpy(out_flash, c.out, sizeof(float) * (size_t)nout);
+
+      /* naive, if its probabilities fit */
+      double natt = (double)B * NH * T * T * sizeof(float);
+      double nt = -1, ntb = -1, mem_n = -1;
+      if (natt <= o.naive_max_gib * 1073741824.0) {
+        rp_mem_reset_peaks();
+        base = mem_current_total();
+        c.saved = rp_alloc((size_t)natt, RP_MEM_ACTS);
+        if (c.saved) {
+          time_pair(&c, naive_fwd, naive_bwd, o.min_seconds, &nt, &ntb);
+          mem_n = (double)(rp_mem_peak_total() - base) / 1048576.0;
+          rp_free(c.saved);
+          for (long i = 0; i < nout; i++)
+            max_diff = fmax(max_diff, fabs((double)c.out[i] - out_flash[i]));
+        }
+      }
+      double ff = peak > 0 ? ffwd / ft / peak : 0, ffb_frac = peak > 0 ? ffb / ftb / peak : 0;
+      if (ffb_frac > best_frac) best_frac = ffb_frac;
+      if (nt > 0) {
+        printf("%6d %6s | %9.2f %9.2f | %9.2f %9.2f | %7.2f %7.2f | %6.3f %6.3f | %6.3f | %10.2f %10.1f\n",
+               T, causal ? "yes" : "no", 1e3 * ft, 1e3 * ftb, 1e3 * nt, 1e3 * ntb, nt / ft,
+               ntb / ftb, ff, ffb_frac, ffb / ntb / peak, mem_f, mem_n);
+        if (causal && T == 1024) spd1024 = ntb / ftb;
+        if (causal && T == 4096) spd4096 = ntb / ftb;
+      } else {
+        printf("%6d %6s | %9.2f %9.2f | %9s %9s | %7s %7s | %6.3f %6.3f | %6s | %10.2f %10s\n", T,
+               causal ? "yes" : "no", 1e3 * ft, 1e3 * ftb, "-", "-", "-", "-", ff, ffb_frac, "-",
+               mem_f, "(skipped)");
+      }
+      fflush(stdout);
+      if (causal && mem_flash_prev > 0 && mem_f > 2.5 * mem_flash_prev) mem_linear = 0;
+      if (causal) mem_flash_prev = mem_f;
+      rp_free(c.qkv), rp_free(c.dqkv), rp_free(c.dout), rp_free(c.out), rp_free(out_flash);
+    }
+  }
+  printf("\nnaive skipped where B*NH*T^2*4 bytes > %.1f GiB (--naive-max-gib)\n", o.naive_max_gib);
+  printf("max |out flash - out naive| over the runs: %.3g\n", max_diff);
+  char s1[32] = "n/a", s2[32] = "n/a";
+  if (spd1024 > 0) snprintf(s1, sizeof s1, "%.2fx", spd1024);
+  if (spd4096 > 0) snprintf(s2, sizeof s2, "%.2fx", spd4096);
+  printf("targets: f+b speedup causal T=1024 %s (>= 2), T=4096 %s (>= 4); best f+b frac %.3f "
+         "(>= 0.4); flash memory linear in T: %s\n",
+         s1, s2, best_frac, mem_linear ? "yes" : "no");
+  rp_pool_destroy(pool);
+  return 0;
+}

@@ -1,0 +1,58 @@
+/* Bookkeeping shared by the context-parallel backends: the duplicated
+ * communicator, scratch growth, statistics and destruction. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cp_internal.h"
+#include "ringpipe/rp_arena.h"
+
+rp_status rp_cp_common_init(rp_cp_common *c, MPI_Comm comm, rp_cp_layout layout) {
+  c->magic = RP_CP_MAGIC;
+  c->layout = layout;
+  /* A private communicator: the ring's tags can never match a message of the
+   * pipeline executor or of another backend on the same cp group. */
+  if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS)
+    return rp_err(RP_EMPI, "MPI_Comm_dup of the cp communicator failed");
+  MPI_Comm_size(c->comm, &c->P);
+  MPI_Comm_rank(c->comm, &c->rank);
+  return RP_OK;
+}
+
+rp_status rp_cp_reserve(float **buf, size_t *cap, size_t n, int cat) {
+  if (n <= *cap && *buf) return RP_OK;
+  rp_free(*buf);
+  *cap = 0;
+  *buf = rp_alloc(sizeof(float) * (n ? n : 1), (rp_mem_cat)cat);
+  if (!*buf) return RP_ENOMEM;
+  *cap = n;
+  return RP_OK;
+}
+
+static rp_cp_common *common_of(const rp_attn_backend *a) {
+  rp_cp_common *c = a ? a->ctx : NULL;
+  return c && c->magic == RP_CP_MAGIC ? c : NULL;
+}
+
+void rp_cp_destroy(rp_attn_backend *a) {
+  rp_cp_common *c = common_of(a);
+  if (!c) return;
+  c->magic = 0;
+  MPI_Comm_free(&c->comm);
+  c->free_fn(c);
+  free(a);
+}
+
+rp_status rp_cp_get_stats(const rp_attn_backend *a, rp_cp_stats *fwd, rp_cp_stats *bwd) {
+  const rp_cp_common *c = common_of(a);
+  if (!c)
+    return rp_err(RP_EINVAL, "attention backend '%s' is not a context-parallel backend",
+                  a && a->name ? a->name : "(null)");
+  if (fwd) *fwd = c->st[0];
+  if (bwd) *bwd = c->st[1];
+  return RP_OK;
+}
+
+void rp_cp_reset_stats(rp_attn_backend *a) {
+  rp_cp_common *c = common_of(a);
+  if (c) memset(c->st, 0, sizeof c->st);
+}

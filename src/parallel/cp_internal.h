@@ -1,0 +1,26 @@
+/* Private to the context-parallel backends (ring_attention.c, ulysses.c): the
+ * state every cp backend starts with, so that destroy and the statistics work
+ * on either kind through the rp_attn_backend's ctx. */
+#ifndef RP_CP_INTERNAL_H
+#define RP_CP_INTERNAL_H
+
+#include "ringpipe/rp_cp.h"
+
+#define RP_CP_MAGIC 0x52504350u /* "RPCP": marks a ctx as a cp backend's */
+
+typedef struct rp_cp_common {
+  unsigned magic;
+  MPI_Comm comm;            /* duplicate of the caller's cp communicator */
+  int P, rank;
+  rp_cp_layout layout;
+  rp_cp_stats st[2];        /* [0] forward, [1] backward */
+  void (*free_fn)(struct rp_cp_common *c);  /* frees the kind's buffers and c */
+} rp_cp_common;
+
+/* Duplicates comm and fills the common part (collective over comm). */
+rp_status rp_cp_common_init(rp_cp_common *c, MPI_Comm comm, rp_cp_layout layout);
+
+/* Grows *buf to at least n floats (contents not kept). */
+rp_status rp_cp_reserve(float **buf, size_t *cap, size_t n, int cat);
+
+#endif

@@ -1,0 +1,360 @@
+/* Pipeline executor: walks one rank's action list, computing F/B/I/W on the
+ * model chunks and moving activations and gradients with non-blocking MPI.
+ * See include/ringpipe/rp_pipeline.h for the protocol. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_pipeline.h"
+#include "ringpipe/rp_util.h"
+
+#define GRAD_SEND_BUFS 4
+
+struct rp_pipeline {
+  rp_pipeline_cfg cfg;
+  int rank, p, v, m, N, C, max_layers;
+  /* activation slots: taken by F, released by B (or W) */
+  int n_act;
+  size_t act_bytes;
+  void **act_mem;
+  rp_acts *acts;
+  rp_layer_acts **act_lv;
+  MPI_Request *act_send;      /* SEND_F of the slot's output, done before release */
+  int *act_of;                /* [chunk * m + mb] -> slot, -1 when not live */
+  int *act_slot_at;           /* per action: slot an F takes (own liveness, see plan) */
+  /* W stash slots: taken by I, released by W */
+  rp_slot_plan plan;
+  void **wst_mem;
+  rp_wstash *wst;
+  rp_layer_douts **wst_lv;
+  int *wst_of;
+  /* receive buffers (activations and gradients have the same N x C shape) */
+  float **rbuf;
+  MPI_Request *rreq;
+  int *rbuf_of;               /* [dir][chunk][mb] -> receive buffer of a posted RECV */
+  /* input gradients waiting for their SEND_B */
+  float *gbuf[GRAD_SEND_BUFS];
+  MPI_Request greq[GRAD_SEND_BUFS];
+  int *gbuf_of;               /* [chunk * m + mb] -> gradient buffer */
+  int next_gbuf;
+  rp_grad_ws ws;
+  rp_pipeline_stats stats;
+  double t0, cur_wait;
+  int live;
+};
+
+static double seconds_since(const rp_pipeline *p) { return rp_now() - p->t0; }
+
+/* Blocks on one request, charging the time to the current action's wait. */
+static void wait_req(rp_pipeline *p, MPI_Request *r) {
+  if (*r == MPI_REQUEST_NULL) return;
+  double t = rp_now();
+  MPI_Wait(r, MPI_STATUS_IGNORE);
+  p->cur_wait += rp_now() - t;
+}
+
+/* Activation-slot liveness: F takes the lowest free slot, B or W releases it (W,
+ * not I: the weight gradients still read the layer inputs). */
+static rp_status plan_act_slots(rp_pipeline *p) {
+  const rp_schedule *s = p->cfg.sched;
+  int n = s->n[p->rank], vm = p->v * p->m;
+  int *slot_of = malloc(vm * sizeof(int)), *busy = calloc(vm + 1, sizeof(int));
+  p->act_slot_at = malloc((n ? n : 1) * sizeof(int));
+  if (!slot_of || !busy || !p->act_slot_at) return rp_err(RP_ENOMEM, "out of memory");
+  p->n_act = 0;
+  for (int i = 0; i < n; i++) {
+    rp_action a = s->acts[p->rank][i];
+    int key = a.chunk * p->m + a.mb;
+    p->act_slot_at[i] = -1;
+    if (a.op == RP_OP_F) {
+      int k = 0;
+      while (busy[k]) k++;
+      busy[k] = 1;
+      slot_of[key] = k;
+      p->act_slot_at[i] = k;
+      if (k + 1 > p->n_act) p->n_act = k + 1;
+    } else if (a.op == RP_OP_B || a.op == RP_OP_W) {
+      busy[slot_of[key]] = 0;
+    }
+  }
+  free(slot_of);
+  free(busy);
+  return RP_OK;
+}
+
+static rp_status alloc_buffers(rp_pipeline *p) {
+  const rp_pipeline_cfg *c = &p->cfg;
+  for (int k = 0; k < p->v; k++) {
+    size_t b = rp_acts_bytes(c->chunks[k], c->exec->attn, c->B, c->T);
+    if (b > p->act_bytes) p->act_bytes = b;
+    if (c->chunks[k]->spec.num_layers > p->max_layers) p->max_layers = c->chunks[k]->spec.num_layers;
+  }
+  int nl = p->max_layers ? p->max_layers : 1, vm = p->v * p->m;
+  p->act_mem = calloc(p->n_act, sizeof *p->act_mem);
+  p->acts = calloc(p->n_act, sizeof *p->acts);
+  p->act_lv = calloc(p->n_act, sizeof *p->act_lv);
+  p->act_send = malloc(p->n_act * sizeof *p->act_send);
+  for (int s = 0; s < p->n_act; s++) {
+    p->act_mem[s] = rp_alloc(p->act_bytes, RP_MEM_ACTS);
+    p->act_lv[s] = calloc(nl, sizeof(rp_layer_acts));
+    p->act_send[s] = MPI_REQUEST_NULL;
+    if (!p->act_mem[s] || !p->act_lv[s]) return RP_ENOMEM;
+  }
+  size_t wb = 0;
+  for (int k = 0; k < p->v; k++) {
+    size_t b = rp_wstash_bytes(c->chunks[k], c->B, c->T);
+    if (b > wb) wb = b;
+  }
+  p->wst_mem = calloc(p->plan.n_wst + 1, sizeof *p->wst_mem);
+  p->wst = calloc(p->plan.n_wst + 1, sizeof *p->wst);
+  p->wst_lv = calloc(p->plan.n_wst + 1, sizeof *p->wst_lv);
+  for (int s = 0; s < p->plan.n_wst; s++) {
+    p->wst_mem[s] = rp_alloc(wb, RP_MEM_ACTS);
+    p->wst_lv[s] = calloc(nl, sizeof(rp_layer_douts));
+    if (!p->wst_mem[s] || !p->wst_lv[s]) return RP_ENOMEM;
+  }
+  size_t nc = (size_t)p->N * p->C;
+  p->rbuf = calloc(p->plan.n_rbuf + 1, sizeof *p->rbuf);
+  p->rreq = malloc((p->plan.n_rbuf + 1) * sizeof *p->rreq);
+  for (int s = 0; s < p->plan.n_rbuf; s++) {
+    p->rbuf[s] = rp_alloc(nc * sizeof(float), RP_MEM_COMM);
+    p->rreq[s] = MPI_REQUEST_NULL;
+    if (!p->rbuf[s]) return RP_ENOMEM;
+  }
+  for (int g = 0; g < GRAD_SEND_BUFS; g++) {
+    p->gbuf[g] = rp_alloc(nc * sizeof(float), RP_MEM_COMM);
+    p->greq[g] = MPI_REQUEST_NULL;
+    if (!p->gbuf[g]) return RP_ENOMEM;
+  }
+  p->act_of = malloc(vm * sizeof(int));
+  p->wst_of = malloc(vm * sizeof(int));
+  p->gbuf_of = malloc(vm * sizeof(int));
+  p->rbuf_of = malloc(2 * vm * sizeof(int));
+  int n = c->sched->n[p->rank];
+  p->stats.spans = calloc(n + 1, sizeof(rp_span));
+  p->stats.wait = calloc(n + 1, sizeof(double));
+  if (!p->act_of || !p->wst_of || !p->gbuf_of || !p->rbuf_of || !p->stats.spans || !p->stats.wait)
+    return RP_ENOMEM;
+  return rp_grad_ws_init(&p->ws, c->chunks[0], c->B, c->T);
+}
+
+rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
+  const rp_schedule *s = cfg->sched;
+  int rank, size;
+  MPI_Comm_rank(cfg->comm, &rank);
+  MPI_Comm_size(cfg->comm, &size);
+  if (!s->lowered)
+    return rp_err(RP_EINVAL, "the pipeline executor needs a lowered schedule (with SEND/RECV)");
+  if (size != s->p)
+    return rp_err(RP_EINVAL, "schedule '%s' is for %d pipeline ranks but --pp gives %d", s->name,
+                  s->p, size);
+  rp_pipeline *p = calloc(1, sizeof *p);
+  if (!p) return rp_err(RP_ENOMEM, "out of memory");
+  p->cfg = *cfg;
+  /* own copy of the chunk list: the caller's array may be temporary */
+  rp_chunk **chunks = malloc(s->v * sizeof *chunks);
+  if (!chunks) {
+    free(p);
+    return rp_err(RP_ENOMEM, "out of memory");
+  }
+  memcpy(chunks, cfg->chunks, s->v * sizeof *chunks);
+  p->cfg.chunks = chunks;
+  p->rank = rank;
+  p->p = s->p;
+  p->v = s->v;
+  p->m = s->m;
+  p->N = cfg->B * cfg->T;
+  p->C = cfg->chunks[0]->cfg.C;
+  rp_status st = rp_schedule_plan_slots(s, rank, &p->plan);
+  if (st == RP_OK) st = plan_act_slots(p);
+  if (st == RP_OK) st = alloc_buffers(p);
+  if (st != RP_OK) {
+    rp_pipeline_destroy(p);
+    return st == RP_ENOMEM ? rp_err(RP_ENOMEM, "out of memory for pipeline buffers") : st;
+  }
+  p->stats.n = s->n[rank];
+  p->stats.act_slot_bytes = p->act_bytes;
+  p->stats.act_slots = p->n_act;
+  *out = p;
+  return RP_OK;
+}
+
+void rp_pipeline_destroy(rp_pipeline *p) {
+  if (!p) return;
+  for (int s = 0; s < p->n_act && p->act_mem; s++) {
+    rp_free(p->act_mem[s]);
+    if (p->act_lv) free(p->act_lv[s]);
+  }
+  for (int s = 0; s < p->plan.n_wst && p->wst_mem; s++) {
+    rp_free(p->wst_mem[s]);
+    free(p->wst_lv[s]);
+  }
+  for (int s = 0; s < p->plan.n_rbuf && p->rbuf; s++) rp_free(p->rbuf[s]);
+  for (int g = 0; g < GRAD_SEND_BUFS; g++) rp_free(p->gbuf[g]);
+  rp_grad_ws_free(&p->ws);
+  rp_slot_plan_free(&p->plan);
+  free(p->act_mem), free(p->acts), free(p->act_lv), free(p->act_send), free(p->act_of);
+  free(p->act_slot_at), free(p->wst_mem), free(p->wst), free(p->wst_lv), free(p->wst_of);
+  free(p->rbuf), free(p->rreq), free(p->rbuf_of), free(p->gbuf_of);
+  free(p->stats.spans), free(p->stats.wait);
+  free(p->cfg.chunks);
+  free(p);
+}
+
+static void emulate_sleep(double seconds) {
+  if (seconds <= 0) return;
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0) {
+  }
+}
+
+typedef struct {
+  const int32_t *tokens, *targets, *pos;
+  float dscale;
+  double loss;
+} run_inputs;
+
+/* The receive buffer an action consumes, waited on; NULL when it has none. */
+static const float *take_received(rp_pipeline *p, int dir, const rp_action *a) {
+  int key = (dir * p->v + a->chunk) * p->m + a->mb, b = p->rbuf_of[key];
+  if (b < 0) return NULL;
+  wait_req(p, &p->rreq[b]);
+  p->rbuf_of[key] = -1;
+  return p->rbuf[b];
+}
+
+static void do_forward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in) {
+  rp_chunk *ch = p->cfg.chunks[a->chunk];
+  int slot = p->act_slot_at[i], N = p->N;
+  rp_acts *ac = &p->acts[slot];
+  rp_acts_bind(ac, p->act_lv[slot], ch, p->cfg.exec->attn, p->act_mem[slot], p->cfg.B, p->cfg.T);
+  p->act_of[a->chunk * p->m + a->mb] = slot;
+  if (++p->live > p->stats.peak_live_acts) p->stats.peak_live_acts = p->live;
+  size_t off = (size_t)a->mb * N;
+  memcpy(ac->pos, in->pos + off, N * sizeof(int32_t));
+  if (ch->spec.has_embed) memcpy(ac->tokens, in->tokens + off, N * sizeof(int32_t));
+  if (ch->spec.has_head) memcpy(ac->targets, in->targets + off, N * sizeof(int32_t));
+  if (!ch->spec.has_embed) {
+    const float *x = take_received(p, 0, a);
+    RP_CHECK(x);
+    memcpy(ac->input, x, (size_t)N * p->C * sizeof(float));
+  }
+  if (p->cfg.emulate) {
+    emulate_sleep(p->cfg.emulate->tF / p->v);
+    return;
+  }
+  if (ch->spec.has_embed) rp_chunk_embed_forward(ch, ac, p->cfg.exec);
+  rp_chunk_layers_forward(ch, ac, p->cfg.exec);
+  if (ch->spec.has_head) in->loss += rp_chunk_head_forward(ch, ac, NULL, p->cfg.exec);
+}
+
+/* Copies the input gradient aside for its SEND_B (the scratch is reused). */
+static void stash_input_grad(rp_pipeline *p, const rp_action *a) {
+  int g = p->next_gbuf;
+  p->next_gbuf = (g + 1) % GRAD_SEND_BUFS;
+  wait_req(p, &p->greq[g]);
+  memcpy(p->gbuf[g], p->ws.dres, (size_t)p->N * p->C * sizeof(float));
+  p->gbuf_of[a->chunk * p->m + a->mb] = g;
+}
+
+static void release_act(rp_pipeline *p, const rp_action *a) {
+  int key = a->chunk * p->m + a->mb, slot = p->act_of[key];
+  wait_req(p, &p->act_send[slot]);
+  p->act_of[key] = -1;
+  p->live--;
+}
+
+static void do_backward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in) {
+  rp_chunk *ch = p->cfg.chunks[a->chunk];
+  int key = a->chunk * p->m + a->mb;
+  rp_acts *ac = &p->acts[p->act_of[key]];
+  const rp_exec *x = p->cfg.exec;
+  if (!ch->spec.has_head && a->op != RP_OP_W) {
+    const float *g = take_received(p, 1, a);
+    RP_CHECK(g);
+    memcpy(p->ws.dres, g, (size_t)p->N * p->C * sizeof(float));
+  }
+  int first_stage = ch->spec.has_embed;
+  if (p->cfg.emulate) {
+    double t = a->op == RP_OP_B ? p->cfg.emulate->tB
+             : a->op == RP_OP_I ? p->cfg.emulate->tB - p->cfg.emulate->tW : p->cfg.emulate->tW;
+    emulate_sleep(t / p->v);
+  } else if (a->op == RP_OP_B) {
+    if (ch->spec.has_head) rp_chunk_head_backward(ch, ac, &p->ws, in->dscale, x);
+    rp_chunk_layers_backward(ch, ac, &p->ws, x);
+    if (ch->spec.has_embed) rp_chunk_embed_backward(ch, ac, &p->ws, x);
+  } else if (a->op == RP_OP_I) {
+    int w = p->plan.wst[i];
+    rp_wstash_bind(&p->wst[w], p->wst_lv[w], ch, p->wst_mem[w], p->cfg.B, p->cfg.T);
+    p->wst_of[key] = w;
+    rp_chunk_backward_input(ch, ac, &p->ws, &p->wst[w], in->dscale, x);
+  } else { /* W */
+    rp_chunk_backward_weight(ch, ac, &p->wst[p->wst_of[key]], x);
+  }
+  if (a->op != RP_OP_W && !first_stage) stash_input_grad(p, a);
+  if (a->op != RP_OP_I) release_act(p, a);
+}
+
+static void post_recv(rp_pipeline *p, int i, const rp_action *a) {
+  int dir = a->op == RP_OP_RECV_B, b = p->plan.rbuf[i];
+  int peer = rp_schedule_peer(p->cfg.sched, p->rank, *a);
+  int tag = rp_schedule_tag(p->cfg.sched, p->rank, *a);
+  MPI_Irecv(p->rbuf[b], p->N * p->C, MPI_FLOAT, peer, tag, p->cfg.comm, &p->rreq[b]);
+  p->rbuf_of[(dir * p->v + a->chunk) * p->m + a->mb] = b;
+}
+
+static void post_send(rp_pipeline *p, const rp_action *a) {
+  int peer = rp_schedule_peer(p->cfg.sched, p->rank, *a);
+  int tag = rp_schedule_tag(p->cfg.sched, p->rank, *a);
+  int key = a->chunk * p->m + a->mb;
+  if (a->op == RP_OP_SEND_F) {
+    int slot = p->act_of[key];
+    RP_CHECK(slot >= 0);
+    MPI_Isend(p->acts[slot].output, p->N * p->C, MPI_FLOAT, peer, tag, p->cfg.comm,
+              &p->act_send[slot]);
+  } else {
+    int g = p->gbuf_of[key];
+    RP_CHECK(g >= 0);
+    MPI_Isend(p->gbuf[g], p->N * p->C, MPI_FLOAT, peer, tag, p->cfg.comm, &p->greq[g]);
+    p->gbuf_of[key] = -1;
+  }
+}
+
+rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *targets,
+                          const int32_t *pos, float dscale, double *loss_sum) {
+  run_inputs in = {tokens, targets, pos, dscale, 0.0};
+  int vm = p->v * p->m;
+  for (int k = 0; k < vm; k++) p->act_of[k] = p->wst_of[k] = p->gbuf_of[k] = -1;
+  for (int k = 0; k < 2 * vm; k++) p->rbuf_of[k] = -1;
+  p->live = 0;
+  p->stats.peak_live_acts = 0;
+  p->stats.total_wait = 0;
+  MPI_Barrier(p->cfg.comm);
+  p->t0 = rp_now();
+  const rp_schedule *s = p->cfg.sched;
+  for (int i = 0; i < s->n[p->rank]; i++) {
+    rp_action a = s->acts[p->rank][i];
+    double t = seconds_since(p);
+    p->cur_wait = 0;
+    switch (a.op) {
+      case RP_OP_RECV_F:
+      case RP_OP_RECV_B: post_recv(p, i, &a); break;
+      case RP_OP_SEND_F:
+      case RP_OP_SEND_B: post_send(p, &a); break;
+      case RP_OP_F: do_forward(p, i, &a, &in); break;
+      default: do_backward(p, i, &a, &in); break;
+    }
+    p->stats.spans[i] = (rp_span){a, t, seconds_since(p)};
+    p->stats.wait[i] = p->cur_wait;
+    p->stats.total_wait += p->cur_wait;
+  }
+  /* Every send must finish before the buffers are touched by the next step. */
+  for (int k = 0; k < p->n_act; k++) wait_req(p, &p->act_send[k]);
+  for (int g = 0; g < GRAD_SEND_BUFS; g++) wait_req(p, &p->greq[g]);
+  *loss_sum = in.loss;
+  return RP_OK;
+}
+
+const rp_pipeline_stats *rp_pipeline_last(const rp_pipeline *p) { return &p->stats; }
+const rp_pipeline_cfg *rp_pipeline_config(const rp_pipeline *p) { return &p->cfg; }

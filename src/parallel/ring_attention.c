@@ -1,0 +1,336 @@
+/* Ring attention: each rank keeps its queries and passes K/V blocks around the
+ * cp ring (send to r+1, receive from r-1) while the pool's workers attend the
+ * local queries to the block in hand.
+ *
+ * Forward, step s = 0..P-1: the block in hand is the K/V of rank src = r - s.
+ * With overlap the transfer of the next block is posted before the compute of
+ * this one, and the main thread tests the requests while the workers run the
+ * flash tiles (rp_flash_*_launch). Each (local piece, remote piece) pair is
+ * attended with the visibility its global positions give (all, causal, or
+ * skipped), and the partial (O, L) is merged into the running pair.
+ *
+ * Backward: D = rowsum(dO * O) from the final O; the K/V blocks go around again,
+ * and with each one its fp32 dK/dV accumulator: at step s a rank computes its
+ * contribution into a zeroed partial, adds the accumulator that arrived from
+ * r-1 (the sum of the ranks that saw the block before) and sends the sum on to
+ * r+1. After P steps the accumulator of every block is complete and one last hop
+ * takes it home. dQ stays local. The accumulator transfer of step s overlaps the
+ * compute of step s+1. */
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cp_internal.h"
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_util.h"
+
+enum { TAG_KV = 11, TAG_DKV = 12 };
+
+typedef struct {
+  rp_cp_common c;      /* first: cp_common.c reads the ctx through it */
+  int overlap;
+  float *kv[2];        /* [B,Tl,2C] K/V block in hand and the one arriving */
+  size_t kv_cap[2];
+  float *dkv[2];       /* [B,Tl,2C] dK/dV partial of this step (and last step's, in flight) */
+  size_t dkv_cap[2];
+  float *acc;          /* [B,Tl,2C] accumulator received from r-1 */
+  size_t acc_cap;
+  float *ob;           /* [B,Tl,C] partial O of one block */
+  size_t ob_cap;
+  float *lb;           /* [B,NH,Tl] partial L (forward) or D (backward) */
+  size_t lb_cap;
+} ring_ctx;
+
+/* One flash call of a ring step: local query rows [q0, q0+nq) against rows
+ * [k0, k0+nk) of the block in hand. */
+typedef struct {
+  int q0, nq, k0, nk;
+  long qpos0, kpos0;
+  rp_flash_vis vis;
+} ring_task;
+
+static rp_flash_vis classify(long qpos0, int nq, long kpos0, int nk) {
+  if (kpos0 + nk - 1 <= qpos0) return RP_FLASH_VIS_ALL;     /* every key before every query */
+  if (kpos0 > qpos0 + nq - 1) return RP_FLASH_VIS_NONE;     /* every key after every query */
+  return RP_FLASH_VIS_CAUSAL;
+}
+
+/* Tasks of a step, fully masked pairs dropped. Unmasked pairs that share their
+ * query rows (or key rows) and are adjacent in the other are fused into one
+ * call: zigzag's "lower" step becomes all local queries against the peer's first
+ * chunk, its "upper" step the local second chunk against the whole block. */
+static int step_tasks(ring_task *t, const rp_cp_pieces *mine, const rp_cp_pieces *peer) {
+  int n = 0;
+  for (int i = 0; i < mine->n; i++)
+    for (int j = 0; j < peer->n; j++) {
+      ring_task k = {mine->local0[i], mine->len, peer->local0[j], peer->len,
+                     mine->global0[i], peer->global0[j], RP_FLASH_VIS_ALL};
+      k.vis = classify(k.qpos0, k.nq, k.kpos0, k.nk);
+      if (k.vis != RP_FLASH_VIS_NONE && k.nq > 0 && k.nk > 0) t[n++] = k;
+    }
+  for (int fused = 1; fused;) {
+    fused = 0;
+    for (int a = 0; a < n && !fused; a++)
+      for (int b = 0; b < n && !fused; b++) {
+        if (a == b || t[a].vis != RP_FLASH_VIS_ALL || t[b].vis != RP_FLASH_VIS_ALL) continue;
+        if (t[a].q0 == t[b].q0 && t[a].nq == t[b].nq && t[a].k0 + t[a].nk == t[b].k0)
+          t[a].nk += t[b].nk;
+        else if (t[a].k0 == t[b].k0 && t[a].nk == t[b].nk && t[a].q0 + t[a].nq == t[b].q0)
+          t[a].nq += t[b].nq;
+        else
+          continue;
+        t[b] = t[--n];
+        fused = 1;
+      }
+  }
+  return n;
+}
+
+/* Visible (query, key) pairs of a task. */
+static double task_pairs(const ring_task *t) {
+  if (t->vis == RP_FLASH_VIS_ALL) return (double)t->nq * t->nk;
+  double n = 0;
+  for (int i = 0; i < t->nq; i++) {
+    long v = t->qpos0 + i - t->kpos0 + 1;
+    n += v <= 0 ? 0 : (v >= t->nk ? t->nk : v);
+  }
+  return n;
+}
+
+/* Rows view starting at row r0 of a [B,Tl,ld] buffer; stat view starting at
+ * row r0 of a [B,NH,Tl] buffer. */
+static rp_flash_view rows_at(const float *p, long ld, int Tl, int r0) {
+  return rp_flash_view_of(p + (long)r0 * ld, ld, (long)Tl * ld);
+}
+static rp_flash_view stat_at(const float *p, int NH, int Tl, int r0) {
+  return rp_flash_view_of(p + r0, Tl, (long)NH * Tl);
+}
+
+static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const float *kv,
+                                     int B, int Tl, int C, int NH) {
+  rp_flash_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.B = B;
+  pr.NH = NH;
+  pr.HS = C / NH;
+  pr.Tq = t->nq;
+  pr.Tk = t->nk;
+  pr.q_pos0 = t->qpos0;
+  pr.k_pos0 = t->kpos0;
+  pr.vis = t->vis;
+  pr.q = rows_at(qkv, 3L * C, Tl, t->q0);
+  pr.k = rows_at(kv, 2L * C, Tl, t->k0);
+  pr.v = rows_at(kv + C, 2L * C, Tl, t->k0);
+  return pr;
+}
+
+/* Waits for the workers' job while testing the ring's requests, so that a
+ * rendezvous transfer moves during the compute instead of after it. */
+static void drive(ring_ctx *x, int dir, rp_flash_job *job, MPI_Request *req, int nreq) {
+  double t0 = rp_now();
+  int flag = nreq == 0;
+  while (!flag && !rp_flash_job_done(job)) {
+    MPI_Testall(nreq, req, &flag, MPI_STATUSES_IGNORE);
+    if (!flag) sched_yield();   /* the core may be shared with a worker */
+  }
+  rp_status s = rp_flash_job_finish(job);
+  x->c.st[dir].compute_s += rp_now() - t0;
+  if (s != RP_OK) rp_fatal("ring attention: flash block failed: %s", rp_errmsg());
+}
+
+static void wait_all(ring_ctx *x, int dir, MPI_Request *req, int *nreq) {
+  if (*nreq == 0) return;
+  double t0 = rp_now();
+  MPI_Waitall(*nreq, req, MPI_STATUSES_IGNORE);
+  x->c.st[dir].wait_s += rp_now() - t0;
+  *nreq = 0;
+}
+
+/* Send `send` to r+1 and receive `recv` from r-1 (n floats each). */
+static void post_pair(ring_ctx *x, int dir, const float *send, float *recv, int n, int tag,
+                      MPI_Request *req, int *nreq) {
+  int next = (x->c.rank + 1) % x->c.P, prev = (x->c.rank + x->c.P - 1) % x->c.P;
+  MPI_Irecv(recv, n, MPI_FLOAT, prev, tag, x->c.comm, &req[(*nreq)++]);
+  MPI_Isend(send, n, MPI_FLOAT, next, tag, x->c.comm, &req[(*nreq)++]);
+  x->c.st[dir].bytes_sent += sizeof(float) * (double)n;
+}
+
+/* Checks the call's shape and sizes the scratch; fatal on failure (the backend
+ * interface has no status, and the trainer validated T at start-up). */
+static void prepare(ring_ctx *x, rp_cp_pieces *mine, int B, int T, int C, int NH, int bwd) {
+  if (rp_cp_pieces_of(mine, x->c.layout, T * x->c.P, x->c.P, x->c.rank) != RP_OK)
+    rp_fatal("ring attention: local sequence %d x cp %d: %s", T, x->c.P, rp_errmsg());
+  if (NH < 1 || C % NH != 0) rp_fatal("ring attention: heads %d must divide channels %d", NH, C);
+  size_t nkv = (size_t)B * T * 2 * C;
+  if (nkv > (size_t)INT32_MAX)
+    rp_fatal("ring attention: a K/V block of %zu floats exceeds MPI's int count; use a "
+             "smaller micro-batch or more cp ranks", nkv);
+  rp_status s = RP_OK;
+  for (int i = 0; i < 2 && s == RP_OK; i++) s = rp_cp_reserve(&x->kv[i], &x->kv_cap[i], nkv, RP_MEM_COMM);
+  if (s == RP_OK) s = rp_cp_reserve(&x->lb, &x->lb_cap, (size_t)B * NH * T, RP_MEM_WORKSPACE);
+  if (s == RP_OK && !bwd) s = rp_cp_reserve(&x->ob, &x->ob_cap, (size_t)B * T * C, RP_MEM_WORKSPACE);
+  for (int i = 0; i < 2 && s == RP_OK && bwd; i++)
+    s = rp_cp_reserve(&x->dkv[i], &x->dkv_cap[i], nkv, RP_MEM_COMM);
+  if (s == RP_OK && bwd) s = rp_cp_reserve(&x->acc, &x->acc_cap, nkv, RP_MEM_COMM);
+  if (s != RP_OK) rp_fatal("ring attention: %s", rp_errmsg());
+}
+
+/* kv[B,T,2C] = the K and V columns of qkv[B,T,3C]. */
+static void pack_kv(float *kv, const float *qkv, long rows, int C) {
+  for (long i = 0; i < rows; i++)
+    memcpy(kv + i * 2 * C, qkv + i * 3 * C + C, sizeof(float) * 2 * (size_t)C);
+}
+
+static void ring_forward(const rp_attn_backend *a, float *out, float *saved, const float *qkv,
+                         int B, int T, int C, int NH, rp_pool *pool) {
+  ring_ctx *x = a->ctx;
+  const double t_start = rp_now();
+  const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
+  rp_cp_pieces mine, peer;
+  prepare(x, &mine, B, T, C, NH, 0);
+  pack_kv(x->kv[0], qkv, (long)B * T, C);
+  memset(out, 0, sizeof(float) * (size_t)B * T * C);
+  for (long i = 0; i < (long)B * NH * T; i++) saved[i] = -INFINITY;
+
+  MPI_Request req[2];
+  int nreq = 0;
+  for (int s = 0; s < P; s++) {
+    const float *cur = x->kv[s & 1];
+    if (s < P - 1 && x->overlap) post_pair(x, 0, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, req, &nreq);
+    rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
+    ring_task tk[4];
+    int nt = step_tasks(tk, &mine, &peer);
+    for (int i = 0; i < nt; i++) {
+      rp_flash_problem pr = make_problem(&tk[i], qkv, cur, B, T, C, NH);
+      rp_flash_view ob = rows_at(x->ob, C, T, tk[i].q0), lb = stat_at(x->lb, NH, T, tk[i].q0);
+      rp_flash_job *job = NULL;
+      if (rp_flash_block_forward_launch(&job, &pr, ob, lb, pool) != RP_OK)
+        rp_fatal("ring attention forward: %s", rp_errmsg());
+      drive(x, 0, job, req, nreq);
+      rp_flash_merge(rows_at(out, C, T, tk[i].q0), stat_at(saved, NH, T, tk[i].q0), ob, lb, B,
+                     NH, tk[i].nq, HS, pool);
+      x->c.st[0].flops += 4.0 * HS * B * NH * task_pairs(&tk[i]);
+    }
+    if (s < P - 1 && !x->overlap) post_pair(x, 0, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, req, &nreq);
+    wait_all(x, 0, req, &nreq);
+  }
+  x->c.st[0].calls++;
+  x->c.st[0].total_s += rp_now() - t_start;
+}
+
+static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *dout,
+                          const float *qkv, const float *out, const float *saved, int B, int T,
+                          int C, int NH, rp_pool *pool) {
+  ring_ctx *x = a->ctx;
+  const double t_start = rp_now();
+  const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
+  rp_cp_pieces mine, peer;
+  prepare(x, &mine, B, T, C, NH, 1);
+  float *D = x->lb;
+  rp_flash_rowdot(rp_flash_view_of(D, T, (long)NH * T), rows_at(dout, C, T, 0),
+                  rows_at(out, C, T, 0), B, NH, T, HS, pool);
+  pack_kv(x->kv[0], qkv, (long)B * T, C);
+
+  MPI_Request kreq[2], dreq[2];
+  int nk = 0, nd = 0;
+  for (int s = 0; s < P; s++) {
+    const float *cur = x->kv[s & 1];
+    float *part = x->dkv[s & 1];
+    if (s < P - 1 && x->overlap) post_pair(x, 1, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, kreq, &nk);
+    /* part's previous send (step s-2) was waited for at the end of step s-1 */
+    memset(part, 0, sizeof(float) * (size_t)nkv);
+    rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
+    ring_task tk[4];
+    int nt = step_tasks(tk, &mine, &peer);
+    for (int i = 0; i < nt; i++) {
+      rp_flash_problem pr = make_problem(&tk[i], qkv, cur, B, T, C, NH);
+      MPI_Request all[4];
+      int na = 0;
+      for (int j = 0; j < nk; j++) all[na++] = kreq[j];
+      for (int j = 0; j < nd; j++) all[na++] = dreq[j];
+      rp_flash_job *job = NULL;
+      if (rp_flash_block_backward_launch(
+              &job, &pr, rows_at(dout, C, T, tk[i].q0), stat_at(saved, NH, T, tk[i].q0),
+              stat_at(D, NH, T, tk[i].q0), rows_at(dqkv, 3L * C, T, tk[i].q0),
+              rows_at(part, 2L * C, T, tk[i].k0), rows_at(part + C, 2L * C, T, tk[i].k0),
+              pool) != RP_OK)
+        rp_fatal("ring attention backward: %s", rp_errmsg());
+      drive(x, 1, job, all, x->overlap ? na : 0);
+      /* completed requests became MPI_REQUEST_NULL in the copy: keep them so */
+      for (int j = 0; j < nk; j++) kreq[j] = all[j];
+      for (int j = 0; j < nd; j++) dreq[j] = all[nk + j];
+      x->c.st[1].flops += 10.0 * HS * B * NH * task_pairs(&tk[i]);
+    }
+    if (s < P - 1 && !x->overlap) post_pair(x, 1, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, kreq, &nk);
+    wait_all(x, 1, kreq, &nk);
+    if (s >= 1) {
+      /* the accumulator of this block from the ranks that saw it before */
+      wait_all(x, 1, dreq, &nd);
+      rp_add_inplace(part, x->acc, nkv, pool);
+    }
+    if (P > 1) {
+      post_pair(x, 1, part, x->acc, nkv, TAG_DKV, dreq, &nd);
+      if (!x->overlap) wait_all(x, 1, dreq, &nd);
+    }
+  }
+  /* the last hop brought this rank's own block home, complete */
+  wait_all(x, 1, dreq, &nd);
+  const float *own = P > 1 ? x->acc : x->dkv[0];
+  for (long i = 0; i < (long)B * T; i++) {
+    float *d = dqkv + i * 3 * C + C;
+    const float *g = own + i * 2 * C;
+    for (int j = 0; j < 2 * C; j++) d[j] += g[j];
+  }
+  x->c.st[1].calls++;
+  x->c.st[1].total_s += rp_now() - t_start;
+}
+
+static size_t ring_saved(const rp_attn_backend *a, int B, int T, int C, int NH) {
+  return (size_t)B * NH * T;
+}
+
+static void ring_free(rp_cp_common *c) {
+  ring_ctx *x = (ring_ctx *)c;
+  for (int i = 0; i < 2; i++) {
+    rp_free(x->kv[i]);
+    rp_free(x->dkv[i]);
+  }
+  rp_free(x->acc);
+  rp_free(x->ob);
+  rp_free(x->lb);
+  free(x);
+}
+
+rp_status rp_cp_ring_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_layout layout,
+                            int T_global, int overlap) {
+  *out = NULL;
+  int P = 1;
+  MPI_Comm_size(cp_comm, &P);
+  /* pure function of the arguments: every rank fails alike, nobody hangs */
+  RP_TRY(rp_cp_check(layout, T_global, P));
+  rp_attn_backend *a = calloc(1, sizeof *a);
+  ring_ctx *x = calloc(1, sizeof *x);
+  if (!a || !x) {
+    free(a);
+    free(x);
+    return rp_err(RP_ENOMEM, "out of memory creating the ring attention backend");
+  }
+  rp_status s = rp_cp_common_init(&x->c, cp_comm, layout);
+  if (s != RP_OK) {
+    free(a);
+    free(x);
+    return s;
+  }
+  x->c.free_fn = ring_free;
+  x->overlap = overlap != 0;
+  a->name = layout == RP_CP_ZIGZAG ? "ring-zigzag" : "ring-contiguous";
+  a->saved_floats = ring_saved;
+  a->forward = ring_forward;
+  a->backward = ring_backward;
+  a->ctx = x;
+  *out = a;
+  return RP_OK;
+}

@@ -1,0 +1,220 @@
+/* Schedules as CSV, the notation torch.distributed.pipelining and others use:
+ * one row per rank, comma-separated actions <chunk><op><micro-batch> such as
+ * 0F3, 1I2, 0W2, 0SEND_F1, 1RECV_B0. Lines starting with '#' are comments and
+ * blank lines are skipped; empty cells (an idle step in some tools) too.
+ *
+ * The number before the op is the rank's local chunk. Rows written with global
+ * stage indices instead (stage = chunk * p + rank; torch writes those) are
+ * recognised -- with p >= 2, a valid local-chunk file has chunk 0 on rank 1,
+ * a stage-index file never does -- and converted. */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#include "ringpipe/rp_schedule.h"
+
+rp_status rp_schedule_csv_write(const rp_schedule *s, FILE *f) {
+  fprintf(f, "# ringpipe schedule %s: p=%d v=%d m=%d, %s; row r = rank r, <chunk><op><mb>\n",
+          s->name[0] ? s->name : "csv", s->p, s->v, s->m,
+          s->lowered ? "with SEND/RECV" : "compute only");
+  for (int r = 0; r < s->p; r++) {
+    for (int i = 0; i < s->n[r]; i++) {
+      char txt[48];
+      rp_action_str(s->acts[r][i], txt, sizeof txt);
+      fprintf(f, "%s%s", i ? "," : "", txt);
+    }
+    fputc('\n', f);
+  }
+  return ferror(f) ? rp_err(RP_EIO, "writing a schedule CSV failed") : RP_OK;
+}
+
+rp_status rp_schedule_csv_save(const rp_schedule *s, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return rp_err(RP_EIO, "cannot write %s: check the directory exists", path);
+  rp_status st = rp_schedule_csv_write(s, f);
+  if (fclose(f) != 0 && st == RP_OK) st = rp_err(RP_EIO, "closing %s failed", path);
+  return st;
+}
+
+rp_status rp_schedule_csv_format(const rp_schedule *s, char **text) {
+  size_t len = 0;
+  *text = NULL;
+  FILE *f = open_memstream(text, &len);
+  if (!f) return rp_err(RP_ENOMEM, "out of memory formatting a schedule");
+  rp_status st = rp_schedule_csv_write(s, f);
+  fclose(f);
+  if (st != RP_OK) {
+    free(*text);
+    *text = NULL;
+  }
+  return st;
+}
+
+/* Where each parsed action came from, for located errors. */
+typedef struct {
+  int *line;  /* per rank */
+  int **col;  /* per rank, per action */
+  int *ncol, *capcol;
+} src_map;
+
+static void map_free(src_map *mp, int rows) {
+  for (int r = 0; r < rows && mp->col; r++) free(mp->col[r]);
+  free(mp->col);
+  free(mp->line);
+  free(mp->ncol);
+  free(mp->capcol);
+}
+
+/* First pass: rows and their lines. */
+static int count_rows(const char *text) {
+  int rows = 0;
+  for (const char *l = text; *l;) {
+    const char *e = strchr(l, '\n');
+    size_t len = e ? (size_t)(e - l) : strlen(l);
+    size_t i = 0;
+    while (i < len && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r')) i++;
+    if (i < len && l[i] != '#') rows++;
+    if (!e) break;
+    l = e + 1;
+  }
+  return rows;
+}
+
+static rp_status located(const char *src, int line, int col, const char *msg) {
+  return rp_err(RP_EFORMAT, "%s:%d:%d: %s", src, line, col, msg);
+}
+
+/* Converts stage-index rows to local chunks when every action of rank r has a
+ * stage congruent to r mod p (see the top of the file). */
+static void maybe_from_stages(rp_schedule *s) {
+  if (s->p < 2) return;
+  for (int r = 0; r < s->p; r++)
+    for (int i = 0; i < s->n[r]; i++)
+      if (s->acts[r][i].chunk % s->p != r) return;
+  for (int r = 0; r < s->p; r++)
+    for (int i = 0; i < s->n[r]; i++) s->acts[r][i].chunk /= s->p;
+}
+
+static rp_status parse_rows(const char *text, const char *src, rp_schedule *s, src_map *mp,
+                            int *max_chunk, int *max_mb) {
+  int row = 0, lineno = 0;
+  for (const char *l = text; *l;) {
+    const char *e = strchr(l, '\n');
+    size_t len = e ? (size_t)(e - l) : strlen(l);
+    lineno++;
+    size_t i = 0;
+    while (i < len && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r')) i++;
+    if (i < len && l[i] != '#') {
+      mp->line[row] = lineno;
+      for (size_t c0 = 0; c0 <= len;) {
+        size_t c1 = c0;
+        while (c1 < len && l[c1] != ',') c1++;
+        size_t a = c0, b = c1;
+        while (a < b && (l[a] == ' ' || l[a] == '\t')) a++;
+        while (b > a && (l[b - 1] == ' ' || l[b - 1] == '\t' || l[b - 1] == '\r')) b--;
+        if (b > a) {
+          rp_action act;
+          if (rp_action_parse(l + a, b - a, &act) != RP_OK) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", rp_errmsg());
+            return located(src, lineno, (int)a + 1, msg);
+          }
+          RP_TRY(rp_schedule_push(s, row, act));
+          if (mp->ncol[row] == mp->capcol[row]) {
+            int cap = mp->capcol[row] ? 2 * mp->capcol[row] : 16;
+            int *grown = realloc(mp->col[row], (size_t)cap * sizeof *grown);
+            if (!grown) return rp_err(RP_ENOMEM, "out of memory reading %s", src);
+            mp->col[row] = grown;
+            mp->capcol[row] = cap;
+          }
+          mp->col[row][mp->ncol[row]++] = (int)a + 1;
+          if (act.chunk > *max_chunk) *max_chunk = act.chunk;
+          if (act.mb > *max_mb) *max_mb = act.mb;
+        }
+        c0 = c1 + 1;
+      }
+      if (s->n[row] == 0) return located(src, lineno, 1, "a rank's row has no actions");
+      row++;
+    }
+    if (!e) break;
+    l = e + 1;
+  }
+  return RP_OK;
+}
+
+rp_status rp_schedule_csv_parse(const char *text, const char *src, rp_schedule **out) {
+  *out = NULL;
+  int rows = count_rows(text);
+  if (rows == 0)
+    return rp_err(RP_EFORMAT, "%s: no schedule rows (one row of actions per rank expected)",
+                  src);
+  /* v and m are known only after parsing: parse into a provisional container
+   * and fix them up afterwards (push does not look at v or m). */
+  rp_schedule *s;
+  RP_TRY(rp_schedule_new(rows, 1, 1, "csv", &s));
+  src_map mp = {calloc((size_t)rows, sizeof(int)), calloc((size_t)rows, sizeof(int *)),
+                calloc((size_t)rows, sizeof(int)), calloc((size_t)rows, sizeof(int))};
+  rp_status st = RP_OK;
+  if (!mp.line || !mp.col || !mp.ncol || !mp.capcol)
+    st = rp_err(RP_ENOMEM, "out of memory reading %s", src);
+  int max_chunk = 0, max_mb = 0;
+  if (st == RP_OK) st = parse_rows(text, src, s, &mp, &max_chunk, &max_mb);
+  if (st == RP_OK) {
+    maybe_from_stages(s);
+    max_chunk = 0;
+    for (int r = 0; r < s->p; r++)
+      for (int i = 0; i < s->n[r]; i++) max_chunk = RP_MAX(max_chunk, s->acts[r][i].chunk);
+    s->v = max_chunk + 1;
+    s->m = max_mb + 1;
+    rp_sched_pos where;
+    if (rp_schedule_validate(s, &where) != RP_OK) {
+      char msg[700];
+      snprintf(msg, sizeof msg, "%s", rp_errmsg());
+      int r = where.rank >= 0 ? where.rank : 0;
+      int col = where.index >= 0 && where.index < mp.ncol[r] ? mp.col[r][where.index] : 1;
+      st = rp_err(RP_EINVAL, "%s:%d:%d: %s", src, mp.line[r], col, msg);
+    }
+  }
+  map_free(&mp, rows);
+  if (st != RP_OK) {
+    rp_schedule_free(s);
+    return st;
+  }
+  *out = s;
+  return RP_OK;
+}
+
+rp_status rp_schedule_csv_load(const char *path, rp_schedule **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return rp_err(RP_EIO, "cannot open schedule file %s: check the path", path);
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    len += fread(buf + len, 1, cap - 1 - len, f);
+    if (len < cap - 1) break;
+    char *grown = realloc(buf, cap * 2);
+    if (!grown) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = grown;
+    cap *= 2;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (!buf) return rp_err(RP_ENOMEM, "out of memory reading %s", path);
+  if (bad) {
+    free(buf);
+    return rp_err(RP_EIO, "reading %s failed", path);
+  }
+  buf[len] = '\0';
+  if (memchr(buf, '\0', len)) {
+    free(buf);
+    return rp_err(RP_EFORMAT, "%s is not a text file (it contains NUL bytes)", path);
+  }
+  rp_status st = rp_schedule_csv_parse(buf, path, out);
+  free(buf);
+  return st;
+}

@@ -1,0 +1,67 @@
+/* Validation loss: forward only. Under pipelining the stages pass activations
+ * along with blocking sends, one global stage after another. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_data.h"
+#include "ringpipe/rp_train.h"
+
+/* Forward of one batch through every stage; loss sum on the last stage's rank. */
+static rp_status pipeline_forward(rp_trainer *t, rp_acts *a, rp_layer_acts *lv, void *mem,
+                                  double *sum, int *valid) {
+  int p = t->grid.pp, S = p * t->nchunks, N = t->o.batch * t->o.seq;
+  size_t nc = (size_t)N * t->cfg.C;
+  for (int g = 0; g < S; g++) {
+    if (g % p != t->grid.pp_rank) continue;
+    rp_chunk *m = &t->chunks[g / p];
+    rp_acts_bind(a, lv, m, t->exec.attn, mem, t->o.batch, t->o.seq);
+    memcpy(a->tokens, t->batch_tokens, N * sizeof(int32_t));
+    memcpy(a->targets, t->batch_targets, N * sizeof(int32_t));
+    memcpy(a->pos, t->batch_pos, N * sizeof(int32_t));
+    if (g > 0)
+      MPI_Recv(a->input, (int)nc, MPI_FLOAT, (g - 1) % p, g, t->grid.pp_comm, MPI_STATUS_IGNORE);
+    int v = 0;
+    *sum += rp_chunk_forward(m, a, &v, &t->exec);
+    *valid += v;
+    if (g < S - 1) MPI_Send(a->output, (int)nc, MPI_FLOAT, (g + 1) % p, g + 1, t->grid.pp_comm);
+  }
+  return RP_OK;
+}
+
+rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss) {
+  rp_loader_reset(t->val);
+  size_t bytes = 0;
+  int maxl = 1;
+  for (int c = 0; c < t->nchunks; c++) {
+    size_t b = rp_acts_bytes(&t->chunks[c], t->exec.attn, t->o.batch, t->o.seq);
+    if (b > bytes) bytes = b;
+    if (t->chunks[c].spec.num_layers > maxl) maxl = t->chunks[c].spec.num_layers;
+  }
+  /* pp == 1 reuses the training activations; the pipeline borrows a buffer. */
+  void *mem = t->grid.pp > 1 ? rp_alloc(bytes, RP_MEM_ACTS) : t->acts_mem;
+  rp_layer_acts *lv = t->grid.pp > 1 ? calloc(maxl, sizeof *lv) : t->layer_views;
+  if (!mem || !lv) return rp_err(RP_ENOMEM, "out of memory for evaluation");
+  double sum = 0;
+  long count = 0;
+  rp_status s = RP_OK;
+  rp_acts a;
+  for (int b = 0; b < batches && s == RP_OK; b++) {
+    s = rp_loader_next(t->val, t->batch_tokens, t->batch_targets);
+    int valid = 0;
+    if (s == RP_OK) s = pipeline_forward(t, &a, lv, mem, &sum, &valid);
+    count += valid;
+  }
+  if (t->grid.pp > 1) {
+    rp_free(mem);
+    free(lv);
+    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm);
+    MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG, MPI_SUM, t->grid.pp_comm);
+  }
+  if (t->grid.dp > 1) {
+    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dp_comm);
+    MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG, MPI_SUM, t->grid.dp_comm);
+  }
+  *loss = count ? sum / count : 0.0;
+  return s;
+}

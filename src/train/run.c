@@ -1,0 +1,140 @@
+/* The whole training job: step loop with progress lines, validation, metrics
+ * JSONL, checkpoints and a closing sample. Only world rank 0 prints and writes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_train.h"
+#include "train_internal.h"
+
+static void format_eta(char *buf, size_t n, double seconds) {
+  int s = (int)(seconds + 0.5);
+  if (s >= 3600)
+    snprintf(buf, n, "%dh%02dm", s / 3600, s / 60 % 60);
+  else
+    snprintf(buf, n, "%dm%02ds", s / 60, s % 60);
+}
+
+static void print_banner(const rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  printf("ringpipe train: L=%d C=%d NH=%d T=%d V=%d (padded %d), %.2fM parameters\n",
+         t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.T, t->cfg.V, t->cfg.Vp,
+         rp_gpt_num_params(&t->cfg) / 1e6);
+  printf("  batch %d x %d micro-batches x dp %d = %d sequences/step, %d steps, attention %s\n",
+         o->batch, o->microbatches, t->grid.dp, o->batch * o->microbatches * t->grid.dp,
+         o->steps, t->exec.attn->name);
+  printf("  ranks %d (dp %d x pp %d x cp %d), %d threads/rank, gemm mode %s, data %s\n",
+         t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, rp_pool_size(t->pool),
+         rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);
+  if (t->gemm_peak > 0)
+    printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (MFU denominator)\n",
+           t->gemm_peak / 1e9);
+  fflush(stdout);
+}
+
+/* Samples from the whole model: the rank's own chunk, or (pipelined) the
+ * checkpoint just written, which holds every stage. */
+static void print_sample(rp_trainer *t, const char *ckpt_dir) {
+  int n = t->o.sample_tokens;
+  int32_t prompt[1] = {'\n'};
+  static int32_t out[100000];
+  if (n > (int)(sizeof out / sizeof *out)) n = sizeof out / sizeof *out;
+  rp_chunk whole;
+  const rp_chunk *m = &t->chunks[0];
+  if (t->grid.pp > 1) {
+    if (rp_chunk_init(&whole, &t->cfg, &(rp_stage_spec){0, t->cfg.L, 1, 1}) != RP_OK) return;
+    if (rp_load_weights(&whole, ckpt_dir) != RP_OK) {
+      rp_chunk_free(&whole);
+      return;
+    }
+    m = &whole;
+  }
+  rp_status s = rp_generate(m, &t->exec, prompt, 1, out, n, 0.8f, 40, &t->sample_rng);
+  if (t->grid.pp > 1) rp_chunk_free(&whole);
+  if (s != RP_OK) return;
+  printf("sample (temperature 0.8, top-k 40):\n----\n");
+  for (int i = 0; i < n; i++) {
+    int c = out[i];
+    if (t->cfg.V == 256 && (c == '\n' || (c >= 32 && c < 127)))
+      putchar(c);
+    else if (t->cfg.V == 256)
+      printf("\\x%02x", c);
+    else
+      printf("<%d>", c);
+  }
+  printf("\n----\n");
+}
+
+rp_status rp_trainer_run(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  int root = t->grid.world_rank == 0, talk = root && !o->quiet;
+  FILE *metrics = NULL;
+  if (root) {
+    char path[RP_OPT_STRLEN + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
+    metrics = fopen(path, t->step > 0 ? "a" : "w");
+    if (!metrics) return rp_err(RP_EIO, "cannot write %s; pass a writable --out", path);
+  }
+  if (talk) print_banner(t);
+  double t_start = rp_now(), last_loss = 0, val = -1;
+  int first = t->step;
+  rp_mem_reset_peaks();
+  while (t->step < o->steps) {
+    rp_step_stats st;
+    RP_TRY(rp_trainer_step(t, &st));
+    last_loss = st.loss;
+    int s = t->step;
+    if (root) {
+      fprintf(metrics,
+              "{\"step\":%d,\"loss\":%.17g,\"lr\":%.6g,\"grad_norm\":%.6f,\"seconds\":%.6f,"
+              "\"tokens_per_s\":%.1f,\"mfu\":%.4f}\n",
+              s, st.loss, st.lr, st.grad_norm, st.seconds, st.tokens_per_s, st.mfu);
+      fflush(metrics);
+    }
+    if (talk && (s % o->log_every == 0 || s == o->steps || s == first + 1)) {
+      char eta[32];
+      double per = (rp_now() - t_start) / (s - first);
+      format_eta(eta, sizeof eta, per * (o->steps - s));
+      printf("step %5d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | MFU %5.1f%% | "
+             "ETA %s\n",
+             s, o->steps, st.loss, st.lr, st.grad_norm, st.tokens_per_s, 100 * st.mfu, eta);
+      fflush(stdout);
+    }
+    if ((o->eval_every > 0 && s % o->eval_every == 0) || s == o->steps) {
+      RP_TRY(rp_trainer_eval(t, o->eval_batches, &val));
+      if (root) {
+        fprintf(metrics, "{\"step\":%d,\"val_loss\":%.17g}\n", s, val);
+        fflush(metrics);
+      }
+      if (talk) printf("step %5d/%d | val loss %.4f\n", s, o->steps, val);
+    }
+    if (o->ckpt_every > 0 && s % o->ckpt_every == 0 && s != o->steps) {
+      char dir[RP_OPT_STRLEN + 16];
+      snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+      RP_TRY(rp_trainer_save(t, dir));
+      if (talk) printf("step %5d/%d | saved checkpoint %s\n", s, o->steps, dir);
+    }
+  }
+  if (o->steps > first) {
+    char dir[RP_OPT_STRLEN + 16];
+    snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+    RP_TRY(rp_trainer_save(t, dir));
+    if (talk) printf("saved checkpoint %s (step %d)\n", dir, t->step);
+  }
+  if (root) {
+    char mem[512];
+    rp_mem_report(mem, sizeof mem);
+    double secs = rp_now() - t_start;
+    printf("done: %d steps in %.1f s, final loss %.4f, val loss %.4f\n", t->step - first, secs,
+           last_loss, val);
+    printf("peak memory (rank 0): %s\n", mem);
+    if (o->sample_tokens > 0 && !o->quiet) {
+      char dir[RP_OPT_STRLEN + 16];
+      snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+      print_sample(t, dir);
+    }
+    fclose(metrics);
+  }
+  return RP_OK;
+}

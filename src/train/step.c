@@ -1,0 +1,133 @@
+/* One optimizer step: micro-batches forward and backward (a local loop, or the
+ * pipeline schedule when pp > 1), gradient sync over pipeline neighbours and
+ * data-parallel replicas, global-norm clipping, AdamW. */
+#include <math.h>
+#include <string.h>
+
+#include "ringpipe/rp_data.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_train.h"
+#include "train_internal.h"
+
+static void load_microbatch(rp_trainer *t, int mb) {
+  size_t N = (size_t)t->o.batch * t->o.seq;
+  memcpy(t->acts.tokens, t->batch_tokens + mb * N, N * sizeof(int32_t));
+  memcpy(t->acts.targets, t->batch_targets + mb * N, N * sizeof(int32_t));
+  memcpy(t->acts.pos, t->batch_pos + mb * N, N * sizeof(int32_t));
+}
+
+/* The last stage's copy of the tied wte is a duplicate: count it once. */
+static int is_duplicate_wte(const rp_trainer *t, const rp_chunk *m) {
+  return t->grid.pp > 1 && m->spec.has_head && !m->spec.has_embed;
+}
+
+double rp_grad_sumsq(rp_trainer *t) {
+  double s = 0;
+  for (int c = 0; c < t->nchunks; c++) {
+    rp_chunk *m = &t->chunks[c];
+    for (int i = 0; i < m->num_tensors; i++) {
+      const rp_tensor *ts = &m->tensors[i];
+      if (ts->is_wte && is_duplicate_wte(t, m)) continue;
+      s += rp_sumsq(m->grads + ts->offset, (long)ts->numel, t->pool);
+    }
+  }
+  if (t->grid.pp > 1) MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm);
+  return s;
+}
+
+void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale) {
+  rp_adamw_hparams h = {.lr = lr, .beta1 = t->o.beta1, .beta2 = t->o.beta2, .eps = t->o.eps,
+                        .weight_decay = t->o.weight_decay};
+  for (int c = 0; c < t->nchunks; c++) {
+    rp_chunk *m = &t->chunks[c];
+    if (grad_scale != 1.0f) rp_scale(m->grads, grad_scale, (long)m->num_params, t->pool);
+    for (int i = 0; i < m->num_tensors; i++) {
+      const rp_tensor *ts = &m->tensors[i];
+      rp_adamw_update(m->params + ts->offset, m->grads + ts->offset, t->adam_m[c] + ts->offset,
+                      t->adam_v[c] + ts->offset, (long)ts->numel, &h,
+                      ts->decay ? t->o.weight_decay : 0.0f, t->step + 1, t->pool);
+    }
+  }
+}
+
+static float current_lr(const rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  if (strcmp(o->lr_schedule, "constant") == 0) return o->lr;
+  return rp_lr_cosine(t->step, o->warmup, o->steps, o->lr, o->min_lr);
+}
+
+/* Forward and backward over the step's micro-batches; returns the loss sum
+ * (on every rank). */
+static rp_status run_microbatches(rp_trainer *t, float dscale, double *loss_sum) {
+  *loss_sum = 0;
+  if (t->grid.pp > 1) {
+    RP_TRY(rp_pipeline_run(t->pipe, t->batch_tokens, t->batch_targets, t->batch_pos, dscale,
+                           loss_sum));
+    MPI_Allreduce(MPI_IN_PLACE, loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm);
+    return RP_OK;
+  }
+  rp_chunk *m = &t->chunks[0];
+  for (int mb = 0; mb < t->o.microbatches; mb++) {
+    load_microbatch(t, mb);
+    *loss_sum += rp_chunk_forward(m, &t->acts, NULL, &t->exec);
+    rp_chunk_backward(m, &t->acts, &t->ws, dscale, &t->exec);
+  }
+  return RP_OK;
+}
+
+/* Sums gradients that several ranks hold: the tied wte between the first and
+ * last pipeline stage, then everything over data- (and context-) parallel
+ * replicas. */
+static void sync_grads(rp_trainer *t) {
+  if (t->tie_comm != MPI_COMM_NULL && t->tie_comm != 0) {
+    for (int c = 0; c < t->nchunks; c++) {
+      rp_chunk *m = &t->chunks[c];
+      if (m->g.wte && (m->spec.has_embed || m->spec.has_head))
+        MPI_Allreduce(MPI_IN_PLACE, m->g.wte, (int)((size_t)t->cfg.Vp * t->cfg.C), MPI_FLOAT,
+                      MPI_SUM, t->tie_comm);
+    }
+  }
+  if (t->grid.dp * t->grid.cp > 1)
+    for (int c = 0; c < t->nchunks; c++)
+      MPI_Allreduce(MPI_IN_PLACE, t->chunks[c].grads, (int)t->chunks[c].num_params, MPI_FLOAT,
+                    MPI_SUM, t->grid.dpcp_comm);
+}
+
+rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
+  double t0 = rp_now();
+  const rp_train_opts *o = &t->o;
+  int m = o->microbatches, N = o->batch * o->seq;
+  for (int mb = 0; mb < m; mb++)
+    RP_TRY(rp_loader_next(t->train, t->batch_tokens + (size_t)mb * N,
+                          t->batch_targets + (size_t)mb * N));
+  /* The loss is the mean over every valid target of the global batch, whatever
+   * the layout, so each micro-batch's gradient is scaled by 1 / global count. */
+  long valid = 0;
+  for (long i = 0; i < (long)m * N; i++) valid += t->batch_targets[i] >= 0;
+  if (t->grid.dp > 1) MPI_Allreduce(MPI_IN_PLACE, &valid, 1, MPI_LONG, MPI_SUM, t->grid.dp_comm);
+  float dscale = valid > 0 ? 1.0f / (float)valid : 0.0f;
+
+  for (int c = 0; c < t->nchunks; c++) rp_chunk_zero_grads(&t->chunks[c]);
+  double loss_sum = 0;
+  RP_TRY(run_microbatches(t, dscale, &loss_sum));
+  sync_grads(t);
+  if (t->grid.dp > 1) MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dp_comm);
+  double norm = sqrt(rp_grad_sumsq(t));
+  float scale = 1.0f;
+  if (o->grad_clip > 0 && norm > o->grad_clip) scale = (float)(o->grad_clip / norm);
+  float lr = current_lr(t);
+  rp_optimizer_step(t, lr, scale);
+  t->step++;
+
+  double dt = rp_now() - t0;
+  double tokens = (double)m * N * t->grid.dp;
+  st->loss = valid ? loss_sum / valid : 0.0;
+  st->grad_norm = norm;
+  st->lr = lr;
+  st->seconds = dt;
+  st->valid_tokens = (int)valid;
+  st->tokens_per_s = tokens / dt;
+  double flops = rp_gpt_flops_per_token(&t->cfg, o->seq) * tokens / t->grid.world_size;
+  st->mfu = t->gemm_peak > 0 ? flops / dt / t->gemm_peak : 0.0;
+  return RP_OK;
+}

@@ -1,0 +1,14 @@
+/* Pieces of the trainer shared between its files (not a public API). */
+#ifndef RP_TRAIN_INTERNAL_H
+#define RP_TRAIN_INTERNAL_H
+
+#include "ringpipe/rp_train.h"
+
+int rp_default_threads(void);
+rp_status rp_builtin_prepare(const char *dir);          /* builtin corpus -> shards */
+size_t rp_builtin_corpus(const unsigned char **data);   /* embedded text */
+rp_status rp_trainer_resume(rp_trainer *t, const char *dir);
+void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale);
+double rp_grad_sumsq(rp_trainer *t);
+
+#endif

@@ -1,0 +1,101 @@
+/* The training options table: flags, config keys and --help in one place. */
+#include <stddef.h>
+#include <string.h>
+
+#include "ringpipe/rp_train.h"
+
+#define O(f) offsetof(rp_train_opts, f)
+
+const rp_opt rp_train_opt_table[] = {
+    /* model */
+    {"layers", RP_OPT_INT, O(layers), "6", 1, 1024, NULL, "transformer layers (L)"},
+    {"channels", RP_OPT_INT, O(channels), "384", 8, 16384, NULL, "model width (C)"},
+    {"heads", RP_OPT_INT, O(heads), "6", 1, 1024, NULL, "attention heads (NH); must divide channels"},
+    {"seq", RP_OPT_INT, O(seq), "256", 1, 1048576, NULL, "sequence length (T)"},
+    {"vocab", RP_OPT_INT, O(vocab), "256", 2, 16777216, NULL,
+     "vocabulary size (256 for the byte-level tokenizer; padded to a multiple of 64 inside)"},
+    /* batch */
+    {"batch", RP_OPT_INT, O(batch), "4", 1, 65536, NULL, "sequences per micro-batch (B)"},
+    {"microbatches", RP_OPT_INT, O(microbatches), "1", 1, 65536, NULL,
+     "micro-batches per step (gradient accumulation; pipeline micro-batches m)"},
+    {"steps", RP_OPT_INT, O(steps), "200", 0, 100000000, NULL, "optimizer steps to run"},
+    /* optimizer */
+    {"lr", RP_OPT_FLOAT, O(lr), "1e-3", 0, 10, NULL, "peak learning rate"},
+    {"min-lr", RP_OPT_FLOAT, O(min_lr), "1e-4", 0, 10, NULL, "final learning rate of the cosine schedule"},
+    {"warmup", RP_OPT_INT, O(warmup), "20", 0, 100000000, NULL, "linear warmup steps"},
+    {"lr-schedule", RP_OPT_CHOICE, O(lr_schedule), "cosine", 0, 0, "cosine|constant",
+     "cosine (warmup then decay to min-lr) or constant (lr every step, no warmup)"},
+    {"weight-decay", RP_OPT_FLOAT, O(weight_decay), "0.1", 0, 10, NULL,
+     "AdamW decoupled weight decay, applied to matrices only"},
+    {"beta1", RP_OPT_FLOAT, O(beta1), "0.9", 0, 0.999999, NULL, "AdamW beta1"},
+    {"beta2", RP_OPT_FLOAT, O(beta2), "0.95", 0, 0.999999, NULL, "AdamW beta2"},
+    {"eps", RP_OPT_FLOAT, O(eps), "1e-8", 0, 1, NULL, "AdamW epsilon"},
+    {"grad-clip", RP_OPT_FLOAT, O(grad_clip), "1.0", 0, 1e30, NULL,
+     "clip the global gradient norm to this value (0: no clipping)"},
+    /* data */
+    {"data", RP_OPT_STR, O(data), "builtin", 0, 0, NULL,
+     "directory with *train*.bin / *val*.bin token shards (llm.c format), or 'builtin' "
+     "for the embedded Shakespeare excerpt"},
+    {"file-order", RP_OPT_BOOL, O(file_order), "0", 0, 0, NULL,
+     "read batches in plain file order like llm.c (batch i = tokens i*B*T..) instead of shuffled"},
+    {"seed", RP_OPT_INT, O(seed), "1337", 0, 2147483647, NULL, "seed for initialisation, data order and sampling"},
+    /* run */
+    {"out", RP_OPT_STR, O(out), "runs/default", 0, 0, NULL,
+     "output directory: metrics.jsonl, checkpoints (created if missing)"},
+    {"resume", RP_OPT_STR, O(resume), "", 0, 0, NULL,
+     "checkpoint directory to resume from (continues bitwise identically)"},
+    {"init-from", RP_OPT_STR, O(init_from), "", 0, 0, NULL,
+     "start from weights: an llm.c model .bin or a ringpipe checkpoint directory"},
+    {"attention", RP_OPT_CHOICE, O(attention), "naive", 0, 0, "naive|flash",
+     "attention kernel: naive (O(T^2) reference) or flash (tiled)"},
+    {"gemm", RP_OPT_CHOICE, O(gemm), "auto", 0, 0, "auto|blas|split",
+     "how GEMMs use the threads: blas (OpenBLAS threads), split (pool threads each run "
+     "single-threaded sgemm on a slice), auto (the measured faster default)"},
+    {"threads", RP_OPT_INT, O(threads), "0", 0, 1024, NULL,
+     "compute threads per rank (0: the cores this process may use, divided among local ranks)"},
+    {"pin", RP_OPT_BOOL, O(pin), "1", 0, 0, NULL, "pin pool threads to cores when they fit"},
+    {"log-every", RP_OPT_INT, O(log_every), "1", 1, 1000000, NULL, "print a line every N steps"},
+    {"eval-every", RP_OPT_INT, O(eval_every), "50", 0, 100000000, NULL,
+     "validation loss every N steps (0: only at the end)"},
+    {"eval-batches", RP_OPT_INT, O(eval_batches), "8", 1, 1000000, NULL, "batches per validation"},
+    {"ckpt-every", RP_OPT_INT, O(ckpt_every), "0", 0, 100000000, NULL,
+     "save a checkpoint every N steps into OUT/ckpt (0: only at the end)"},
+    {"sample-tokens", RP_OPT_INT, O(sample_tokens), "120", 0, 100000, NULL,
+     "tokens to sample at the end of training (0: none)"},
+    {"measure-peak", RP_OPT_BOOL, O(measure_peak), "1", 0, 0, NULL,
+     "time the model's GEMM shapes at start-up to report MFU"},
+    {"quiet", RP_OPT_BOOL, O(quiet), "0", 0, 0, NULL, "print only the summary"},
+    /* parallelism */
+    {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
+    {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
+    {"schedule", RP_OPT_STR, O(schedule), "1f1b", 0, 0, NULL,
+     "pipeline schedule: naive|gpipe|1f1b|interleaved|zb-h1, or a schedule CSV file"},
+    {"vpp", RP_OPT_INT, O(vpp), "1", 1, 64, NULL,
+     "model chunks per pipeline rank (virtual stages; 2+ with --schedule interleaved)"},
+    {"pp-layers", RP_OPT_STR, O(pp_layers), "", 0, 0, NULL,
+     "layers per stage, e.g. 3,3,2 (pp x vpp numbers summing to --layers; default: even split)"},
+    {"trace", RP_OPT_STR, O(trace), "", 0, 0, NULL,
+     "write a Chrome trace JSON of the last step's pipeline timeline to this file"},
+};
+const int rp_train_opt_count = sizeof rp_train_opt_table / sizeof rp_train_opt_table[0];
+
+rp_status rp_train_opts_check(const rp_train_opts *o) {
+  if (o->channels % o->heads != 0)
+    return rp_err(RP_EINVAL, "--heads %d does not divide --channels %d; choose heads that "
+                  "divide channels", o->heads, o->channels);
+  if (o->pp > o->layers)
+    return rp_err(RP_EINVAL, "--pp %d stages need at least %d layers (--layers %d)", o->pp,
+                  o->pp, o->layers);
+  if (o->min_lr > o->lr && strcmp(o->lr_schedule, "cosine") == 0)
+    return rp_err(RP_EINVAL, "--min-lr %g is above --lr %g; use a min-lr <= lr", o->min_lr,
+                  o->lr);
+  if (o->pp * o->vpp > o->layers)
+    return rp_err(RP_EINVAL, "--pp %d x --vpp %d = %d stages need at least that many layers "
+                  "(--layers %d)", o->pp, o->vpp, o->pp * o->vpp, o->layers);
+  if (o->pp == 1 && o->vpp > 1)
+    return rp_err(RP_EINVAL, "--vpp %d needs pipeline parallelism (--pp 2 or more)", o->vpp);
+  if (o->cp > 1)
+    return rp_err(RP_EINVAL, "--cp %d: context parallel training is not available in this "
+                  "build yet; use --cp 1", o->cp);
+  return RP_OK;
+}

@@ -1,0 +1,198 @@
+/* Trainer set-up and tear-down: grid, model, optimizer state, pool, activation
+ * storage, data loaders. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_checkpoint.h"
+#include "ringpipe/rp_data.h"
+#include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_pipeline.h"
+#include "ringpipe/rp_schedule.h"
+#include "ringpipe/rp_train.h"
+#include "train_internal.h"
+
+int rp_default_threads(void) {
+  cpu_set_t allowed;
+  int ncpu = 1;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) ncpu = CPU_COUNT(&allowed);
+  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int local = ls ? atoi(ls) : 1;
+  if (local < 1) local = 1;
+  return ncpu / local > 0 ? ncpu / local : 1;
+}
+
+static rp_status make_dir(const char *path) {
+  char tmp[RP_OPT_STRLEN];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    mkdir(tmp, 0755);
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0) {
+    struct stat st;
+    if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode))
+      return rp_err(RP_EIO, "cannot create output directory '%s'; pass a writable --out", path);
+  }
+  char probe[RP_OPT_STRLEN + 32];
+  snprintf(probe, sizeof probe, "%s/.rp_write_probe", tmp);
+  FILE *f = fopen(probe, "w");
+  if (!f) return rp_err(RP_EIO, "output directory '%s' is not writable; pass a writable --out", path);
+  fclose(f);
+  remove(probe);
+  return RP_OK;
+}
+
+/* model_T: rows of the position table, the longest sequence the model takes;
+ * the training --seq may be shorter (e.g. when starting from GPT-2's 1024). */
+static rp_status setup_model(rp_trainer *t, int model_T) {
+  const rp_train_opts *o = &t->o;
+  t->cfg = (rp_gpt_config){.L = o->layers, .C = o->channels, .NH = o->heads, .T = model_T,
+                           .V = o->vocab, .Vp = rp_pad_vocab(o->vocab)};
+  RP_TRY(rp_gpt_config_validate(&t->cfg));
+  int p = t->grid.pp, v = o->vpp, S = p * v;
+  t->all_stages = calloc(S, sizeof *t->all_stages);
+  t->nchunks = v;
+  t->chunks = calloc(v, sizeof *t->chunks);
+  t->adam_m = calloc(v, sizeof *t->adam_m);
+  t->adam_v = calloc(v, sizeof *t->adam_v);
+  if (!t->all_stages || !t->chunks || !t->adam_m || !t->adam_v) return RP_ENOMEM;
+  RP_TRY(rp_assign_stages(t->cfg.L, S, o->pp_layers, t->all_stages));
+  for (int c = 0; c < v; c++) {
+    RP_TRY(rp_chunk_init(&t->chunks[c], &t->cfg, &t->all_stages[c * p + t->grid.pp_rank]));
+    rp_chunk_init_weights(&t->chunks[c], (uint64_t)o->seed);
+    size_t bytes = t->chunks[c].num_params * sizeof(float);
+    t->adam_m[c] = rp_alloc(bytes, RP_MEM_OPTIM);
+    t->adam_v[c] = rp_alloc(bytes, RP_MEM_OPTIM);
+    if (!t->adam_m[c] || !t->adam_v[c]) return RP_ENOMEM;
+  }
+  return RP_OK;
+}
+
+/* The pipeline: schedule, executor, and the pair of ranks sharing wte. */
+static rp_status setup_pipeline(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  int p = t->grid.pp;
+  RP_TRY(rp_schedule_make(o->schedule, p, o->vpp, o->microbatches, &t->sched));
+  if (t->sched->v != o->vpp || t->sched->m != o->microbatches)
+    return rp_err(RP_EINVAL, "schedule %s has v=%d m=%d but the run has --vpp %d "
+                  "--microbatches %d", o->schedule, t->sched->v, t->sched->m, o->vpp,
+                  o->microbatches);
+  rp_chunk **chunks = malloc(t->nchunks * sizeof *chunks);
+  for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
+  rp_pipeline_cfg pc = {.sched = t->sched, .comm = t->grid.pp_comm, .chunks = chunks,
+                        .exec = &t->exec, .B = o->batch, .T = o->seq};
+  rp_status s = rp_pipeline_create(&t->pipe, &pc);
+  free(chunks);
+  RP_TRY(s);
+  int r = t->grid.pp_rank, holds_wte = r == 0 || r == p - 1;
+  MPI_Comm_split(t->grid.pp_comm, holds_wte ? 0 : MPI_UNDEFINED, r, &t->tie_comm);
+  return RP_OK;
+}
+
+static rp_status setup_compute(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  int threads = o->threads > 0 ? o->threads : rp_default_threads();
+  RP_TRY(rp_pool_create(&t->pool, threads, o->pin));
+  if (strcmp(o->gemm, "blas") == 0) rp_gemm_set_mode(RP_GEMM_BLAS_THREADS);
+  if (strcmp(o->gemm, "split") == 0) rp_gemm_set_mode(RP_GEMM_POOL_SPLIT);
+  t->exec.pool = t->pool;
+  t->exec.attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference();
+  int B = o->batch, T = o->seq;
+  if (t->grid.pp > 1) {
+    RP_TRY(setup_pipeline(t));
+  } else {
+    rp_chunk *m = &t->chunks[0];
+    t->acts_mem = rp_alloc(rp_acts_bytes(m, t->exec.attn, B, T), RP_MEM_ACTS);
+    t->layer_views = calloc(t->cfg.L, sizeof *t->layer_views);
+    if (!t->acts_mem || !t->layer_views) return RP_ENOMEM;
+    rp_acts_bind(&t->acts, t->layer_views, m, t->exec.attn, t->acts_mem, B, T);
+    RP_TRY(rp_grad_ws_init(&t->ws, m, B, T));
+  }
+  size_t n = (size_t)o->microbatches * B * T;
+  t->batch_tokens = rp_alloc(n * sizeof(int32_t), RP_MEM_DATA);
+  t->batch_targets = rp_alloc(n * sizeof(int32_t), RP_MEM_DATA);
+  t->batch_pos = rp_alloc(n * sizeof(int32_t), RP_MEM_DATA);
+  if (!t->batch_tokens || !t->batch_targets || !t->batch_pos) return RP_ENOMEM;
+  for (size_t i = 0; i < n; i++) t->batch_pos[i] = (int32_t)(i % T);
+  return RP_OK;
+}
+
+static rp_status setup_data(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  if (strcmp(o->data, "builtin") == 0) {
+    snprintf(t->data_dir, sizeof t->data_dir, "%s/data", o->out);
+    /* Every rank of a node would write the same files: rank 0 prepares, the
+     * others wait. */
+    rp_status s = RP_OK;
+    if (t->grid.world_rank == 0) s = rp_builtin_prepare(t->data_dir);
+    RP_TRY(rp_grid_agree(t->grid.world, s));
+  } else {
+    snprintf(t->data_dir, sizeof t->data_dir, "%s", o->data);
+  }
+  int dp = t->grid.dp, r = t->grid.dp_rank;
+  RP_TRY(rp_loader_open(&t->train, t->data_dir, "train", o->batch, o->seq, o->file_order,
+                        (uint64_t)o->seed, r, dp));
+  RP_TRY(rp_loader_open(&t->val, t->data_dir, "val", o->batch, o->seq, 1, (uint64_t)o->seed, r,
+                        dp));
+  rp_loader_set_vocab(t->train, t->cfg.V);
+  rp_loader_set_vocab(t->val, t->cfg.V);
+  return RP_OK;
+}
+
+rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
+  memset(t, 0, sizeof *t);
+  t->o = *o;
+  int model_T = o->seq, changed = 0;
+  rp_status s = RP_OK;
+  if (o->init_from[0]) s = rp_init_config_into_opts(o->init_from, &t->o, &changed, &model_T);
+  if (s == RP_OK) s = rp_train_opts_check(&t->o);
+  if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
+  if (s == RP_OK && t->grid.world_rank == 0) s = make_dir(o->out);
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));
+  if (changed && t->grid.world_rank == 0)
+    printf("model shape taken from %s: L=%d C=%d NH=%d V=%d\n", o->init_from, t->o.layers,
+           t->o.channels, t->o.heads, t->o.vocab);
+  o = &t->o;
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(t, model_T)));
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(t)));
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_data(t)));
+  rp_rng_seed(&t->sample_rng, (uint64_t)o->seed ^ 0x5eedULL);
+  for (int c = 0; c < t->nchunks && o->init_from[0]; c++)
+    RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], o->init_from)));
+  if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_trainer_resume(t, o->resume)));
+  if (o->measure_peak) t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, o->seq, t->pool);
+  return RP_OK;
+}
+
+void rp_trainer_free(rp_trainer *t) {
+  if (t->train) rp_loader_close(t->train);
+  if (t->val) rp_loader_close(t->val);
+  rp_free(t->batch_tokens);
+  rp_free(t->batch_targets);
+  rp_free(t->batch_pos);
+  rp_grad_ws_free(&t->ws);
+  rp_free(t->acts_mem);
+  free(t->layer_views);
+  if (t->pipe) rp_pipeline_destroy(t->pipe);
+  if (t->sched) rp_schedule_free(t->sched);
+  if (t->tie_comm && t->tie_comm != MPI_COMM_NULL) MPI_Comm_free(&t->tie_comm);
+  for (int c = 0; c < t->nchunks && t->chunks; c++) {
+    rp_free(t->adam_m[c]);
+    rp_free(t->adam_v[c]);
+    rp_chunk_free(&t->chunks[c]);
+  }
+  free(t->chunks);
+  free(t->adam_m);
+  free(t->adam_v);
+  free(t->all_stages);
+  if (t->pool) rp_pool_destroy(t->pool);
+  if (t->grid.world_size) rp_grid_free(&t->grid);
+  memset(t, 0, sizeof *t);
+}

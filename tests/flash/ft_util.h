@@ -1,0 +1,71 @@
+/* Helpers for the flash attention tests: random tensors, pools, configuration
+ * sweeps and an absolute-error comparison that names the worst element. */
+#ifndef FT_UTIL_H
+#define FT_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_pool.h"
+#include "ringpipe/rp_util.h"
+
+#define FT_ATOL 1e-5  /* flash vs reference, fp32, absolute (DESIGN.md section 5) */
+
+static inline float *ft_floats(long n) {
+  float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+  if (!p) abort();
+  return p;
+}
+
+static inline void ft_fill(float *x, long n, rp_rng *r, float lo, float hi) {
+  for (long i = 0; i < n; i++) x[i] = lo + (hi - lo) * rp_rng_uniform(r);
+}
+
+static inline rp_pool *ft_pool(int n) {
+  rp_pool *p = NULL;
+  if (rp_pool_create(&p, n, 0) != RP_OK || !p) {
+    fprintf(stderr, "rp_pool_create(%d): %s\n", n, rp_errmsg());
+    abort();
+  }
+  return p;
+}
+
+/* Max |got - want| over n values; -inf == -inf counts as equal, any NaN or
+ * other infinity as a failure (returns +inf). Prints the worst element when it
+ * is over tol. */
+static inline double ft_maxdiff(const char *what, const float *got, const float *want, long n,
+                                double tol) {
+  double worst = 0.0;
+  long wi = -1;
+  for (long i = 0; i < n; i++) {
+    double d;
+    if (isinf(got[i]) || isinf(want[i]))
+      d = (got[i] == want[i]) ? 0.0 : INFINITY;
+    else
+      d = fabs((double)got[i] - (double)want[i]);
+    if (isnan(d)) d = INFINITY;
+    if (wi < 0 || d > worst) {
+      worst = d;
+      wi = i;
+    }
+  }
+  if (worst > tol && wi >= 0)
+    fprintf(stderr, "  %s: max |diff| %.3g at [%ld] (got %.9g want %.9g)\n", what, worst, wi,
+            (double)got[wi], (double)want[wi]);
+  return worst;
+}
+
+static inline void ft_configure(rp_flash_isa isa, rp_flash_split split, int bq, int bk) {
+  rp_flash_config cfg = {.bq = bq, .bk = bk, .isa = isa, .split = split};
+  if (rp_flash_configure(&cfg) != RP_OK) {
+    fprintf(stderr, "rp_flash_configure: %s\n", rp_errmsg());
+    abort();
+  }
+}
+
+static inline void ft_reset_config(void) { ft_configure(RP_FLASH_ISA_AUTO, RP_FLASH_SPLIT_AUTO, 0, 0); }
+
+#endif

@@ -1,0 +1,170 @@
+/* Flash attention vs the reference attention (rp_attention_ref_*), fp32, 1e-5
+ * absolute: forward out and lse, backward dq, dk, dv (through dqkv, which both
+ * ACCUMULATE into a random starting value), causal and not, T in
+ * {1, 7, 64, 129, 1000}, head sizes 16..128 (and ragged 24, 80), several B and
+ * NH, 1 and 2 threads, every instruction set this CPU has, both backward splits,
+ * automatic and odd block sizes (bq != bk, not multiples of 16). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "ft_util.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_model.h"
+
+typedef struct {
+  int B, T, C, NH;
+} shape;
+
+static rp_pool *g_pool[3];
+
+static int setup(void **state) {
+  g_pool[1] = ft_pool(1);
+  g_pool[2] = ft_pool(2);
+  return 0;
+}
+
+static int teardown(void **state) {
+  rp_pool_destroy(g_pool[1]);
+  rp_pool_destroy(g_pool[2]);
+  ft_reset_config();
+  return 0;
+}
+
+/* Runs one shape through every configuration; returns the number of failures. */
+static int check_shape(shape s, int causal, int sweep) {
+  const long nqkv = (long)s.B * s.T * 3 * s.C, nout = (long)s.B * s.T * s.C;
+  const long nlse = (long)s.B * s.NH * s.T;
+  rp_rng rng;
+  rp_rng_seed(&rng, 1000u + 7u * (unsigned)s.T + (unsigned)s.C + 13u * (unsigned)causal);
+  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout), *dqkv0 = ft_floats(nqkv);
+  ft_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
+  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  ft_fill(dqkv0, nqkv, &rng, -0.5f, 0.5f);
+
+  float *out_r = ft_floats(nout), *lse_r = ft_floats(nlse), *dqkv_r = ft_floats(nqkv);
+  float *att = ft_floats((long)s.B * s.NH * s.T * s.T);
+  rp_attention_ref_forward(out_r, att, lse_r, qkv, s.B, s.T, s.C, s.NH, causal, g_pool[2]);
+  memcpy(dqkv_r, dqkv0, sizeof(float) * (size_t)nqkv);
+  rp_attention_ref_backward(dqkv_r, dout, qkv, att, s.B, s.T, s.C, s.NH, g_pool[2]);
+  free(att);
+
+  static const rp_flash_isa isas[] = {RP_FLASH_ISA_AVX512, RP_FLASH_ISA_AVX2, RP_FLASH_ISA_SCALAR};
+  static const int blocks[][2] = {{0, 0}, {24, 40}, {48, 16}};
+  float *out = ft_floats(nout), *lse = ft_floats(nlse), *dqkv = ft_floats(nqkv);
+  int fails = 0;
+  for (int ii = 0; ii < 3; ii++) {
+    if (!rp_flash_isa_supported(isas[ii])) continue;
+    for (int th = 1; th <= 2; th++)
+      for (int sp = RP_FLASH_SPLIT_HEAD; sp <= RP_FLASH_SPLIT_KEYBLOCK; sp++)
+        for (int bi = 0; bi < 3; bi++) {
+          /* the full sweep on small shapes; big ones take a representative subset */
+          if (!sweep && (bi == 2 || (ii > 0 && th == 1))) continue;
+          ft_configure(isas[ii], (rp_flash_split)sp, blocks[bi][0], blocks[bi][1]);
+          memset(out, 0x7f, sizeof(float) * (size_t)nout);  /* garbage: must be overwritten */
+          memcpy(dqkv, dqkv0, sizeof(float) * (size_t)nqkv);
+          assert_int_equal(rp_flash_forward(out, lse, qkv, s.B, s.T, s.C, s.NH, causal,
+                                            g_pool[th]), RP_OK);
+          assert_int_equal(rp_flash_backward(dqkv, dout, qkv, out, lse, s.B, s.T, s.C, s.NH,
+                                             causal, g_pool[th]), RP_OK);
+          double e_o = ft_maxdiff("out", out, out_r, nout, FT_ATOL);
+          double e_l = ft_maxdiff("lse", lse, lse_r, nlse, FT_ATOL);
+          double e_d = ft_maxdiff("dqkv", dqkv, dqkv_r, nqkv, FT_ATOL);
+          if (getenv("FT_VERBOSE"))
+            fprintf(stderr, "T=%d HS=%d causal=%d %s th=%d split=%d bq=%d bk=%d: %.2g %.2g %.2g\n",
+                    s.T, s.C / s.NH, causal, rp_flash_isa_name(isas[ii]), th, sp,
+                    blocks[bi][0], blocks[bi][1], e_o, e_l, e_d);
+          if (e_o > FT_ATOL || e_l > FT_ATOL || e_d > FT_ATOL) {
+            fprintf(stderr,
+                    "FAIL B=%d T=%d C=%d NH=%d causal=%d isa=%s threads=%d split=%d bq=%d bk=%d: "
+                    "out %.3g lse %.3g dqkv %.3g\n",
+                    s.B, s.T, s.C, s.NH, causal, rp_flash_isa_name(isas[ii]), th, sp,
+                    blocks[bi][0], blocks[bi][1], e_o, e_l, e_d);
+            fails++;
+          }
+        }
+  }
+  ft_reset_config();
+  free(out), free(lse), free(dqkv), free(qkv), free(dout), free(dqkv0);
+  free(out_r), free(lse_r), free(dqkv_r);
+  return fails;
+}
+
+static void run_shapes(const shape *sh, int n, int sweep) {
+  int fails = 0;
+  for (int i = 0; i < n; i++)
+    for (int causal = 0; causal <= 1; causal++) fails += check_shape(sh[i], causal, sweep);
+  assert_int_equal(fails, 0);
+}
+
+static void test_small_T(void **state) {
+  static const shape sh[] = {{2, 1, 48, 3},  /* T = 1, HS 16 */
+                             {2, 7, 64, 2},  /* HS 32 */
+                             {1, 7, 72, 3},  /* HS 24: ragged vector tail */
+                             {1, 64, 192, 3} /* HS 64 */};
+  run_shapes(sh, 4, 1);
+}
+
+static void test_T129(void **state) {
+  static const shape sh[] = {{2, 129, 80, 1},   /* HS 80, one head: key-block split matters */
+                             {1, 129, 256, 2}}; /* HS 128 */
+  run_shapes(sh, 2, 1);
+}
+
+static void test_T1000(void **state) {
+  static const shape sh[] = {{1, 1000, 128, 2}}; /* HS 64 */
+  run_shapes(sh, 1, 0);
+}
+
+/* The model backend: saved state is lse (B*NH*T floats) and forward/backward
+ * match the reference backend's. */
+static void test_backend(void **state) {
+  const rp_attn_backend *fa = rp_attn_flash(), *ra = rp_attn_reference();
+  assert_string_equal(fa->name, "flash");
+  const int B = 2, T = 33, C = 64, NH = 4;
+  assert_int_equal(fa->saved_floats(fa, B, T, C, NH), (size_t)B * NH * T);
+  const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
+  rp_rng rng;
+  rp_rng_seed(&rng, 5);
+  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout);
+  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  float *of = ft_floats(nout), *orf = ft_floats(nout), *df = ft_floats(nqkv), *dr = ft_floats(nqkv);
+  float *sf = ft_floats((long)fa->saved_floats(fa, B, T, C, NH));
+  float *sr = ft_floats((long)ra->saved_floats(ra, B, T, C, NH));
+  fa->forward(fa, of, sf, qkv, B, T, C, NH, g_pool[2]);
+  ra->forward(ra, orf, sr, qkv, B, T, C, NH, g_pool[2]);
+  fa->backward(fa, df, dout, qkv, of, sf, B, T, C, NH, g_pool[2]);
+  ra->backward(ra, dr, dout, qkv, orf, sr, B, T, C, NH, g_pool[2]);
+  assert_true(ft_maxdiff("backend out", of, orf, nout, FT_ATOL) <= FT_ATOL);
+  assert_true(ft_maxdiff("backend dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
+  free(qkv), free(dout), free(of), free(orf), free(df), free(dr), free(sf), free(sr);
+}
+
+/* Bad shapes and configurations are refused with a message, not a crash. */
+static void test_errors(void **state) {
+  float x[48] = {0};
+  assert_int_equal(rp_flash_forward(x, x, x, 1, 1, 10, 3, 1, NULL), RP_EINVAL);
+  assert_true(strstr(rp_errmsg(), "divide") != NULL);
+  rp_flash_config cfg = {.bq = -1};
+  assert_int_equal(rp_flash_configure(&cfg), RP_EINVAL);
+  rp_flash_problem pr = {.B = 1, .NH = 1, .HS = 300, .Tq = 1, .Tk = 1};
+  assert_int_equal(rp_flash_block_forward(&pr, rp_flash_view_of(x, 300, 300),
+                                          rp_flash_view_of(x, 1, 1), NULL), RP_EINVAL);
+  assert_true(strstr(rp_errmsg(), "HS=300") != NULL);
+  int bq, bk;
+  rp_flash_block_sizes(64, 4096, 4096, &bq, &bk);
+  assert_true(bq >= 16 && bk >= 16 && bq <= 1024 && bk <= 1024);
+  assert_true(rp_flash_l2_bytes() > 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_small_T), cmocka_unit_test(test_T129),
+      cmocka_unit_test(test_T1000),   cmocka_unit_test(test_backend),
+      cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
