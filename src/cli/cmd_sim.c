@@ -190,9 +190,11 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
   }
   printf("\np=%d m=%d, costs tF=%g tB=%g tW=%g comm=%g (one rank's share; chunk actions take t/v)\n",
          p, m, c->tF, c->tB, c->tW, c->comm);
-  printf("%-12s %2s %9s | %-10s %-10s | %-10s %-10s %-30s | %-16s %s\n", "schedule", "v",
-         "makespan", "idle/total", "idle/ideal", "formula", "(ideal)", "", "acts in flight",
-         "W stash");
+  printf("%-12s %2s %9s | %-22s | %-22s %-31s | %-16s %s\n", "", "", "", "simulated",
+         "closed form", "", "per rank:", "");
+  printf("%-12s %2s %9s | %10s %11s | %10s %11s %-31s | %-16s %s\n", "schedule", "v",
+         "makespan", "idle/total", "idle/ideal", "idle/total", "idle/ideal", "  formula",
+         "acts in flight", "W stash");
   double ref = NAN;
   for (int k = 0; k < NS; k++)
     if (R[k].sim && !strcmp(names[k], "1f1b")) ref = R[k].sim->bubble_ideal;
@@ -210,7 +212,7 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
     char acts[256], wst[256];
     join_ints(acts, sizeof acts, sim->peak_act, s->p);
     join_ints(wst, sizeof wst, sim->peak_wst, s->p);
-    printf("%-12s %2d %9.4g | %9.2f%% %9.2f%% | %9.2f%% %9.2f%%  %-30s | %-16s %s\n", names[k],
+    printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %9.2f%% %10.2f%%   %-29s | %-16s %s\n", names[k],
            s->v, sim->makespan, 100 * sim->bubble_total, 100 * sim->bubble_ideal,
            100 * f / (1 + f), 100 * f, text, acts, wst);
     /* naive's timeline is p times longer than the rest and would squash them

@@ -113,8 +113,9 @@ static rp_status list_files(const char *data, const char *split, char ***out, in
     return rp_err(RP_EIO, "data path '%s' does not exist; point --data at a directory of .bin "
                   "shards (see `ringpipe prepare`)", data);
   }
+  if (!v) return rp_err(RP_ENOMEM, "out of memory listing data files");
   for (int i = 0; i < cnt; i++)
-    if (!v || !v[i]) {
+    if (!v[i]) {
       free_list(v, cnt);
       return rp_err(RP_ENOMEM, "out of memory listing data files");
     }

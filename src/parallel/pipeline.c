@@ -149,6 +149,11 @@ rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
   if (size != s->p)
     return rp_err(RP_EINVAL, "schedule '%s' is for %d pipeline ranks but --pp gives %d", s->name,
                   s->p, size);
+  int *tag_ub = NULL, flag = 0;
+  MPI_Comm_get_attr(cfg->comm, MPI_TAG_UB, &tag_ub, &flag);
+  if (flag && 2L * s->v * s->p * s->m > *tag_ub)
+    return rp_err(RP_EINVAL, "%d micro-batches x %d stages need more message tags than this MPI "
+                  "allows (%d); use fewer --microbatches", s->m, s->v * s->p, *tag_ub);
   rp_pipeline *p = calloc(1, sizeof *p);
   if (!p) return rp_err(RP_ENOMEM, "out of memory");
   p->cfg = *cfg;
@@ -345,7 +350,9 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
       case RP_OP_F: do_forward(p, i, &a, &in); break;
       default: do_backward(p, i, &a, &in); break;
     }
-    p->stats.spans[i] = (rp_span){a, t, seconds_since(p)};
+    /* A compute waits for its input before it starts: the span is the compute,
+     * the wait is kept beside it. */
+    p->stats.spans[i] = (rp_span){a, t + p->cur_wait, seconds_since(p)};
     p->stats.wait[i] = p->cur_wait;
     p->stats.total_wait += p->cur_wait;
   }

@@ -60,6 +60,8 @@ void rp_sim_print_ascii(FILE *f, const rp_schedule *s, const rp_sim *sim, int wi
   /* Enough columns for the shortest box to hold its label and a space. */
   double scale = isfinite(dmin) ? ceil((lmax + 1) / dmin) : 1;
   if (T * scale > width) scale = width / T;
+  /* Squeezed into `width`, 2F3 style labels lose their chunk prefix. */
+  int roomy = s->v <= 2 || !isfinite(dmin) || dmin * scale >= lmax + 1;
   int cols = (int)ceil(T * scale - 1e-9);
   if (cols < 1) cols = 1;
   char *line = malloc((size_t)cols + 1);
@@ -98,13 +100,17 @@ void rp_sim_print_ascii(FILE *f, const rp_schedule *s, const rp_sim *sim, int wi
       /* A box too narrow for its label and a space keeps the label's head and
        * still ends in a space, so that neighbouring boxes stay apart. */
       int ll = label(s, sp->a, buf, sizeof buf), k = c1 - c0;
+      if (!roomy) ll = snprintf(buf, sizeof buf, "%s%d", rp_op_name(sp->a.op), sp->a.mb);
       if (ll >= k && k >= 2) ll = k - 1;
       for (int c = c0; c < c1; c++) line[c] = c - c0 < ll ? buf[c - c0] : ' ';
     }
     fprintf(f, "rank %-3d|%s|\n", r, line);
   }
   fprintf(f, "%-8s F forward, B backward, I input grad, W weight grad%s; '.' idle\n", "",
-          s->v == 2 ? ", lower case = chunk 1" : s->v > 2 ? ", 1F3 = chunk 1's F of micro-batch 3" : "");
+          s->v == 2  ? ", lower case = chunk 1"
+          : !roomy ? "; chunks not shown at this width (widen it)"
+          : s->v > 2 ? ", 1F3 = chunk 1's F of micro-batch 3"
+                     : "");
   free(line);
   free(marks);
 }

@@ -116,6 +116,8 @@ rp_status rp_trainer_run(rp_trainer *t) {
       if (talk) printf("step %5d/%d | saved checkpoint %s\n", s, o->steps, dir);
     }
   }
+  if (t->pipe && o->steps > first && t->grid.dp_rank == 0 && t->grid.cp_rank == 0)
+    RP_TRY(rp_pipeline_report(t, root ? metrics : NULL));
   if (o->steps > first) {
     char dir[RP_OPT_STRLEN + 16];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);

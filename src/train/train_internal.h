@@ -2,6 +2,8 @@
 #ifndef RP_TRAIN_INTERNAL_H
 #define RP_TRAIN_INTERNAL_H
 
+#include <stdio.h>
+
 #include "ringpipe/rp_train.h"
 
 int rp_default_threads(void);
@@ -10,5 +12,8 @@ size_t rp_builtin_corpus(const unsigned char **data);   /* embedded text */
 rp_status rp_trainer_resume(rp_trainer *t, const char *dir);
 void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale);
 double rp_grad_sumsq(rp_trainer *t);
+
+/* Collective over the pipeline group; rank 0 prints (and appends to metrics). */
+rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics);
 
 #endif

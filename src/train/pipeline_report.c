@@ -1,0 +1,82 @@
+/* End-of-run pipeline report: the last step's measured timeline next to the
+ * simulator's prediction from the same (measured) per-action costs, in-flight
+ * micro-batches and activation memory per rank, and an optional Chrome trace. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_train.h"
+#include "train_internal.h"
+
+/* Mean duration of F, B, I and W over the measured timeline, scaled to one
+ * rank's whole share (the simulator's tF, tB, tW are per rank, actions take t/v). */
+static rp_costs measured_costs(const rp_sim *sim, int v) {
+  double sum[RP_OP_COUNT] = {0};
+  int cnt[RP_OP_COUNT] = {0};
+  for (int r = 0; r < sim->p; r++)
+    for (int i = 0; i < sim->n[r]; i++) {
+      const rp_span *s = &sim->spans[r][i];
+      if (!rp_op_is_compute(s->a.op)) continue;
+      sum[s->a.op] += s->t1 - s->t0;
+      cnt[s->a.op]++;
+    }
+  double f = cnt[RP_OP_F] ? sum[RP_OP_F] / cnt[RP_OP_F] : 0;
+  double w = cnt[RP_OP_W] ? sum[RP_OP_W] / cnt[RP_OP_W] : 0;
+  double b = cnt[RP_OP_B] ? sum[RP_OP_B] / cnt[RP_OP_B]
+                          : (cnt[RP_OP_I] ? sum[RP_OP_I] / cnt[RP_OP_I] : 0) + w;
+  return (rp_costs){f * v, b * v, w * v, 0.0};
+}
+
+rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
+  const rp_pipeline_stats *st = rp_pipeline_last(t->pipe);
+  int p = t->grid.pp, root = t->grid.pp_rank == 0;
+  int *live = root ? calloc(p, sizeof(int)) : NULL;
+  double mine[2] = {(double)st->act_slots * st->act_slot_bytes, st->total_wait};
+  double *mem = root ? calloc(2 * p, sizeof(double)) : NULL;
+  MPI_Gather(&st->peak_live_acts, 1, MPI_INT, live, 1, MPI_INT, 0, t->grid.pp_comm);
+  MPI_Gather(mine, 2, MPI_DOUBLE, mem, 2, MPI_DOUBLE, 0, t->grid.pp_comm);
+  rp_sim *measured = NULL;
+  RP_TRY(rp_pipeline_gather_timeline(t->pipe, &measured));
+  if (t->o.trace[0]) RP_TRY(rp_pipeline_write_trace(t->pipe, t->o.trace));
+  if (!root || t->grid.world_rank != 0) {
+    free(live);
+    free(mem);
+    if (measured) rp_sim_free(measured);
+    return RP_OK;
+  }
+  rp_costs c = measured_costs(measured, t->sched->v);
+  rp_sim *pred = NULL;
+  rp_status s = rp_schedule_simulate(t->sched, &c, &pred);
+  const char *formula_text = NULL;
+  double formula = rp_schedule_bubble_formula(t->sched->name, p, t->sched->v, t->sched->m, &c,
+                                              &formula_text);
+  printf("pipeline (last step, schedule %s, pp %d, vpp %d, %d micro-batches):\n",
+         t->sched->name, p, t->sched->v, t->sched->m);
+  printf("  measured costs per rank: tF %.2f ms, tB %.2f ms, tW %.2f ms\n", c.tF * 1e3,
+         c.tB * 1e3, c.tW * 1e3);
+  printf("  bubble (idle/total, idle/ideal): measured %.3f, %.3f | predicted %.3f, %.3f",
+         measured->bubble_total, measured->bubble_ideal, s == RP_OK ? pred->bubble_total : -1,
+         s == RP_OK ? pred->bubble_ideal : -1);
+  if (formula == formula) printf(" | formula %s = %.3f", formula_text, formula);
+  printf("\n  makespan: measured %.2f ms, predicted %.2f ms\n", measured->makespan * 1e3,
+         s == RP_OK ? pred->makespan * 1e3 : -1);
+  for (int r = 0; r < p; r++)
+    printf("  rank %d: peak in-flight micro-batches %d, activation slots %.2f MiB, "
+           "MPI wait %.2f ms\n", r, live[r], mem[2 * r] / 1048576.0, mem[2 * r + 1] * 1e3);
+  if (t->o.trace[0]) printf("  Chrome trace written to %s\n", t->o.trace);
+  if (metrics) {
+    fprintf(metrics, "{\"pipeline\":{\"schedule\":\"%s\",\"pp\":%d,\"vpp\":%d,\"m\":%d,"
+            "\"bubble_total\":%.6f,\"bubble_ideal\":%.6f,\"predicted_bubble_total\":%.6f,"
+            "\"predicted_bubble_ideal\":%.6f,\"peak_live\":[",
+            t->sched->name, p, t->sched->v, t->sched->m, measured->bubble_total,
+            measured->bubble_ideal, s == RP_OK ? pred->bubble_total : -1,
+            s == RP_OK ? pred->bubble_ideal : -1);
+    for (int r = 0; r < p; r++) fprintf(metrics, "%s%d", r ? "," : "", live[r]);
+    fprintf(metrics, "]}}\n");
+  }
+  free(live);
+  free(mem);
+  rp_sim_free(measured);
+  if (pred) rp_sim_free(pred);
+  return RP_OK;
+}
