@@ -29,10 +29,11 @@ typedef struct {
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
-  int measure_peak, quiet;
+  int measure_peak, quiet, stop_after;
   /* parallelism */
   int pp, cp, vpp;
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
+  char emulate[RP_OPT_STRLEN];
 } rp_train_opts;
 
 extern const rp_opt rp_train_opt_table[];
@@ -54,6 +55,7 @@ typedef struct {
   rp_schedule *sched;    /* pipeline schedule (pp > 1) */
   rp_pipeline *pipe;
   MPI_Comm tie_comm;            /* first and last stage: the tied wte gradient */
+  rp_costs emulate;             /* --emulate-compute, seconds; tF == 0: real compute */
   rp_pool *pool;
   rp_exec exec;
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */

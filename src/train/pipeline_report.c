@@ -50,8 +50,8 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   const char *formula_text = NULL;
   double formula = rp_schedule_bubble_formula(t->sched->name, p, t->sched->v, t->sched->m, &c,
                                               &formula_text);
-  printf("pipeline (last step, schedule %s, pp %d, vpp %d, %d micro-batches):\n",
-         t->sched->name, p, t->sched->v, t->sched->m);
+  printf("pipeline (last step, schedule %s, pp %d, vpp %d, %d micro-batches, %s compute):\n",
+         t->sched->name, p, t->sched->v, t->sched->m, t->o.emulate[0] ? "EMULATED" : "real");
   printf("  measured costs per rank: tF %.2f ms, tB %.2f ms, tW %.2f ms\n", c.tF * 1e3,
          c.tB * 1e3, c.tW * 1e3);
   printf("  bubble (idle/total, idle/ideal): measured %.3f, %.3f | predicted %.3f, %.3f",
@@ -65,10 +65,11 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
            "MPI wait %.2f ms\n", r, live[r], mem[2 * r] / 1048576.0, mem[2 * r + 1] * 1e3);
   if (t->o.trace[0]) printf("  Chrome trace written to %s\n", t->o.trace);
   if (metrics) {
-    fprintf(metrics, "{\"pipeline\":{\"schedule\":\"%s\",\"pp\":%d,\"vpp\":%d,\"m\":%d,"
+    fprintf(metrics, "{\"pipeline\":{\"emulated\":%s,\"schedule\":\"%s\",\"pp\":%d,\"vpp\":%d,\"m\":%d,"
             "\"bubble_total\":%.6f,\"bubble_ideal\":%.6f,\"predicted_bubble_total\":%.6f,"
             "\"predicted_bubble_ideal\":%.6f,\"peak_live\":[",
-            t->sched->name, p, t->sched->v, t->sched->m, measured->bubble_total,
+            t->o.emulate[0] ? "true" : "false", t->sched->name, p, t->sched->v, t->sched->m,
+            measured->bubble_total,
             measured->bubble_ideal, s == RP_OK ? pred->bubble_total : -1,
             s == RP_OK ? pred->bubble_ideal : -1);
     for (int r = 0; r < p; r++) fprintf(metrics, "%s%d", r ? "," : "", live[r]);

@@ -27,6 +27,12 @@ static void print_banner(const rp_trainer *t) {
   printf("  ranks %d (dp %d x pp %d x cp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, rp_pool_size(t->pool),
          rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);
+  if (o->emulate[0])
+    printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %s ms per rank), "
+           "communication is real; losses are not meaningful\n", o->emulate);
+  if (t->grid.pp > 1)
+    printf("  pipeline: schedule %s, %d stages of %s layers\n", t->sched->name,
+           t->grid.pp * o->vpp, o->pp_layers[0] ? o->pp_layers : "evenly split");
   if (t->gemm_peak > 0)
     printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (MFU denominator)\n",
            t->gemm_peak / 1e9);
@@ -80,7 +86,9 @@ rp_status rp_trainer_run(rp_trainer *t) {
   double t_start = rp_now(), last_loss = 0, val = -1;
   int first = t->step;
   rp_mem_reset_peaks();
-  while (t->step < o->steps) {
+  int last = o->stop_after > 0 && first + o->stop_after < o->steps ? first + o->stop_after
+                                                                   : o->steps;
+  while (t->step < last) {
     rp_step_stats st;
     RP_TRY(rp_trainer_step(t, &st));
     last_loss = st.loss;
@@ -101,7 +109,7 @@ rp_status rp_trainer_run(rp_trainer *t) {
              s, o->steps, st.loss, st.lr, st.grad_norm, st.tokens_per_s, 100 * st.mfu, eta);
       fflush(stdout);
     }
-    if ((o->eval_every > 0 && s % o->eval_every == 0) || s == o->steps) {
+    if ((o->eval_every > 0 && s % o->eval_every == 0) || s == last) {
       RP_TRY(rp_trainer_eval(t, o->eval_batches, &val));
       if (root) {
         fprintf(metrics, "{\"step\":%d,\"val_loss\":%.17g}\n", s, val);
@@ -109,16 +117,16 @@ rp_status rp_trainer_run(rp_trainer *t) {
       }
       if (talk) printf("step %5d/%d | val loss %.4f\n", s, o->steps, val);
     }
-    if (o->ckpt_every > 0 && s % o->ckpt_every == 0 && s != o->steps) {
+    if (o->ckpt_every > 0 && s % o->ckpt_every == 0 && s != last) {
       char dir[RP_OPT_STRLEN + 16];
       snprintf(dir, sizeof dir, "%s/ckpt", o->out);
       RP_TRY(rp_trainer_save(t, dir));
       if (talk) printf("step %5d/%d | saved checkpoint %s\n", s, o->steps, dir);
     }
   }
-  if (t->pipe && o->steps > first && t->grid.dp_rank == 0 && t->grid.cp_rank == 0)
+  if (t->pipe && last > first && t->grid.dp_rank == 0 && t->grid.cp_rank == 0)
     RP_TRY(rp_pipeline_report(t, root ? metrics : NULL));
-  if (o->steps > first) {
+  if (last > first) {
     char dir[RP_OPT_STRLEN + 16];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
     RP_TRY(rp_trainer_save(t, dir));
@@ -131,6 +139,9 @@ rp_status rp_trainer_run(rp_trainer *t) {
     printf("done: %d steps in %.1f s, final loss %.4f, val loss %.4f\n", t->step - first, secs,
            last_loss, val);
     printf("peak memory (rank 0): %s\n", mem);
+    if (last < o->steps)
+      printf("stopped at step %d of %d (--stop-after); continue with --resume %s/ckpt\n",
+             t->step, o->steps, o->out);
     if (o->sample_tokens > 0 && !o->quiet) {
       char dir[RP_OPT_STRLEN + 16];
       snprintf(dir, sizeof dir, "%s/ckpt", o->out);

@@ -1,5 +1,6 @@
 /* The training options table: flags, config keys and --help in one place. */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ringpipe/rp_train.h"
@@ -62,6 +63,9 @@ const rp_opt rp_train_opt_table[] = {
      "save a checkpoint every N steps into OUT/ckpt (0: only at the end)"},
     {"sample-tokens", RP_OPT_INT, O(sample_tokens), "120", 0, 100000, NULL,
      "tokens to sample at the end of training (0: none)"},
+    {"stop-after", RP_OPT_INT, O(stop_after), "0", 0, 100000000, NULL,
+     "stop after this many steps in this run (checkpoint, then exit; resume later with "
+     "--resume OUT/ckpt); 0: run to --steps"},
     {"measure-peak", RP_OPT_BOOL, O(measure_peak), "1", 0, 0, NULL,
      "time the model's GEMM shapes at start-up to report MFU"},
     {"quiet", RP_OPT_BOOL, O(quiet), "0", 0, 0, NULL, "print only the summary"},
@@ -74,6 +78,10 @@ const rp_opt rp_train_opt_table[] = {
      "model chunks per pipeline rank (virtual stages; 2+ with --schedule interleaved)"},
     {"pp-layers", RP_OPT_STR, O(pp_layers), "", 0, 0, NULL,
      "layers per stage, e.g. 3,3,2 (pp x vpp numbers summing to --layers; default: even split)"},
+    {"emulate-compute", RP_OPT_STR, O(emulate), "", 0, 0, NULL,
+     "tF,tB,tW in milliseconds: pipeline actions sleep this long (per rank's share) instead "
+     "of computing, communication stays real; for schedule experiments with more ranks than "
+     "cores (losses are then meaningless)"},
     {"trace", RP_OPT_STR, O(trace), "", 0, 0, NULL,
      "write a Chrome trace JSON of the last step's pipeline timeline to this file"},
 };
@@ -94,6 +102,14 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
                   "(--layers %d)", o->pp, o->vpp, o->pp * o->vpp, o->layers);
   if (o->pp == 1 && o->vpp > 1)
     return rp_err(RP_EINVAL, "--vpp %d needs pipeline parallelism (--pp 2 or more)", o->vpp);
+  if (o->emulate[0]) {
+    double f, b, w;
+    if (sscanf(o->emulate, "%lf,%lf,%lf", &f, &b, &w) != 3 || f <= 0 || b <= 0 || w < 0 || w >= b)
+      return rp_err(RP_EINVAL, "--emulate-compute '%s' must be tF,tB,tW in ms with tF, tB > 0 "
+                    "and 0 <= tW < tB (e.g. 10,20,10)", o->emulate);
+    if (o->pp < 2)
+      return rp_err(RP_EINVAL, "--emulate-compute needs pipeline parallelism (--pp 2 or more)");
+  }
   if (o->cp > 1)
     return rp_err(RP_EINVAL, "--cp %d: context parallel training is not available in this "
                   "build yet; use --cp 1", o->cp);

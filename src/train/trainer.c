@@ -88,6 +88,11 @@ static rp_status setup_pipeline(rp_trainer *t) {
   for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
   rp_pipeline_cfg pc = {.sched = t->sched, .comm = t->grid.pp_comm, .chunks = chunks,
                         .exec = &t->exec, .B = o->batch, .T = o->seq};
+  if (o->emulate[0]) {
+    sscanf(o->emulate, "%lf,%lf,%lf", &t->emulate.tF, &t->emulate.tB, &t->emulate.tW);
+    t->emulate.tF *= 1e-3, t->emulate.tB *= 1e-3, t->emulate.tW *= 1e-3;
+    pc.emulate = &t->emulate;
+  }
   rp_status s = rp_pipeline_create(&t->pipe, &pc);
   free(chunks);
   RP_TRY(s);
@@ -153,6 +158,11 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   rp_status s = RP_OK;
   if (o->init_from[0]) s = rp_init_config_into_opts(o->init_from, &t->o, &changed, &model_T);
   if (s == RP_OK) s = rp_train_opts_check(&t->o);
+  if (s == RP_OK && o->resume[0]) { /* fail before anything is written */
+    char *meta = NULL;
+    s = rp_ckpt_read_meta(o->resume, &meta);
+    free(meta);
+  }
   if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
   if (s == RP_OK && t->grid.world_rank == 0) s = make_dir(o->out);
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));

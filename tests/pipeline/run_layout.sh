@@ -8,8 +8,9 @@ set -eu
 ringpipe=$1 compare=$2 work=$3 np=$4 ltol=$5 ptol=$6 checks=$7
 shift 7
 [ "$1" = "--" ] && shift
-common="--layers 8 --channels 64 --heads 4 --seq 64 --batch 2 --microbatches 8 --steps 10
-        --lr 3e-3 --warmup 2 --eval-every 0 --sample-tokens 0 --measure-peak=0 --threads 1 --quiet"
+common="--layers 8 --channels 64 --heads 4 --seq 64 --batch 2 --microbatches 8 --steps ${LAYOUT_STEPS:-10}
+        --lr 3e-3 --warmup 2 --eval-every 0 --sample-tokens 0 --measure-peak=0 --threads 1 --quiet
+        ${LAYOUT_EXTRA:-}"
 rm -rf "$work"
 mkdir -p "$work"
 # the same prepared data for both runs
