@@ -34,6 +34,8 @@ typedef struct {
   int pp, cp, vpp;
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
   char emulate[RP_OPT_STRLEN];
+  char cp_impl[RP_OPT_STRLEN], cp_layout[RP_OPT_STRLEN];
+  int cp_overlap;
 } rp_train_opts;
 
 extern const rp_opt rp_train_opt_table[];
@@ -63,7 +65,11 @@ typedef struct {
   void *acts_mem;
   rp_grad_ws ws;
   struct rp_loader *train, *val;
-  int32_t *batch_tokens, *batch_targets, *batch_pos;  /* microbatches x B x T */
+  int T_local;                  /* tokens of each sequence on this rank: seq / cp */
+  int32_t *full_tokens, *full_targets;  /* microbatches x B x seq, as loaded */
+  int32_t *batch_tokens, *batch_targets, *batch_pos;  /* microbatches x B x T_local */
+  rp_attn_backend *cp_attn;     /* ring or Ulysses attention when cp > 1 */
+  const rp_attn_backend *local_attn; /* the rank-local kernel (sampling) */
   int step;                     /* steps completed */
   double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped */
   rp_rng sample_rng;
@@ -98,6 +104,11 @@ rp_status rp_load_weights(rp_chunk *m, const char *path);
 
 /* The model's own GEMM shapes timed with the pool's threads: the MFU denominator. */
 double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool);
+
+/* The OpenBLAS kernel family in use, and advice when it is a slow fallback
+ * (NULL when all is well). */
+const char *rp_blas_core(void);
+const char *rp_blas_advice(void);
 
 /* Greedy/temperature/top-k sampling by full recomputation over the last T tokens.
  * out receives n_new tokens. */

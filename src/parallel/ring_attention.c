@@ -10,12 +10,13 @@
  * skipped), and the partial (O, L) is merged into the running pair.
  *
  * Backward: D = rowsum(dO * O) from the final O; the K/V blocks go around again,
- * and with each one its fp32 dK/dV accumulator: at step s a rank computes its
- * contribution into a zeroed partial, adds the accumulator that arrived from
+ * and with each one an fp32 dK/dV accumulator: at step s >= 1 a rank computes
+ * its contribution into a zeroed partial, adds the accumulator that arrived from
  * r-1 (the sum of the ranks that saw the block before) and sends the sum on to
- * r+1. After P steps the accumulator of every block is complete and one last hop
- * takes it home. dQ stays local. The accumulator transfer of step s overlaps the
- * compute of step s+1. */
+ * r+1; after step P-1 that hop takes every accumulator home, where the owner's
+ * own contribution was added straight into dqkv. dQ stays local. The
+ * accumulator sent at step s travels during the compute of step s+1 (or of the
+ * second half of the own block, for the last hop). */
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -109,8 +110,11 @@ static rp_flash_view stat_at(const float *p, int NH, int Tl, int r0) {
   return rp_flash_view_of(p + r0, Tl, (long)NH * Tl);
 }
 
-static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const float *kv,
-                                     int B, int Tl, int C, int NH) {
+/* Keys and values of a task: rows of kb (k at kb, v at kb + C, rows ld apart):
+ * the packed block [B,Tl,2C] received from a peer, or qkv + C (ld 3C) for the
+ * rank's own block. */
+static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const float *kb,
+                                     long ld, int B, int Tl, int C, int NH) {
   rp_flash_problem pr;
   memset(&pr, 0, sizeof pr);
   pr.B = B;
@@ -122,39 +126,56 @@ static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const
   pr.k_pos0 = t->kpos0;
   pr.vis = t->vis;
   pr.q = rows_at(qkv, 3L * C, Tl, t->q0);
-  pr.k = rows_at(kv, 2L * C, Tl, t->k0);
-  pr.v = rows_at(kv + C, 2L * C, Tl, t->k0);
+  pr.k = rows_at(kb, ld, Tl, t->k0);
+  pr.v = rows_at(kb + C, ld, Tl, t->k0);
   return pr;
 }
 
-/* Waits for the workers' job while testing the ring's requests, so that a
+/* Requests in flight: a K/V exchange or an accumulator exchange (recv + send). */
+typedef struct {
+  MPI_Request r[2];
+  int n;
+} reqs;
+
+/* Waits for the workers' job while testing the requests in flight, so that a
  * rendezvous transfer moves during the compute instead of after it. */
-static void drive(ring_ctx *x, int dir, rp_flash_job *job, MPI_Request *req, int nreq) {
+static void drive(ring_ctx *x, int dir, rp_flash_job *job, reqs *a, reqs *b) {
   double t0 = rp_now();
-  int flag = nreq == 0;
+  MPI_Request all[4];
+  int n = 0, flag = 0;
+  if (x->overlap) {
+    for (int i = 0; i < a->n; i++) all[n++] = a->r[i];
+    for (int i = 0; i < b->n; i++) all[n++] = b->r[i];
+  }
+  flag = n == 0;
   while (!flag && !rp_flash_job_done(job)) {
-    MPI_Testall(nreq, req, &flag, MPI_STATUSES_IGNORE);
+    MPI_Testall(n, all, &flag, MPI_STATUSES_IGNORE);
     if (!flag) sched_yield();   /* the core may be shared with a worker */
+  }
+  if (n > 0) {   /* completed requests became MPI_REQUEST_NULL: keep them so */
+    for (int i = 0; i < a->n; i++) a->r[i] = all[i];
+    for (int i = 0; i < b->n; i++) b->r[i] = all[a->n + i];
   }
   rp_status s = rp_flash_job_finish(job);
   x->c.st[dir].compute_s += rp_now() - t0;
   if (s != RP_OK) rp_fatal("ring attention: flash block failed: %s", rp_errmsg());
 }
 
-static void wait_all(ring_ctx *x, int dir, MPI_Request *req, int *nreq) {
-  if (*nreq == 0) return;
+static void wait_all(ring_ctx *x, int dir, reqs *q) {
+  if (q->n == 0) return;
   double t0 = rp_now();
-  MPI_Waitall(*nreq, req, MPI_STATUSES_IGNORE);
+  MPI_Waitall(q->n, q->r, MPI_STATUSES_IGNORE);
   x->c.st[dir].wait_s += rp_now() - t0;
-  *nreq = 0;
+  q->n = 0;
 }
 
 /* Send `send` to r+1 and receive `recv` from r-1 (n floats each). */
 static void post_pair(ring_ctx *x, int dir, const float *send, float *recv, int n, int tag,
-                      MPI_Request *req, int *nreq) {
+                      reqs *q) {
   int next = (x->c.rank + 1) % x->c.P, prev = (x->c.rank + x->c.P - 1) % x->c.P;
-  MPI_Irecv(recv, n, MPI_FLOAT, prev, tag, x->c.comm, &req[(*nreq)++]);
-  MPI_Isend(send, n, MPI_FLOAT, next, tag, x->c.comm, &req[(*nreq)++]);
+  MPI_Irecv(recv, n, MPI_FLOAT, prev, tag, x->c.comm, &q->r[0]);
+  MPI_Isend(send, n, MPI_FLOAT, next, tag, x->c.comm, &q->r[1]);
+  q->n = 2;
   x->c.st[dir].bytes_sent += sizeof(float) * (double)n;
 }
 
@@ -191,36 +212,91 @@ static void ring_forward(const rp_attn_backend *a, float *out, float *saved, con
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
   rp_cp_pieces mine, peer;
   prepare(x, &mine, B, T, C, NH, 0);
-  pack_kv(x->kv[0], qkv, (long)B * T, C);
+  if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
   memset(out, 0, sizeof(float) * (size_t)B * T * C);
   for (long i = 0; i < (long)B * NH * T; i++) saved[i] = -INFINITY;
 
-  MPI_Request req[2];
-  int nreq = 0;
+  reqs kv = {.n = 0}, none = {.n = 0};
   for (int s = 0; s < P; s++) {
-    const float *cur = x->kv[s & 1];
-    if (s < P - 1 && x->overlap) post_pair(x, 0, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, req, &nreq);
+    /* step s holds the block of rank r-s: its own K/V straight from qkv at s = 0 */
+    const float *kb = s == 0 ? qkv + C : x->kv[s & 1];
+    const long kld = s == 0 ? 3L * C : 2L * C;
+    if (s < P - 1 && x->overlap) post_pair(x, 0, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
     rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
     ring_task tk[4];
     int nt = step_tasks(tk, &mine, &peer);
     for (int i = 0; i < nt; i++) {
-      rp_flash_problem pr = make_problem(&tk[i], qkv, cur, B, T, C, NH);
+      rp_flash_problem pr = make_problem(&tk[i], qkv, kb, kld, B, T, C, NH);
       rp_flash_view ob = rows_at(x->ob, C, T, tk[i].q0), lb = stat_at(x->lb, NH, T, tk[i].q0);
       rp_flash_job *job = NULL;
       if (rp_flash_block_forward_launch(&job, &pr, ob, lb, pool) != RP_OK)
         rp_fatal("ring attention forward: %s", rp_errmsg());
-      drive(x, 0, job, req, nreq);
+      drive(x, 0, job, &kv, &none);
       rp_flash_merge(rows_at(out, C, T, tk[i].q0), stat_at(saved, NH, T, tk[i].q0), ob, lb, B,
                      NH, tk[i].nq, HS, pool);
       x->c.st[0].flops += 4.0 * HS * B * NH * task_pairs(&tk[i]);
     }
-    if (s < P - 1 && !x->overlap) post_pair(x, 0, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, req, &nreq);
-    wait_all(x, 0, req, &nreq);
+    if (s < P - 1 && !x->overlap) post_pair(x, 0, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
+    wait_all(x, 0, &kv);
   }
   x->c.st[0].calls++;
   x->c.st[0].total_s += rp_now() - t_start;
 }
 
+/* Cuts each task at the query row that halves its visible pairs: first parts
+ * to early, second parts to late (fully masked parts dropped). */
+static void split_halves(const ring_task *t, int n, ring_task *early, int *ne, ring_task *late,
+                         int *nl) {
+  *ne = *nl = 0;
+  for (int i = 0; i < n; i++) {
+    double total = task_pairs(&t[i]), acc = 0;
+    int h = 0;
+    while (h < t[i].nq && acc < total / 2) {
+      ring_task row = t[i];
+      row.q0 += h, row.qpos0 += h, row.nq = 1;
+      acc += task_pairs(&row);
+      h++;
+    }
+    ring_task a = t[i], b = t[i];
+    a.nq = h;
+    b.q0 += h, b.qpos0 += h, b.nq -= h;
+    a.vis = classify(a.qpos0, a.nq, a.kpos0, a.nk);
+    b.vis = classify(b.qpos0, b.nq, b.kpos0, b.nk);
+    if (a.nq > 0 && a.vis != RP_FLASH_VIS_NONE) early[(*ne)++] = a;
+    if (b.nq > 0 && b.vis != RP_FLASH_VIS_NONE) late[(*nl)++] = b;
+  }
+}
+
+typedef struct {
+  const float *dout, *saved, *D, *qkv;
+  float *dqkv;
+  int B, T, C, NH;
+  rp_pool *pool;
+} bwd_args;
+
+/* Backward of tasks against one block: keys from kb (row stride kld), their
+ * gradients into db (row stride dld); dQ into dqkv. */
+static void bwd_tasks(ring_ctx *x, const bwd_args *g, const ring_task *tk, int nt,
+                      const float *kb, long kld, float *db, long dld, reqs *q1, reqs *q2) {
+  const int T = g->T, C = g->C, NH = g->NH;
+  for (int i = 0; i < nt; i++) {
+    rp_flash_problem pr = make_problem(&tk[i], g->qkv, kb, kld, g->B, T, C, NH);
+    rp_flash_job *job = NULL;
+    if (rp_flash_block_backward_launch(
+            &job, &pr, rows_at(g->dout, C, T, tk[i].q0), stat_at(g->saved, NH, T, tk[i].q0),
+            stat_at(g->D, NH, T, tk[i].q0), rows_at(g->dqkv, 3L * C, T, tk[i].q0),
+            rows_at(db, dld, T, tk[i].k0), rows_at(db + C, dld, T, tk[i].k0), g->pool) != RP_OK)
+      rp_fatal("ring attention backward: %s", rp_errmsg());
+    drive(x, 1, job, q1, q2);
+    x->c.st[1].flops += 10.0 * (C / NH) * g->B * NH * task_pairs(&tk[i]);
+  }
+}
+
+/* The rank's own block is done in two halves, first and last: the first hides
+ * the arrival of block r-1, the last hides the final hop of the accumulators
+ * (each rank's own dK/dV coming home), which nothing else could hide. Its
+ * gradients go straight into dqkv; blocks of other ranks accumulate in
+ * part[s&1], which travels on. */
 static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *dout,
                           const float *qkv, const float *out, const float *saved, int B, int T,
                           int C, int NH, rp_pool *pool) {
@@ -229,60 +305,49 @@ static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *do
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
   rp_cp_pieces mine, peer;
   prepare(x, &mine, B, T, C, NH, 1);
-  float *D = x->lb;
-  rp_flash_rowdot(rp_flash_view_of(D, T, (long)NH * T), rows_at(dout, C, T, 0),
+  bwd_args g = {dout, saved, x->lb, qkv, dqkv, B, T, C, NH, pool};
+  rp_flash_rowdot(rp_flash_view_of(x->lb, T, (long)NH * T), rows_at(dout, C, T, 0),
                   rows_at(out, C, T, 0), B, NH, T, HS, pool);
-  pack_kv(x->kv[0], qkv, (long)B * T, C);
+  if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
+  ring_task own[4], early[4], late[4];
+  int ne, nl;
+  split_halves(own, step_tasks(own, &mine, &mine), early, &ne, late, &nl);
 
-  MPI_Request kreq[2], dreq[2];
-  int nk = 0, nd = 0;
+  reqs kv = {.n = 0}, dk = {.n = 0};
   for (int s = 0; s < P; s++) {
-    const float *cur = x->kv[s & 1];
+    if (s < P - 1 && x->overlap) post_pair(x, 1, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
     float *part = x->dkv[s & 1];
-    if (s < P - 1 && x->overlap) post_pair(x, 1, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, kreq, &nk);
-    /* part's previous send (step s-2) was waited for at the end of step s-1 */
-    memset(part, 0, sizeof(float) * (size_t)nkv);
-    rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
-    ring_task tk[4];
-    int nt = step_tasks(tk, &mine, &peer);
-    for (int i = 0; i < nt; i++) {
-      rp_flash_problem pr = make_problem(&tk[i], qkv, cur, B, T, C, NH);
-      MPI_Request all[4];
-      int na = 0;
-      for (int j = 0; j < nk; j++) all[na++] = kreq[j];
-      for (int j = 0; j < nd; j++) all[na++] = dreq[j];
-      rp_flash_job *job = NULL;
-      if (rp_flash_block_backward_launch(
-              &job, &pr, rows_at(dout, C, T, tk[i].q0), stat_at(saved, NH, T, tk[i].q0),
-              stat_at(D, NH, T, tk[i].q0), rows_at(dqkv, 3L * C, T, tk[i].q0),
-              rows_at(part, 2L * C, T, tk[i].k0), rows_at(part + C, 2L * C, T, tk[i].k0),
-              pool) != RP_OK)
-        rp_fatal("ring attention backward: %s", rp_errmsg());
-      drive(x, 1, job, all, x->overlap ? na : 0);
-      /* completed requests became MPI_REQUEST_NULL in the copy: keep them so */
-      for (int j = 0; j < nk; j++) kreq[j] = all[j];
-      for (int j = 0; j < nd; j++) dreq[j] = all[nk + j];
-      x->c.st[1].flops += 10.0 * HS * B * NH * task_pairs(&tk[i]);
+    if (s == 0) {
+      bwd_tasks(x, &g, early, ne, qkv + C, 3L * C, dqkv + C, 3L * C, &kv, &dk);
+    } else {
+      /* part's previous send (step s-2) completed at the end of step s-1 */
+      memset(part, 0, sizeof(float) * (size_t)nkv);
+      rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
+      ring_task tk[4];
+      int nt = step_tasks(tk, &mine, &peer);
+      bwd_tasks(x, &g, tk, nt, x->kv[s & 1], 2L * C, part, 2L * C, &kv, &dk);
     }
-    if (s < P - 1 && !x->overlap) post_pair(x, 1, cur, x->kv[(s + 1) & 1], nkv, TAG_KV, kreq, &nk);
-    wait_all(x, 1, kreq, &nk);
-    if (s >= 1) {
+    if (s < P - 1 && !x->overlap) post_pair(x, 1, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
+    wait_all(x, 1, &kv);
+    if (s == 0) continue;
+    if (s >= 2) {
       /* the accumulator of this block from the ranks that saw it before */
-      wait_all(x, 1, dreq, &nd);
+      wait_all(x, 1, &dk);
       rp_add_inplace(part, x->acc, nkv, pool);
     }
-    if (P > 1) {
-      post_pair(x, 1, part, x->acc, nkv, TAG_DKV, dreq, &nd);
-      if (!x->overlap) wait_all(x, 1, dreq, &nd);
-    }
+    post_pair(x, 1, part, x->acc, nkv, TAG_DKV, &dk);
+    if (!x->overlap) wait_all(x, 1, &dk);
   }
-  /* the last hop brought this rank's own block home, complete */
-  wait_all(x, 1, dreq, &nd);
-  const float *own = P > 1 ? x->acc : x->dkv[0];
-  for (long i = 0; i < (long)B * T; i++) {
-    float *d = dqkv + i * 3 * C + C;
-    const float *g = own + i * 2 * C;
-    for (int j = 0; j < 2 * C; j++) d[j] += g[j];
+  reqs none = {.n = 0};
+  bwd_tasks(x, &g, late, nl, qkv + C, 3L * C, dqkv + C, 3L * C, &dk, &none);
+  if (P > 1) {
+    /* the last hop brought the other ranks' share of this rank's dK/dV */
+    wait_all(x, 1, &dk);
+    for (long i = 0; i < (long)B * T; i++) {
+      float *d = dqkv + i * 3 * C + C;
+      const float *s = x->acc + i * 2 * C;
+      for (int j = 0; j < 2 * C; j++) d[j] += s[j];
+    }
   }
   x->c.st[1].calls++;
   x->c.st[1].total_s += rp_now() - t_start;

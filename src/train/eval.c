@@ -6,16 +6,17 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_train.h"
+#include "train_internal.h"
 
 /* Forward of one batch through every stage; loss sum on the last stage's rank. */
 static rp_status pipeline_forward(rp_trainer *t, rp_acts *a, rp_layer_acts *lv, void *mem,
                                   double *sum, int *valid) {
-  int p = t->grid.pp, S = p * t->nchunks, N = t->o.batch * t->o.seq;
+  int p = t->grid.pp, S = p * t->nchunks, N = t->o.batch * t->T_local;
   size_t nc = (size_t)N * t->cfg.C;
   for (int g = 0; g < S; g++) {
     if (g % p != t->grid.pp_rank) continue;
     rp_chunk *m = &t->chunks[g / p];
-    rp_acts_bind(a, lv, m, t->exec.attn, mem, t->o.batch, t->o.seq);
+    rp_acts_bind(a, lv, m, t->exec.attn, mem, t->o.batch, t->T_local);
     memcpy(a->tokens, t->batch_tokens, N * sizeof(int32_t));
     memcpy(a->targets, t->batch_targets, N * sizeof(int32_t));
     memcpy(a->pos, t->batch_pos, N * sizeof(int32_t));
@@ -34,7 +35,7 @@ rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss) {
   size_t bytes = 0;
   int maxl = 1;
   for (int c = 0; c < t->nchunks; c++) {
-    size_t b = rp_acts_bytes(&t->chunks[c], t->exec.attn, t->o.batch, t->o.seq);
+    size_t b = rp_acts_bytes(&t->chunks[c], t->exec.attn, t->o.batch, t->T_local);
     if (b > bytes) bytes = b;
     if (t->chunks[c].spec.num_layers > maxl) maxl = t->chunks[c].spec.num_layers;
   }
@@ -47,7 +48,7 @@ rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss) {
   rp_status s = RP_OK;
   rp_acts a;
   for (int b = 0; b < batches && s == RP_OK; b++) {
-    s = rp_loader_next(t->val, t->batch_tokens, t->batch_targets);
+    s = rp_trainer_load_batch(t, t->val, 0);
     int valid = 0;
     if (s == RP_OK) s = pipeline_forward(t, &a, lv, mem, &sum, &valid);
     count += valid;
@@ -58,9 +59,9 @@ rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss) {
     MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm);
     MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG, MPI_SUM, t->grid.pp_comm);
   }
-  if (t->grid.dp > 1) {
-    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dp_comm);
-    MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG, MPI_SUM, t->grid.dp_comm);
+  if (t->grid.dp * t->grid.cp > 1) {
+    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm);
+    MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG, MPI_SUM, t->grid.dpcp_comm);
   }
   *loss = count ? sum / count : 0.0;
   return s;

@@ -24,6 +24,9 @@ static void print_banner(const rp_trainer *t) {
   printf("  batch %d x %d micro-batches x dp %d = %d sequences/step, %d steps, attention %s\n",
          o->batch, o->microbatches, t->grid.dp, o->batch * o->microbatches * t->grid.dp,
          o->steps, t->exec.attn->name);
+  if (t->grid.cp > 1)
+    printf("  context parallel: %s attention, %s layout, %d of %d tokens per rank\n",
+           o->cp_impl, o->cp_layout, t->T_local, o->seq);
   printf("  ranks %d (dp %d x pp %d x cp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, rp_pool_size(t->pool),
          rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);
@@ -34,8 +37,9 @@ static void print_banner(const rp_trainer *t) {
     printf("  pipeline: schedule %s, %d stages of %s layers\n", t->sched->name,
            t->grid.pp * o->vpp, o->pp_layers[0] ? o->pp_layers : "evenly split");
   if (t->gemm_peak > 0)
-    printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (MFU denominator)\n",
-           t->gemm_peak / 1e9);
+    printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (OpenBLAS %s kernels; "
+           "the MFU denominator)\n", t->gemm_peak / 1e9, rp_blas_core());
+  if (rp_blas_advice()) printf("  note: %s\n", rp_blas_advice());
   fflush(stdout);
 }
 
@@ -56,7 +60,9 @@ static void print_sample(rp_trainer *t, const char *ckpt_dir) {
     }
     m = &whole;
   }
-  rp_status s = rp_generate(m, &t->exec, prompt, 1, out, n, 0.8f, 40, &t->sample_rng);
+  /* rank 0 alone: the local attention kernel, never the collective cp one */
+  rp_exec x = {.pool = t->pool, .attn = t->local_attn};
+  rp_status s = rp_generate(m, &x, prompt, 1, out, n, 0.8f, 40, &t->sample_rng);
   if (t->grid.pp > 1) rp_chunk_free(&whole);
   if (s != RP_OK) return;
   printf("sample (temperature 0.8, top-k 40):\n----\n");

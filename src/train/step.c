@@ -4,13 +4,28 @@
 #include <math.h>
 #include <string.h>
 
+#include "ringpipe/rp_cp.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_train.h"
 #include "train_internal.h"
 
+/* Micro-batch mb of the step from the loader; every context-parallel rank
+ * reads the same sequences and keeps its own rows. */
+rp_status rp_trainer_load_batch(rp_trainer *t, rp_loader *l, int mb) {
+  size_t full = (size_t)t->o.batch * t->o.seq, local = (size_t)t->o.batch * t->T_local;
+  int32_t *tok = t->full_tokens + mb * full, *tgt = t->full_targets + mb * full;
+  RP_TRY(rp_loader_next(l, tok, tgt));
+  rp_cp_layout layout = RP_CP_CONTIGUOUS;
+  if (t->grid.cp > 1) RP_TRY(rp_cp_layout_parse(t->o.cp_layout, &layout));
+  RP_TRY(rp_cp_shard_tokens(t->batch_tokens + mb * local, tok, t->o.batch, layout, t->o.seq,
+                            t->grid.cp, t->grid.cp_rank));
+  return rp_cp_shard_tokens(t->batch_targets + mb * local, tgt, t->o.batch, layout, t->o.seq,
+                            t->grid.cp, t->grid.cp_rank);
+}
+
 static void load_microbatch(rp_trainer *t, int mb) {
-  size_t N = (size_t)t->o.batch * t->o.seq;
+  size_t N = (size_t)t->o.batch * t->T_local;
   memcpy(t->acts.tokens, t->batch_tokens + mb * N, N * sizeof(int32_t));
   memcpy(t->acts.targets, t->batch_targets + mb * N, N * sizeof(int32_t));
   memcpy(t->acts.pos, t->batch_pos + mb * N, N * sizeof(int32_t));
@@ -96,22 +111,22 @@ static void sync_grads(rp_trainer *t) {
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   double t0 = rp_now();
   const rp_train_opts *o = &t->o;
-  int m = o->microbatches, N = o->batch * o->seq;
-  for (int mb = 0; mb < m; mb++)
-    RP_TRY(rp_loader_next(t->train, t->batch_tokens + (size_t)mb * N,
-                          t->batch_targets + (size_t)mb * N));
+  int m = o->microbatches, N = o->batch * t->T_local;
+  for (int mb = 0; mb < m; mb++) RP_TRY(rp_trainer_load_batch(t, t->train, mb));
   /* The loss is the mean over every valid target of the global batch, whatever
    * the layout, so each micro-batch's gradient is scaled by 1 / global count. */
   long valid = 0;
   for (long i = 0; i < (long)m * N; i++) valid += t->batch_targets[i] >= 0;
-  if (t->grid.dp > 1) MPI_Allreduce(MPI_IN_PLACE, &valid, 1, MPI_LONG, MPI_SUM, t->grid.dp_comm);
+  if (t->grid.dp * t->grid.cp > 1)
+    MPI_Allreduce(MPI_IN_PLACE, &valid, 1, MPI_LONG, MPI_SUM, t->grid.dpcp_comm);
   float dscale = valid > 0 ? 1.0f / (float)valid : 0.0f;
 
   for (int c = 0; c < t->nchunks; c++) rp_chunk_zero_grads(&t->chunks[c]);
   double loss_sum = 0;
   RP_TRY(run_microbatches(t, dscale, &loss_sum));
   sync_grads(t);
-  if (t->grid.dp > 1) MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dp_comm);
+  if (t->grid.dp * t->grid.cp > 1)
+    MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm);
   double norm = sqrt(rp_grad_sumsq(t));
   float scale = 1.0f;
   if (o->grad_clip > 0 && norm > o->grad_clip) scale = (float)(o->grad_clip / norm);
@@ -120,7 +135,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   t->step++;
 
   double dt = rp_now() - t0;
-  double tokens = (double)m * N * t->grid.dp;
+  double tokens = (double)m * o->batch * o->seq * t->grid.dp;
   st->loss = valid ? loss_sum / valid : 0.0;
   st->grad_norm = norm;
   st->lr = lr;

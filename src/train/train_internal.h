@@ -16,4 +16,8 @@ double rp_grad_sumsq(rp_trainer *t);
 /* Collective over the pipeline group; rank 0 prints (and appends to metrics). */
 rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics);
 
+struct rp_loader;
+/* Loads micro-batch mb from l into the full and the local (cp shard) buffers. */
+rp_status rp_trainer_load_batch(rp_trainer *t, struct rp_loader *l, int mb);
+
 #endif

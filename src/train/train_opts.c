@@ -72,6 +72,14 @@ const rp_opt rp_train_opt_table[] = {
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
+    {"cp-impl", RP_OPT_CHOICE, O(cp_impl), "ring", 0, 0, "ring|ulysses",
+     "context-parallel attention: ring (K/V blocks around the ring) or ulysses (all-to-all "
+     "to head shards; needs heads divisible by --cp)"},
+    {"cp-layout", RP_OPT_CHOICE, O(cp_layout), "zigzag", 0, 0, "zigzag|contiguous",
+     "how a sequence is split over --cp ranks: zigzag (rank r holds chunks r and 2P-1-r of "
+     "2P: balanced causal work) or contiguous (shows the imbalance)"},
+    {"cp-overlap", RP_OPT_BOOL, O(cp_overlap), "1", 0, 0, NULL,
+     "ring attention: post the next K/V transfer before computing the current block"},
     {"schedule", RP_OPT_STR, O(schedule), "1f1b", 0, 0, NULL,
      "pipeline schedule: naive|gpipe|1f1b|interleaved|zb-h1, or a schedule CSV file"},
     {"vpp", RP_OPT_INT, O(vpp), "1", 1, 64, NULL,
@@ -110,8 +118,5 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
     if (o->pp < 2)
       return rp_err(RP_EINVAL, "--emulate-compute needs pipeline parallelism (--pp 2 or more)");
   }
-  if (o->cp > 1)
-    return rp_err(RP_EINVAL, "--cp %d: context parallel training is not available in this "
-                  "build yet; use --cp 1", o->cp);
   return RP_OK;
 }

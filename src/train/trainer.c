@@ -8,6 +8,7 @@
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_checkpoint.h"
+#include "ringpipe/rp_cp.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_kernels.h"
@@ -87,7 +88,7 @@ static rp_status setup_pipeline(rp_trainer *t) {
   rp_chunk **chunks = malloc(t->nchunks * sizeof *chunks);
   for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
   rp_pipeline_cfg pc = {.sched = t->sched, .comm = t->grid.pp_comm, .chunks = chunks,
-                        .exec = &t->exec, .B = o->batch, .T = o->seq};
+                        .exec = &t->exec, .B = o->batch, .T = t->T_local};
   if (o->emulate[0]) {
     sscanf(o->emulate, "%lf,%lf,%lf", &t->emulate.tF, &t->emulate.tB, &t->emulate.tW);
     t->emulate.tF *= 1e-3, t->emulate.tB *= 1e-3, t->emulate.tW *= 1e-3;
@@ -109,7 +110,17 @@ static rp_status setup_compute(rp_trainer *t) {
   if (strcmp(o->gemm, "split") == 0) rp_gemm_set_mode(RP_GEMM_POOL_SPLIT);
   t->exec.pool = t->pool;
   t->exec.attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference();
-  int B = o->batch, T = o->seq;
+  t->local_attn = t->exec.attn;
+  if (t->grid.cp > 1) {
+    rp_cp_layout layout;
+    RP_TRY(rp_cp_layout_parse(o->cp_layout, &layout));
+    if (strcmp(o->cp_impl, "ulysses") == 0)
+      RP_TRY(rp_cp_ulysses_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->heads));
+    else
+      RP_TRY(rp_cp_ring_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->cp_overlap));
+    t->exec.attn = t->cp_attn;
+  }
+  int B = o->batch, T = t->T_local;
   if (t->grid.pp > 1) {
     RP_TRY(setup_pipeline(t));
   } else {
@@ -120,12 +131,21 @@ static rp_status setup_compute(rp_trainer *t) {
     rp_acts_bind(&t->acts, t->layer_views, m, t->exec.attn, t->acts_mem, B, T);
     RP_TRY(rp_grad_ws_init(&t->ws, m, B, T));
   }
-  size_t n = (size_t)o->microbatches * B * T;
+  size_t n = (size_t)o->microbatches * B * T, full = (size_t)o->microbatches * B * o->seq;
+  t->full_tokens = rp_alloc(full * sizeof(int32_t), RP_MEM_DATA);
+  t->full_targets = rp_alloc(full * sizeof(int32_t), RP_MEM_DATA);
   t->batch_tokens = rp_alloc(n * sizeof(int32_t), RP_MEM_DATA);
   t->batch_targets = rp_alloc(n * sizeof(int32_t), RP_MEM_DATA);
   t->batch_pos = rp_alloc(n * sizeof(int32_t), RP_MEM_DATA);
-  if (!t->batch_tokens || !t->batch_targets || !t->batch_pos) return RP_ENOMEM;
-  for (size_t i = 0; i < n; i++) t->batch_pos[i] = (int32_t)(i % T);
+  if (!t->batch_tokens || !t->batch_targets || !t->batch_pos || !t->full_tokens ||
+      !t->full_targets)
+    return RP_ENOMEM;
+  /* Global position ids of this rank's rows: context-parallel shards keep them. */
+  rp_cp_layout layout = RP_CP_CONTIGUOUS;
+  if (t->grid.cp > 1) RP_TRY(rp_cp_layout_parse(o->cp_layout, &layout));
+  for (int mb = 0; mb < o->microbatches; mb++)
+    RP_TRY(rp_cp_positions(t->batch_pos + (size_t)mb * B * T, B, layout, o->seq, t->grid.cp,
+                           t->grid.cp_rank));
   return RP_OK;
 }
 
@@ -164,6 +184,15 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
     free(meta);
   }
   if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
+  if (s == RP_OK && o->cp > 1) {
+    rp_cp_layout layout;
+    s = rp_cp_layout_parse(o->cp_layout, &layout);
+    if (s == RP_OK) s = rp_cp_check(layout, o->seq, o->cp);
+    if (s == RP_OK && strcmp(o->cp_impl, "ulysses") == 0 && o->heads % o->cp != 0)
+      s = rp_err(RP_EINVAL, "--cp-impl ulysses needs --heads %d divisible by --cp %d; use "
+                 "--cp-impl ring or a head count that --cp divides", o->heads, o->cp);
+  }
+  t->T_local = o->seq / o->cp;
   if (s == RP_OK && t->grid.world_rank == 0) s = make_dir(o->out);
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));
   if (changed && t->grid.world_rank == 0)
@@ -177,13 +206,17 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   for (int c = 0; c < t->nchunks && o->init_from[0]; c++)
     RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], o->init_from)));
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_trainer_resume(t, o->resume)));
-  if (o->measure_peak) t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, o->seq, t->pool);
+  if (o->measure_peak)
+    t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool);
   return RP_OK;
 }
 
 void rp_trainer_free(rp_trainer *t) {
   if (t->train) rp_loader_close(t->train);
   if (t->val) rp_loader_close(t->val);
+  if (t->cp_attn) rp_cp_destroy(t->cp_attn);
+  rp_free(t->full_tokens);
+  rp_free(t->full_targets);
   rp_free(t->batch_tokens);
   rp_free(t->batch_targets);
   rp_free(t->batch_pos);

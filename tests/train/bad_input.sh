@@ -44,6 +44,11 @@ expect 2 "writable\|cannot create" -- "$ringpipe" train $tiny --out "$work/file/
 # MPI: a world size that is not a multiple of pp: every rank exits with status 2
 expect 2 "not a multiple of --pp 2" -- mpirun -n 3 --oversubscribe --bind-to none "$ringpipe" train $tiny --pp 2 --out "$work/g"
 expect 2 "--schedule\|interleaved\|m % p\|multiple" -- mpirun -n 2 --oversubscribe --bind-to none "$ringpipe" train $tiny --layers 4 --pp 2 --vpp 2 --microbatches 3 --schedule interleaved --out "$work/h"
+# context parallel: T not divisible by 2P (zigzag), heads not divisible by P (Ulysses),
+# a world size that is not dp x pp x cp
+expect 2 "not divisible by 2 x --cp" -- mpirun -n 2 --oversubscribe --bind-to none "$ringpipe" train $tiny --seq 30 --cp 2 --out "$work/i"
+expect 2 "heads 2 divisible by --cp 4" -- mpirun -n 4 --oversubscribe --bind-to none "$ringpipe" train $tiny --cp 4 --cp-impl ulysses --out "$work/j"
+expect 2 "not a multiple of --pp 1 x --cp 2" -- mpirun -n 3 --oversubscribe --bind-to none "$ringpipe" train $tiny --cp 2 --out "$work/k"
 # nothing was prepared or written for the runs that failed on their options
 [ -e "$work/f/data" ] && { echo "FAIL: a failed --resume left $work/f/data behind"; fails=$((fails + 1)); }
 echo "$fails failure(s)"
