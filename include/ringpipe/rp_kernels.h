@@ -23,12 +23,24 @@ void rp_matmul_forward(float *out, const float *inp, const float *weight,
 void rp_matmul_backward(float *dinp, float *dweight, float *dbias,
                         const float *dout, const float *inp, const float *weight,
                         int N, int IC, int OC, rp_pool *pool);
+/* out[N,OC] = resid[N,OC] + inp @ weight^T + bias: the residual add fused into the
+ * GEMM (sgemm adds the product into resid + bias). resid may alias out. */
+void rp_matmul_forward_residual(float *out, const float *inp, const float *weight,
+                                const float *bias, const float *resid, int N, int IC, int OC,
+                                rp_pool *pool);
+/* As rp_matmul_backward, but dinp is WRITTEN (=), not accumulated, so the caller
+ * needs no memset; equal bitwise to rp_matmul_backward into a zeroed dinp.
+ * dweight and dbias still accumulate. */
+void rp_matmul_backward_set(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int IC, int OC,
+                            rp_pool *pool);
 void rp_matmul_forward_ref(float *out, const float *inp, const float *weight,
                            const float *bias, int N, int IC, int OC);
 void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
                             const float *dout, const float *inp, const float *weight,
                             int N, int IC, int OC);
-/* How GEMMs use the cores (decided by measurement, see bench gemm):
+/* How GEMMs use the cores (decided by measurement, see bench/bench_step --gemm ab;
+ * the default is RP_GEMM_POOL_SPLIT):
  * RP_GEMM_BLAS_THREADS: one sgemm call with OpenBLAS threads = pool size, pool asleep;
  * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice. */
 typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1 } rp_gemm_mode;
@@ -54,10 +66,15 @@ void rp_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 void rp_gelu_forward(float *out, const float *inp, long n, rp_pool *pool);
 void rp_gelu_backward(float *dinp, const float *inp, const float *dout, long n,
                       rp_pool *pool);
+/* dinp = gelu'(inp) * dout, WRITTEN (no memset needed); bitwise equal to
+ * rp_gelu_backward into zeros. */
+void rp_gelu_backward_set(float *dinp, const float *inp, const float *dout, long n,
+                          rp_pool *pool);
 
 /* ---- residual: out = a + b; backward is da += dout, db += dout */
 void rp_residual_forward(float *out, const float *a, const float *b, long n, rp_pool *pool);
 void rp_add_inplace(float *acc, const float *x, long n, rp_pool *pool); /* acc += x */
+void rp_zero(float *x, long n, rp_pool *pool);                          /* x = 0 */
 
 /* ---- reference causal attention, O(T^2) memory: the oracle for every other one.
  * qkv[B,T,3C] holds q,k,v per row; out[B,T,C]; att[B,NH,T,T] saved softmax probs.

@@ -152,9 +152,16 @@ typedef struct {
 rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T);
 void rp_grad_ws_free(rp_grad_ws *w);
 
+/* How a chunk computes: the pool, the attention backend, and an optional hook
+ * called when the weight gradients of a unit (RP_UNIT_HEAD, a layer index
+ * within the chunk, RP_UNIT_EMBED) are final for the current micro-batch, so
+ * that data parallelism can start reducing them while backward goes on. */
+enum { RP_UNIT_HEAD = -1, RP_UNIT_EMBED = -2 };
 typedef struct {
   rp_pool *pool;
   const rp_attn_backend *attn;
+  void (*grads_ready)(void *ctx, const rp_chunk *m, int unit);
+  void *hook_ctx;
 } rp_exec;
 
 /* Forward pieces. The embed step reads a->tokens / a->pos and writes a->input.

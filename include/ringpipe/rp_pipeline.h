@@ -52,6 +52,7 @@ typedef struct {
   int peak_live_acts;      /* micro-batches in flight at once (measured) */
   size_t act_slot_bytes;   /* bytes of one activation slot */
   int act_slots;           /* slots allocated (from the schedule's liveness) */
+  size_t wstash_bytes;     /* W stashes (zero-bubble: output grads kept from I to W) */
 } rp_pipeline_stats;
 const rp_pipeline_stats *rp_pipeline_last(const rp_pipeline *p);
 const rp_pipeline_cfg *rp_pipeline_config(const rp_pipeline *p);

@@ -116,11 +116,13 @@ int rp_sample_token(const float *logits, int V, const rp_sample_params *sp, rp_r
 /* G completions for each of np prompts; completion i*G+g draws from its own
  * stream seeded by seeds[i*G+g], so results do not depend on how prompts are
  * batched or split over ranks. out [np*G, max_new] tokens, out_len [np*G]
- * (stop token included when generated). Needs np*G <= S and each prompt plus
- * max_new within Tmax (longer completions are cut at Tmax). */
+ * (stop token included when generated); out_logp (may be NULL) [np*G, max_new]
+ * gets each sampled token's log-prob under softmax(logits / temperature)
+ * (the policy the RL losses use; 0 when greedy). Needs np*G <= S and each
+ * prompt plus max_new within Tmax (longer completions are cut at Tmax). */
 rp_status rp_sample_groups(rp_kv_cache *c, const rp_exec *x, const int32_t *const *prompts,
                            const int *plen, int np, int G, const rp_sample_params *sp,
-                           const uint64_t *seeds, int32_t *out, int *out_len);
+                           const uint64_t *seeds, int32_t *out, int *out_len, float *out_logp);
 
 /* =================================================================== losses */
 
@@ -228,6 +230,9 @@ extern const rp_opt rp_ppo_opt_table[];
 extern const int rp_ppo_opt_count;
 
 typedef enum { RP_RL_SFT = 0, RP_RL_GRPO = 1, RP_RL_PPO = 2 } rp_rl_algo;
+const char *rp_rl_algo_name(rp_rl_algo algo);   /* "sft", "grpo", "ppo" */
+/* The options table of a job and its length. */
+const rp_opt *rp_rl_opt_table(rp_rl_algo algo, int *count);
 
 /* Runs a whole job (MPI must be initialised; dp = world size). Writes
  * OUT/metrics.jsonl and checkpoints to OUT/ckpt. Every rank returns the same

@@ -5,6 +5,7 @@
 #define RP_TRAIN_H
 
 #include <stdint.h>
+#include "rp_dp.h"
 #include "rp_pipeline.h"
 #include "rp_schedule.h"
 #include "rp_grid.h"
@@ -35,7 +36,8 @@ typedef struct {
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
   char emulate[RP_OPT_STRLEN];
   char cp_impl[RP_OPT_STRLEN], cp_layout[RP_OPT_STRLEN];
-  int cp_overlap;
+  int cp_overlap, zero, dp_overlap;
+  float bucket_mb;
 } rp_train_opts;
 
 extern const rp_opt rp_train_opt_table[];
@@ -52,7 +54,7 @@ typedef struct {
   rp_gpt_config cfg;
   int nchunks;                  /* v model chunks on this rank (1 without pipelining) */
   rp_chunk *chunks;             /* chunk c is global stage c * pp + pp_rank */
-  float **adam_m, **adam_v;     /* per chunk, RP_MEM_OPTIM, same layout as its params */
+  rp_dp *dp;                    /* gradient reduction, AdamW state (sharded under ZeRO-1) */
   rp_stage_spec *all_stages;    /* pp * vpp stage specs, by global stage index */
   rp_schedule *sched;    /* pipeline schedule (pp > 1) */
   rp_pipeline *pipe;

@@ -3,7 +3,16 @@
  * Why spin-then-sleep: kernels between GEMMs are short (tens of microseconds), so
  * a worker that slept after each job would pay a futex wake-up per kernel; but a
  * worker that spins forever steals the core from OpenBLAS's own threads while an
- * sgemm runs. A short, time-bounded spin gets both. */
+ * sgemm runs. A short, time-bounded spin gets both.
+ *
+ * Why the caller steals: rp_pool_run is fork-join, so a job lasts as long as its
+ * slowest task, and a task whose worker is asleep (waking takes tens of
+ * microseconds) or preempted by another process (milliseconds on a loaded
+ * machine) would hold up the whole job. After its own task the caller therefore
+ * runs every task that no worker has started yet. A task is claimed by whoever
+ * swaps the job's generation into its slot first, so each runs exactly once;
+ * a task's result depends only on (ith, nth), never on the thread running it, so
+ * stealing changes no number. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -25,6 +34,7 @@ struct rp_pool {
   int n;
   pthread_t *threads;
   worker_arg *args;
+  _Atomic unsigned long *claimed; /* per task: generation of the last job that claimed it */
   pthread_mutex_t mu;
   pthread_cond_t cv_start, cv_done;
   _Atomic unsigned long gen;   /* bumped once per job */
@@ -84,6 +94,11 @@ static int pinning_allowed(int nthreads) {
   return local_size <= 1 && nthreads <= CPU_COUNT(&allowed);
 }
 
+/* 1 if the calling thread now owns task i of job g (the first to claim it). */
+static int claim(rp_pool *p, int i, unsigned long g) {
+  return atomic_exchange_explicit(&p->claimed[i], g, memory_order_acq_rel) != g;
+}
+
 static void finish_one(rp_pool *p) {
   if (atomic_fetch_sub(&p->pending, 1) == 1) {
     pthread_mutex_lock(&p->mu);
@@ -110,7 +125,10 @@ static void *worker_main(void *arg) {
       }
     }
     if (atomic_load(&p->stop)) return NULL;
-    seen = atomic_load(&p->gen);
+    seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+    /* claim before reading fn/ctx: a stolen task's job may be over, and the
+     * next one being set up */
+    if (!claim(p, wa->index, seen)) continue;
     if (p->async)
       p->fn(p->ctx, wa->index - 1, p->n - 1);
     else
@@ -136,6 +154,12 @@ rp_status rp_pool_create(rp_pool **out, int nthreads, int pin) {
   p->pinned_caller = do_pin;
   p->threads = calloc(nthreads, sizeof *p->threads);
   p->args = calloc(nthreads, sizeof *p->args);
+  p->claimed = calloc(nthreads, sizeof *p->claimed);
+  if (!p->threads || !p->args || !p->claimed) {
+    p->n = 1;
+    rp_pool_destroy(p);
+    return rp_err(RP_ENOMEM, "out of memory creating the thread pool");
+  }
   for (int i = 1; i < nthreads; i++) {
     p->args[i].pool = p;
     p->args[i].index = i;
@@ -164,6 +188,7 @@ void rp_pool_destroy(rp_pool *p) {
   pthread_cond_destroy(&p->cv_done);
   free(p->threads);
   free(p->args);
+  free(p->claimed);
   free(p);
 }
 
@@ -199,7 +224,13 @@ void rp_pool_run(rp_pool *p, rp_pool_fn fn, void *ctx) {
     return;
   }
   start_job(p, fn, ctx, 0);
+  unsigned long g = atomic_load_explicit(&p->gen, memory_order_relaxed);
   fn(ctx, 0, p->n);
+  for (int i = 1; i < p->n; i++)
+    if (claim(p, i, g)) {
+      fn(ctx, i, p->n);
+      atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+    }
   rp_pool_wait(p);
 }
 

@@ -98,26 +98,33 @@ long rp_flash_l2_bytes(void) {
   return v;
 }
 
-/* Square blocks b x b: the backward's working set per worker is two b x b score
- * tiles (P, dS) plus eight b x HS row tiles (Q, dO, dQ, K^T, V^T, K, dK, dV).
- * Take the largest b whose working set fits in half the L2 (the other half
- * holds the streamed rows), but no larger than 128: beyond that the wasted half
- * of each causal diagonal tile costs more than the bigger tile saves (measured
- * with `ringpipe bench attention`). */
-static int auto_block(int HS) {
-  static const int cand[] = {128, 96, 64, 48, 32, 16};
+/* Block sizes from the L2 size. A worker's backward working set is two bq x bk
+ * score tiles (P, dS) plus four bq x HS row tiles (Q, dO, dQ, O) and four
+ * bk x HS ones (K^T, V^T, dK, dV); take the largest bk whose set fits in half
+ * the L2 (the other half holds streamed rows), with bq = bk / 2. Measured with
+ * `ringpipe bench attention` on Sapphire Rapids (2 MiB L2, HS 64): 96 x 192 is
+ * within a few percent of the best square and rectangular choices from 64 to
+ * 256, and bk beyond 192 slows the backward; half-height query blocks halve the
+ * work wasted in causal diagonal tiles and give the pool more tasks. Multiples
+ * of 6 and 64 fit the AVX-512 micro-kernel's row and column blocks. */
+static void auto_blocks(int HS, int *bq, int *bk) {
+  static const int cand[] = {192, 128, 96, 64, 48, 32, 16};
   long budget = rp_flash_l2_bytes() / 2;
   for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
-    long b = cand[i];
-    if (4 * (2 * b * b + 8 * b * (long)HS) <= budget) return (int)b;
+    long k = cand[i], q = k / 2;
+    if (4 * (2 * q * k + 4 * (long)HS * (q + k)) <= budget || k == 16) {
+      *bq = (int)q;
+      *bk = (int)k;
+      return;
+    }
   }
-  return 16;
 }
 
 void rp_flash_block_sizes(int HS, int Tq, int Tk, int *bq, int *bk) {
-  int a = auto_block(HS);
-  int q = g_cfg.bq > 0 ? g_cfg.bq : a;
-  int k = g_cfg.bk > 0 ? g_cfg.bk : a;
+  int aq, ak;
+  auto_blocks(HS, &aq, &ak);
+  int q = g_cfg.bq > 0 ? g_cfg.bq : aq;
+  int k = g_cfg.bk > 0 ? g_cfg.bk : ak;
   /* a short sequence needs no block bigger than itself */
   *bq = Tq > 0 && Tq < q ? Tq : q;
   *bk = Tk > 0 && Tk < k ? Tk : k;
@@ -197,8 +204,6 @@ static rp_status job_start(rp_flash_job **out, void *ctx, rp_pool_fn fn,
     return rp_err(RP_ENOMEM, "out of memory for a flash attention job");
   }
   j->pool = pool;
-  j->async = 1;
-  j->fn = fn;
   j->ctx = ctx;
   j->finish = fin;
   if (ctx) rp_pool_launch(pool, fn, ctx);

@@ -16,66 +16,80 @@ TAVX2 AI __m256i lane_mask(int rem) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-TAVX2 AI void ukr(const int mr, const int nv, __m256i mlast, int K, const float *a,
-                  long rsa, long csa, const float *b, long ldb, float *c, long ldc,
-                  int acc) {
-  __m256 cr[12];
-  for (int i = 0; i < mr; i++)
-    for (int v = 0; v < nv; v++) {
-      const float *cp = c + i * ldc + 8 * v;
-      cr[i * nv + v] = !acc ? _mm256_setzero_ps()
-                            : (v == nv - 1 ? _mm256_maskload_ps(cp, mlast) : _mm256_loadu_ps(cp));
-    }
-  for (int k = 0; k < K; k++) {
-    const float *bk = b + (long)k * ldb;
-    const float *ak = a + (long)k * csa;
-    __m256 bv[2];
-    for (int v = 0; v < nv; v++)
-      bv[v] = v == nv - 1 ? _mm256_maskload_ps(bk + 8 * v, mlast) : _mm256_loadu_ps(bk + 8 * v);
-    for (int i = 0; i < mr; i++) {
-      __m256 av = _mm256_broadcast_ss(ak + i * rsa);
-      for (int v = 0; v < nv; v++) cr[i * nv + v] = _mm256_fmadd_ps(av, bv[v], cr[i * nv + v]);
-    }
+/* Named accumulators (see the AVX-512 file for why not an array). */
+#define DECL(i, v) __m256 c##i##_##v;
+#define ZERO(i, v) c##i##_##v = _mm256_setzero_ps();
+#define LOAD(i, v) c##i##_##v = _mm256_maskload_ps(c + (i) * ldc + 8 * (v), mk##v);
+#define STORE(i, v) _mm256_maskstore_ps(c + (i) * ldc + 8 * (v), mk##v, c##i##_##v);
+#define BLOAD(i, v) const __m256 b##v = _mm256_maskload_ps(bk + 8 * (v), mk##v);
+#define FMA(i, v) c##i##_##v = _mm256_fmadd_ps(_mm256_broadcast_ss(ak + (i) * rsa), b##v, c##i##_##v);
+#define RV_1(OP, i) OP(i, 0)
+#define RV_2(OP, i) OP(i, 0) OP(i, 1)
+#define ROWS_6(RV, OP) RV(OP, 0) RV(OP, 1) RV(OP, 2) RV(OP, 3) RV(OP, 4) RV(OP, 5)
+
+/* C[6, 8*NV] (= or +=) A[6, K] B[K, 8*NV]; the last vector column is masked */
+#define KERNEL(NAME, NV)                                                                  \
+  TAVX2 static void NAME(int K, const float *a, long rsa, long csa, const float *b,       \
+                         long ldb, float *c, long ldc, int acc, __m256i ml) {             \
+    const __m256i full = _mm256_set1_epi32(-1);                                           \
+    const __m256i mk0 = NV == 1 ? ml : full, mk1 = ml;                                    \
+    (void)mk1;                                                                            \
+    ROWS_6(RV_##NV, DECL)                                                                 \
+    if (acc) {                                                                            \
+      ROWS_6(RV_##NV, LOAD)                                                               \
+    } else {                                                                              \
+      ROWS_6(RV_##NV, ZERO)                                                               \
+    }                                                                                     \
+    for (int k = 0; k < K; k++) {                                                         \
+      const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
+      RV_##NV(BLOAD, 0)                                                                   \
+      ROWS_6(RV_##NV, FMA)                                                                \
+    }                                                                                     \
+    ROWS_6(RV_##NV, STORE)                                                                \
+  }
+
+KERNEL(k6x2, 2)
+KERNEL(k6x1, 1)
+
+#define KCHUNK 256
+
+/* Ragged last row block through a zero-padded 6-row panel (see the AVX-512 file). */
+TAVX2 static void ragged_rows(int nv, int mr, int nn, int K, const float *a, long rsa, long csa,
+                              const float *b, long ldb, float *c, long ldc, int acc,
+                              __m256i ml) {
+  float apad[6 * KCHUNK], cpad[6 * 16];
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < nn; j++) cpad[i * 16 + j] = acc && i < mr ? c[(long)i * ldc + j] : 0.0f;
+  for (int k0 = 0; k0 < K; k0 += KCHUNK) {
+    int kk = K - k0 < KCHUNK ? K - k0 : KCHUNK;
+    for (int k = 0; k < kk; k++)
+      for (int i = 0; i < 6; i++)
+        apad[k * 6 + i] = i < mr ? a[(long)i * rsa + (long)(k0 + k) * csa] : 0.0f;
+    if (nv == 2)
+      k6x2(kk, apad, 1, 6, b + (long)k0 * ldb, ldb, cpad, 16, 1, ml);
+    else
+      k6x1(kk, apad, 1, 6, b + (long)k0 * ldb, ldb, cpad, 16, 1, ml);
   }
   for (int i = 0; i < mr; i++)
-    for (int v = 0; v < nv; v++) {
-      float *cp = c + i * ldc + 8 * v;
-      if (v == nv - 1)
-        _mm256_maskstore_ps(cp, mlast, cr[i * nv + v]);
-      else
-        _mm256_storeu_ps(cp, cr[i * nv + v]);
-    }
+    for (int j = 0; j < nn; j++) c[(long)i * ldc + j] = cpad[i * 16 + j];
 }
-
-typedef void (*ukr_fn)(__m256i, int, const float *, long, long, const float *, long, float *,
-                       long, int);
-
-#define UKR(MR, NV)                                                                     \
-  TAVX2 static void ukr_##MR##_##NV(__m256i m, int K, const float *a, long rsa,        \
-                                    long csa, const float *b, long ldb, float *c,        \
-                                    long ldc, int acc) {                                 \
-    ukr(MR, NV, m, K, a, rsa, csa, b, ldb, c, ldc, acc);                                 \
-  }
-UKR(1, 2) UKR(2, 2) UKR(3, 2) UKR(4, 2) UKR(5, 2) UKR(6, 2)
-UKR(1, 1) UKR(2, 1) UKR(3, 1) UKR(4, 1) UKR(5, 1) UKR(6, 1)
-
-static const ukr_fn ukr_tab[3][7] = {
-    {0},
-    {0, ukr_1_1, ukr_2_1, ukr_3_1, ukr_4_1, ukr_5_1, ukr_6_1},
-    {0, ukr_1_2, ukr_2_2, ukr_3_2, ukr_4_2, ukr_5_2, ukr_6_2},
-};
 
 TAVX2 static void gemm256(int M, int N, int K, const float *a, long rsa, long csa,
                           const float *b, long ldb, float *c, long ldc, int acc) {
   for (int j = 0; j < N; j += 16) {
     int nn = N - j < 16 ? N - j : 16;
     int nv = (nn + 7) / 8;
-    __m256i mlast = lane_mask(nn - 8 * (nv - 1));
-    for (int i = 0; i < M; i += 6) {
-      int mr = M - i < 6 ? M - i : 6;
-      ukr_tab[nv][mr](mlast, K, a + (long)i * rsa, rsa, csa, b + j, ldb,
-                      c + (long)i * ldc + j, ldc, acc);
+    __m256i ml = lane_mask(nn - 8 * (nv - 1));
+    int i = 0;
+    for (; i + 6 <= M; i += 6) {
+      if (nv == 2)
+        k6x2(K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j, ldc, acc, ml);
+      else
+        k6x1(K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j, ldc, acc, ml);
     }
+    if (i < M)
+      ragged_rows(nv, M - i, nn, K, a + (long)i * rsa, rsa, csa, b + j, ldb,
+                  c + (long)i * ldc + j, ldc, acc, ml);
   }
 }
 

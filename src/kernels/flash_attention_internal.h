@@ -67,9 +67,7 @@ void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int
 /* ---- jobs: prepare a context, run fn(ctx, ith, nth) on the pool, finish. */
 struct rp_flash_job {
   rp_pool *pool;
-  int async;
-  rp_pool_fn fn;
-  void *ctx;
+  void *ctx;                                      /* NULL: nothing was launched */
   rp_status (*finish)(void *ctx, rp_pool *pool);  /* reduce + free; NULL ctx allowed */
 };
 

@@ -11,7 +11,9 @@
  * FLOPs count the matmuls the algorithm executes per visible (query, key) pair
  * and head: forward 4*HS (QK^T, PV), backward 10*HS (recomputed QK^T, dV, dP,
  * dQ, dK), i.e. the FlashAttention convention bwd = 2.5 fwd. Causal counts
- * T(T+1)/2 pairs. */
+ * T(T+1)/2 pairs. Because OpenBLAS may run a generic kernel on a CPU it does not
+ * recognise, the table also gives the fraction of the flash micro-kernel's own
+ * GEMM peak (the same instruction set, all pool threads). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "flash_attention_internal.h"
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_kernels.h"
@@ -79,9 +82,9 @@ static int parse(bench_opts *o, int argc, char **argv) {
 }
 
 /* sgemm peak of this process with `threads` OpenBLAS threads: best of a few
- * square products large enough to run at full speed. */
+ * 1024^3 products (large enough for full speed, short enough to repeat). */
 static double sgemm_peak(int threads) {
-  const int n = 2048;
+  const int n = 1024;
   float *a = rp_alloc(sizeof(float) * (size_t)n * n, RP_MEM_WORKSPACE);
   float *b = rp_alloc(sizeof(float) * (size_t)n * n, RP_MEM_WORKSPACE);
   float *c = rp_alloc(sizeof(float) * (size_t)n * n, RP_MEM_WORKSPACE);
@@ -99,6 +102,38 @@ static double sgemm_peak(int threads) {
   }
   rp_free(a), rp_free(b), rp_free(c);
   return 2.0 * n * (double)n * n / best;
+}
+
+/* The flash GEMM micro-kernel's peak: every pool thread multiplies its own
+ * 192 x 256 by 256 x 192 tiles (L2-resident, like the attention tiles). */
+typedef struct {
+  const rp_flash_ops *ops;
+  float *buf;
+  long per;
+  int reps;
+} kpeak_ctx;
+
+static void kpeak_task(void *v, int ith, int nth) {
+  kpeak_ctx *c = v;
+  float *a = c->buf + ith * c->per, *b = a + 192 * 256, *o = b + 256 * 192;
+  for (int r = 0; r < c->reps; r++) c->ops->gemm(192, 192, 256, a, 256, 1, b, 192, o, 192, 0);
+}
+
+static double kernel_peak(rp_pool *pool) {
+  int n = rp_pool_size(pool);
+  kpeak_ctx c = {rp_flash_ops_active(), NULL, 192 * 256 * 2 + 192 * 192, 40};
+  c.buf = rp_alloc(sizeof(float) * (size_t)(c.per * n), RP_MEM_WORKSPACE);
+  if (!c.buf) return 0.0;
+  for (long i = 0; i < c.per * n; i++) c.buf[i] = 0.001f * (float)(i % 1000);
+  double best = 1e30;
+  for (int rep = 0; rep < 6; rep++) {
+    double t0 = rp_now();
+    rp_pool_run(pool, kpeak_task, &c);
+    double dt = rp_now() - t0;
+    if (rep > 0 && dt < best) best = dt;
+  }
+  rp_free(c.buf);
+  return 2.0 * 192 * 192 * 256 * (double)c.reps * n / best;
 }
 
 typedef struct {
@@ -126,8 +161,8 @@ static void naive_bwd(run_ctx *c) {
 
 typedef void (*step_fn)(run_ctx *);
 
-/* Best time of fwd alone and of fwd+bwd, repeated until min_seconds is spent
- * (at least twice for fwd+bwd so that first-touch page faults are excluded). */
+/* Best time of fwd alone and of fwd+bwd, repeated until min_seconds is spent;
+ * a run slower than 20 x min_seconds (naive at large T) is measured once. */
 static void time_pair(run_ctx *c, step_fn fwd, step_fn bwd, double min_s, double *tf, double *tfb) {
   *tf = *tfb = 1e30;
   double spent = 0.0;
@@ -138,9 +173,9 @@ static void time_pair(run_ctx *c, step_fn fwd, step_fn bwd, double min_s, double
     bwd(c);
     double t2 = rp_now();
     if (t1 - t0 < *tf) *tf = t1 - t0;
-    if (rep > 0 && t2 - t0 < *tfb) *tfb = t2 - t0;
+    if (t2 - t0 < *tfb) *tfb = t2 - t0;
     spent += t2 - t0;
-    if (rep >= 1 && spent > 10 * min_s) break;
+    if (spent > 20 * min_s) break;
   }
 }
 
@@ -148,6 +183,123 @@ static size_t mem_current_total(void) {
   size_t s = 0;
   for (int k = 0; k < RP_MEM_NCAT; k++) s += rp_mem_current((rp_mem_cat)k);
   return s;
+}
+
+typedef struct {
+  int T, causal;
+  double ft, ftb, nt, ntb, ffwd, ffb, mem_f, mem_n;
+} bench_row;
+
+/* The machine may be shared: peaks are re-measured before every T and the best
+ * seen is used for all rows (a lower peak would flatter the fractions). */
+static void update_peaks(rp_pool *pool, int threads, double *peak, double *kpeak) {
+  double p = sgemm_peak(threads);
+  rp_blas_set_threads(1);
+  double k = kernel_peak(pool);
+  if (p > *peak) *peak = p;
+  if (k > *kpeak) *kpeak = k;
+}
+
+static void print_table(const bench_opts *o, const bench_row *rows, int nrows, double peak,
+                        double kpeak, double max_diff) {
+  int bq, bk;
+  rp_flash_block_sizes(o->HS, o->tmax, o->tmax, &bq, &bk);
+  printf("attention benchmark: B=%d NH=%d HS=%d threads=%d isa=%s blocks %dx%d (L2 %ld KiB)\n",
+         o->B, o->NH, o->HS, o->threads, rp_flash_isa_name(rp_flash_isa_active()), bq, bk,
+         rp_flash_l2_bytes() / 1024);
+  printf("sgemm peak (OpenBLAS core %s, %d threads, 1024^3, best seen): %.1f GFLOP/s\n",
+         openblas_get_corename(), o->threads, peak / 1e9);
+  printf("flash micro-kernel GEMM peak (%s, %d threads, best seen): %.1f GFLOP/s\n",
+         rp_flash_isa_name(rp_flash_isa_active()), o->threads, kpeak / 1e9);
+  printf("spd = naive time / flash time; sgemm f / fb = flash FLOP/s (fwd / fwd+bwd) over the "
+         "sgemm peak, naive fb likewise;\nkern fb = flash fwd+bwd FLOP/s over the micro-kernel "
+         "peak; FLOPs: fwd 4*HS, bwd 10*HS per visible (query, key) pair and head;\nmem = peak "
+         "bytes rp_alloc'd by the attention (saved state + workspace) during fwd+bwd\n\n");
+  printf("%6s %6s | %9s %9s | %9s %9s | %6s %6s | %7s %7s %7s | %6s | %9s %9s\n", "T",
+         "causal", "flash fwd", "flash f+b", "naive fwd", "naive f+b", "spd f", "spd fb",
+         "sgemm f", "sgemm fb", "naive fb", "kern fb", "mem flash", "mem naive");
+  printf("%6s %6s | %9s %9s | %9s %9s | %6s %6s | %7s %7s %7s | %6s | %9s %9s\n", "", "",
+         "ms", "ms", "ms", "ms", "x", "x", "", "", "", "", "MiB", "MiB");
+  double spd1024 = -1, spd4096 = -1, best_frac = 0, best_kfrac = 0, mem_prev = 0;
+  int mem_linear = 1;
+  for (int i = 0; i < nrows; i++) {
+    const bench_row *r = &rows[i];
+    double ff = r->ffwd / r->ft / peak, fb = r->ffb / r->ftb / peak, kf = r->ffb / r->ftb / kpeak;
+    best_frac = fmax(best_frac, fb);
+    best_kfrac = fmax(best_kfrac, kf);
+    if (r->nt > 0) {
+      printf("%6d %6s | %9.2f %9.2f | %9.1f %9.1f | %6.2f %6.2f | %7.3f %7.3f %7.3f | %6.3f | "
+             "%9.2f %9.1f\n",
+             r->T, r->causal ? "yes" : "no", 1e3 * r->ft, 1e3 * r->ftb, 1e3 * r->nt,
+             1e3 * r->ntb, r->nt / r->ft, r->ntb / r->ftb, ff, fb, r->ffb / r->ntb / peak, kf,
+             r->mem_f, r->mem_n);
+      if (r->causal && r->T == 1024) spd1024 = r->ntb / r->ftb;
+      if (r->causal && r->T == 4096) spd4096 = r->ntb / r->ftb;
+    } else {
+      printf("%6d %6s | %9.2f %9.2f | %9s %9s | %6s %6s | %7.3f %7.3f %7s | %6.3f | %9.2f %9s\n",
+             r->T, r->causal ? "yes" : "no", 1e3 * r->ft, 1e3 * r->ftb, "-", "-", "-", "-", ff,
+             fb, "-", kf, r->mem_f, "skipped");
+    }
+    /* memory linear in T: doubling T may at most double it (plus slack) */
+    if (r->causal) {
+      if (mem_prev > 0 && r->mem_f > 2.2 * mem_prev) mem_linear = 0;
+      mem_prev = r->mem_f;
+    }
+  }
+  char s1[32] = "n/a", s2[32] = "n/a";
+  if (spd1024 > 0) snprintf(s1, sizeof s1, "%.2fx", spd1024);
+  if (spd4096 > 0) snprintf(s2, sizeof s2, "%.2fx", spd4096);
+  printf("\nnaive skipped where B*NH*T^2*4 bytes > %.1f GiB (--naive-max-gib)\n", o->naive_max_gib);
+  printf("max |out flash - out naive| over the runs: %.3g\n", max_diff);
+  printf("targets: f+b speedup causal T=1024 %s (>= 2), T=4096 %s (>= 4); best f+b fraction "
+         "of sgemm peak %.3f (>= 0.4), of micro-kernel peak %.3f; flash memory linear in T: %s\n",
+         s1, s2, best_frac, best_kfrac, mem_linear ? "yes" : "no");
+}
+
+static void bench_one(const bench_opts *o, rp_pool *pool, int T, int causal, bench_row *row,
+                      double *max_diff) {
+  const int B = o->B, NH = o->NH, C = NH * o->HS;
+  const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
+  run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool};
+  c.qkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
+  c.dqkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
+  c.dout = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
+  c.out = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
+  float *out_flash = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_WORKSPACE);
+  if (!c.qkv || !c.dqkv || !c.dout || !c.out || !out_flash)
+    rp_fatal("bench: out of memory at T=%d", T);
+  rp_rng r;
+  rp_rng_seed(&r, (uint64_t)T);
+  for (long i = 0; i < nqkv; i++) c.qkv[i] = 2.0f * rp_rng_uniform(&r) - 1.0f;
+  for (long i = 0; i < nout; i++) c.dout[i] = 2.0f * rp_rng_uniform(&r) - 1.0f;
+  const double pairs = causal ? 0.5 * T * (T + 1.0) : (double)T * T;
+  *row = (bench_row){.T = T, .causal = causal, .nt = -1, .ntb = -1, .mem_n = -1,
+                     .ffwd = 4.0 * o->HS * pairs * B * NH, .ffb = 14.0 * o->HS * pairs * B * NH};
+
+  /* flash */
+  rp_mem_reset_peaks();
+  size_t base = mem_current_total();
+  c.saved = rp_alloc(sizeof(float) * (size_t)B * NH * T, RP_MEM_ACTS);
+  time_pair(&c, flash_fwd, flash_bwd, o->min_seconds, &row->ft, &row->ftb);
+  row->mem_f = (double)(rp_mem_peak_total() - base) / 1048576.0;
+  rp_free(c.saved);
+  memcpy(out_flash, c.out, sizeof(float) * (size_t)nout);
+
+  /* naive, if its probabilities fit */
+  double natt = (double)B * NH * T * T * sizeof(float);
+  if (natt <= o->naive_max_gib * 1073741824.0) {
+    rp_mem_reset_peaks();
+    base = mem_current_total();
+    c.saved = rp_alloc((size_t)natt, RP_MEM_ACTS);
+    if (c.saved) {
+      time_pair(&c, naive_fwd, naive_bwd, o->min_seconds, &row->nt, &row->ntb);
+      row->mem_n = (double)(rp_mem_peak_total() - base) / 1048576.0;
+      rp_free(c.saved);
+      for (long i = 0; i < nout; i++)
+        *max_diff = fmax(*max_diff, fabs((double)c.out[i] - out_flash[i]));
+    }
+  }
+  rp_free(c.qkv), rp_free(c.dqkv), rp_free(c.dout), rp_free(c.out), rp_free(out_flash);
 }
 
 int rp_bench_attention(int argc, char **argv) {
@@ -166,97 +318,21 @@ int rp_bench_attention(int argc, char **argv) {
     fprintf(stderr, "ringpipe bench attention: %s\n", rp_errmsg());
     return 2;
   }
-  double peak = sgemm_peak(o.threads);
-  rp_blas_set_threads(1);
-  int bq, bk;
-  rp_flash_block_sizes(o.HS, o.tmax, o.tmax, &bq, &bk);
-  printf("attention benchmark: B=%d NH=%d HS=%d threads=%d isa=%s blocks %dx%d (L2 %ld KiB)\n",
-         o.B, o.NH, o.HS, o.threads, rp_flash_isa_name(rp_flash_isa_active()), bq, bk,
-         rp_flash_l2_bytes() / 1024);
-  printf("sgemm peak (OpenBLAS, %d threads, 2048^3): %.1f GFLOP/s\n", o.threads, peak / 1e9);
-  printf("speedup = naive time / flash time; frac = attention FLOP/s / sgemm peak "
-         "(fwd 4*HS, bwd 10*HS FLOPs per visible pair and head)\n\n");
-  printf("%6s %6s | %9s %9s | %9s %9s | %7s %7s | %6s %6s | %6s | %10s %10s\n", "T", "causal",
-         "flash fwd", "flash f+b", "naive fwd", "naive f+b", "spd fwd", "spd f+b", "frac f",
-         "frac fb", "naive", "mem flash", "mem naive");
-  printf("%6s %6s | %9s %9s | %9s %9s | %7s %7s | %6s %6s | %6s | %10s %10s\n", "", "", "ms",
-         "ms", "ms", "ms", "x", "x", "", "", "frac", "MiB", "MiB");
-
-  double spd1024 = -1, spd4096 = -1, best_frac = 0, max_diff = 0;
-  double mem_flash_prev = 0;
-  int mem_linear = 1;
-  for (int T = o.tmin; T <= o.tmax; T *= 2) {
+  bench_row rows[64];
+  int nrows = 0;
+  double peak = 0, kpeak = 0, max_diff = 0;
+  for (int T = o.tmin; T <= o.tmax && nrows < 62; T *= 2) {
+    update_peaks(pool, o.threads, &peak, &kpeak);
     for (int causal = 1; causal >= 0; causal--) {
       if (!((o.causal_mask >> causal) & 1)) continue;
-      const int B = o.B, NH = o.NH, C = NH * o.HS;
-      const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
-      run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool};
-      c.qkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
-      c.dqkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
-      c.dout = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
-      c.out = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
-      float *out_flash = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_WORKSPACE);
-      if (!c.qkv || !c.dqkv || !c.dout || !c.out || !out_flash)
-        rp_fatal("bench: out of memory at T=%d", T);
-      rp_rng r;
-      rp_rng_seed(&r, (uint64_t)T);
-      for (long i = 0; i < nqkv; i++) c.qkv[i] = 2.0f * rp_rng_uniform(&r) - 1.0f;
-      for (long i = 0; i < nout; i++) c.dout[i] = 2.0f * rp_rng_uniform(&r) - 1.0f;
-      const double pairs = causal ? 0.5 * T * (T + 1.0) : (double)T * T;
-      const double ffwd = 4.0 * o.HS * pairs * B * NH, ffb = 14.0 * o.HS * pairs * B * NH;
-
-      /* flash */
-      rp_mem_reset_peaks();
-      size_t base = mem_current_total();
-      c.saved = rp_alloc(sizeof(float) * (size_t)B * NH * T, RP_MEM_ACTS);
-      double ft, ftb;
-      time_pair(&c, flash_fwd, flash_bwd, o.min_seconds, &ft, &ftb);
-      double mem_f = (double)(rp_mem_peak_total() - base) / 1048576.0;
-      rp_free(c.saved);
-      memcpy(out_flash, c.out, sizeof(float) * (size_t)nout);
-
-      /* naive, if its probabilities fit */
-      double natt = (double)B * NH * T * T * sizeof(float);
-      double nt = -1, ntb = -1, mem_n = -1;
-      if (natt <= o.naive_max_gib * 1073741824.0) {
-        rp_mem_reset_peaks();
-        base = mem_current_total();
-        c.saved = rp_alloc((size_t)natt, RP_MEM_ACTS);
-        if (c.saved) {
-          time_pair(&c, naive_fwd, naive_bwd, o.min_seconds, &nt, &ntb);
-          mem_n = (double)(rp_mem_peak_total() - base) / 1048576.0;
-          rp_free(c.saved);
-          for (long i = 0; i < nout; i++)
-            max_diff = fmax(max_diff, fabs((double)c.out[i] - out_flash[i]));
-        }
-      }
-      double ff = peak > 0 ? ffwd / ft / peak : 0, ffb_frac = peak > 0 ? ffb / ftb / peak : 0;
-      if (ffb_frac > best_frac) best_frac = ffb_frac;
-      if (nt > 0) {
-        printf("%6d %6s | %9.2f %9.2f | %9.2f %9.2f | %7.2f %7.2f | %6.3f %6.3f | %6.3f | %10.2f %10.1f\n",
-               T, causal ? "yes" : "no", 1e3 * ft, 1e3 * ftb, 1e3 * nt, 1e3 * ntb, nt / ft,
-               ntb / ftb, ff, ffb_frac, ffb / ntb / peak, mem_f, mem_n);
-        if (causal && T == 1024) spd1024 = ntb / ftb;
-        if (causal && T == 4096) spd4096 = ntb / ftb;
-      } else {
-        printf("%6d %6s | %9.2f %9.2f | %9s %9s | %7s %7s | %6.3f %6.3f | %6s | %10.2f %10s\n", T,
-               causal ? "yes" : "no", 1e3 * ft, 1e3 * ftb, "-", "-", "-", "-", ff, ffb_frac, "-",
-               mem_f, "(skipped)");
-      }
-      fflush(stdout);
-      if (causal && mem_flash_prev > 0 && mem_f > 2.5 * mem_flash_prev) mem_linear = 0;
-      if (causal) mem_flash_prev = mem_f;
-      rp_free(c.qkv), rp_free(c.dqkv), rp_free(c.dout), rp_free(c.out), rp_free(out_flash);
+      bench_one(&o, pool, T, causal, &rows[nrows], &max_diff);
+      fprintf(stderr, "  T=%d causal=%d: flash f+b %.1f ms, naive f+b %.1f ms\n", T, causal,
+              1e3 * rows[nrows].ftb, 1e3 * rows[nrows].ntb);
+      nrows++;
     }
   }
-  printf("\nnaive skipped where B*NH*T^2*4 bytes > %.1f GiB (--naive-max-gib)\n", o.naive_max_gib);
-  printf("max |out flash - out naive| over the runs: %.3g\n", max_diff);
-  char s1[32] = "n/a", s2[32] = "n/a";
-  if (spd1024 > 0) snprintf(s1, sizeof s1, "%.2fx", spd1024);
-  if (spd4096 > 0) snprintf(s2, sizeof s2, "%.2fx", spd4096);
-  printf("targets: f+b speedup causal T=1024 %s (>= 2), T=4096 %s (>= 4); best f+b frac %.3f "
-         "(>= 0.4); flash memory linear in T: %s\n",
-         s1, s2, best_frac, mem_linear ? "yes" : "no");
+  update_peaks(pool, o.threads, &peak, &kpeak);
+  print_table(&o, rows, nrows, peak, kpeak, max_diff);
   rp_pool_destroy(pool);
   return 0;
 }

@@ -12,7 +12,15 @@
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
 
-static rp_gemm_mode g_gemm_mode = RP_GEMM_BLAS_THREADS;
+/* The default is pool split, by measurement (bench/bench_step --gemm ab, both
+ * modes alternating step by step in one process, 2 threads, GPT L=6 C=384):
+ * the sgemm rates of the two modes are equal on a quiet machine, but whole steps
+ * are faster in split mode, and more so on a loaded machine, because OpenBLAS's
+ * idle threads keep spinning (sched_yield) for ~0.1 s after every call and so
+ * compete with the pool's workers for the cores during every non-GEMM kernel,
+ * while in split mode OpenBLAS never starts its threads. With many threads per
+ * rank the row slices get thin and blas mode may win: --gemm blas. */
+static rp_gemm_mode g_gemm_mode = RP_GEMM_POOL_SPLIT;
 static int g_blas_threads = -1; /* unknown until the first rp_blas_set_threads */
 
 void rp_gemm_set_mode(rp_gemm_mode mode) { g_gemm_mode = mode; }
@@ -30,27 +38,46 @@ void rp_blas_set_threads(int n) {
 
 static int pool_threads(rp_pool *pool) { return pool ? rp_pool_size(pool) : 1; }
 
-/* out[lo:hi,:] = inp[lo:hi,:] @ weight^T (+ bias) */
+/* out[lo:hi,:] = inp[lo:hi,:] @ weight^T, plus bias and the residual resid when
+ * given. They are written into out first and sgemm adds the product (beta = 1),
+ * so the residual add costs no pass of its own. resid may alias out. */
 static void fwd_rows(float *out, const float *inp, const float *weight, const float *bias,
-                     long lo, long hi, int IC, int OC) {
+                     const float *resid, long lo, long hi, int IC, int OC) {
   long rows = hi - lo;
   if (rows <= 0) return;
   float *o = out + lo * OC;
   float beta = 0.0f;
-  if (bias) {
-    for (long n = 0; n < rows; n++) memcpy(o + n * OC, bias, sizeof(float) * (size_t)OC);
+  if (resid || bias) {
+    for (long n = 0; n < rows; n++) {
+      float *restrict orow = o + n * OC;
+      if (resid && bias) {
+        const float *r = resid + (lo + n) * OC;
+        if (r == orow)
+          for (long k = 0; k < OC; k++) orow[k] += bias[k];
+        else
+          for (long k = 0; k < OC; k++) orow[k] = r[k] + bias[k];
+      } else if (resid) {
+        const float *r = resid + (lo + n) * OC;
+        if (r != orow) memcpy(orow, r, sizeof(float) * (size_t)OC);
+      } else {
+        memcpy(orow, bias, sizeof(float) * (size_t)OC);
+      }
+    }
     beta = 1.0f;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, OC, IC, 1.0f,
               inp + lo * IC, IC, weight, IC, beta, o, OC);
 }
 
-/* dinp[lo:hi,:] += dout[lo:hi,:] @ weight */
+/* dinp[lo:hi,:] = beta * dinp[lo:hi,:] + dout[lo:hi,:] @ weight. beta 0 writes
+ * without reading dinp (sgemm never reads C then), which spares the caller's
+ * memset; sgemm adds its K-blocks into C in the same order either way, so
+ * writing equals accumulating into zeros bitwise. */
 static void dinp_rows(float *dinp, const float *dout, const float *weight, long lo, long hi,
-                      int IC, int OC) {
+                      int IC, int OC, float beta) {
   if (hi <= lo) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(hi - lo), IC, OC, 1.0f,
-              dout + lo * OC, OC, weight, IC, 1.0f, dinp + lo * IC, IC);
+              dout + lo * OC, OC, weight, IC, beta, dinp + lo * IC, IC);
 }
 
 /* dweight[lo:hi,:] += dout[:,lo:hi]^T @ inp */
@@ -73,16 +100,17 @@ static void dbias_cols(float *restrict dbias, const float *restrict dout, long l
 
 typedef struct {
   float *out, *dinp, *dweight, *dbias;
-  const float *inp, *weight, *bias, *dout;
+  const float *inp, *weight, *bias, *resid, *dout;
   int N, IC, OC;
-  int do_gemm; /* 0: only the bias reduction (BLAS-threads mode) */
+  float dinp_beta; /* 1: dinp accumulates, 0: dinp is written */
+  int do_gemm;     /* 0: only the bias reduction (BLAS-threads mode) */
 } mm_ctx;
 
 static void fwd_task(void *vctx, int ith, int nth) {
   mm_ctx *c = vctx;
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
-  fwd_rows(c->out, c->inp, c->weight, c->bias, lo, hi, c->IC, c->OC);
+  fwd_rows(c->out, c->inp, c->weight, c->bias, c->resid, lo, hi, c->IC, c->OC);
 }
 
 static void bwd_task(void *vctx, int ith, int nth) {
@@ -90,7 +118,7 @@ static void bwd_task(void *vctx, int ith, int nth) {
   long lo, hi;
   if (c->do_gemm && c->dinp) {
     rp_split(c->N, ith, nth, &lo, &hi);
-    dinp_rows(c->dinp, c->dout, c->weight, lo, hi, c->IC, c->OC);
+    dinp_rows(c->dinp, c->dout, c->weight, lo, hi, c->IC, c->OC, c->dinp_beta);
   }
   if (c->do_gemm && c->dweight) {
     rp_split(c->OC, ith, nth, &lo, &hi);
@@ -102,29 +130,41 @@ static void bwd_task(void *vctx, int ith, int nth) {
   }
 }
 
-void rp_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                       int N, int IC, int OC, rp_pool *pool) {
+static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                           const float *resid, int N, int IC, int OC, rp_pool *pool) {
   int nth = pool_threads(pool);
   if (g_gemm_mode == RP_GEMM_BLAS_THREADS || nth == 1) {
     rp_blas_set_threads(nth);
-    fwd_rows(out, inp, weight, bias, 0, N, IC, OC);
+    fwd_rows(out, inp, weight, bias, resid, 0, N, IC, OC);
     return;
   }
   rp_blas_set_threads(1);
-  mm_ctx c = {.out = out, .inp = inp, .weight = weight, .bias = bias, .N = N, .IC = IC,
-              .OC = OC, .do_gemm = 1};
+  mm_ctx c = {.out = out, .inp = inp, .weight = weight, .bias = bias, .resid = resid, .N = N,
+              .IC = IC, .OC = OC, .do_gemm = 1};
   rp_pool_run(pool, fwd_task, &c);
 }
 
-void rp_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                        const float *inp, const float *weight, int N, int IC, int OC,
-                        rp_pool *pool) {
+void rp_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                       int N, int IC, int OC, rp_pool *pool) {
+  matmul_forward(out, inp, weight, bias, NULL, N, IC, OC, pool);
+}
+
+void rp_matmul_forward_residual(float *out, const float *inp, const float *weight,
+                                const float *bias, const float *resid, int N, int IC, int OC,
+                                rp_pool *pool) {
+  matmul_forward(out, inp, weight, bias, resid, N, IC, OC, pool);
+}
+
+static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int IC, int OC,
+                            float dinp_beta, rp_pool *pool) {
   int nth = pool_threads(pool);
   mm_ctx c = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
-              .weight = weight, .N = N, .IC = IC, .OC = OC, .do_gemm = 1};
+              .weight = weight, .N = N, .IC = IC, .OC = OC, .dinp_beta = dinp_beta,
+              .do_gemm = 1};
   if (g_gemm_mode == RP_GEMM_BLAS_THREADS || nth == 1) {
     rp_blas_set_threads(nth);
-    if (dinp) dinp_rows(dinp, dout, weight, 0, N, IC, OC);
+    if (dinp) dinp_rows(dinp, dout, weight, 0, N, IC, OC, dinp_beta);
     if (dweight) dweight_rows(dweight, dout, inp, 0, OC, N, IC, OC);
     if (dbias) {
       c.do_gemm = 0;
@@ -134,6 +174,18 @@ void rp_matmul_backward(float *dinp, float *dweight, float *dbias, const float *
   }
   rp_blas_set_threads(1);
   rp_pool_run(pool, bwd_task, &c);
+}
+
+void rp_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, int N, int IC, int OC,
+                        rp_pool *pool) {
+  matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, 1.0f, pool);
+}
+
+void rp_matmul_backward_set(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int IC, int OC,
+                            rp_pool *pool) {
+  matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, 0.0f, pool);
 }
 
 /* ---- reference loops: the oracle for the sgemm paths */

@@ -11,9 +11,13 @@ typedef struct {
   float *param, *m, *v;
   const float *grad;
   long n;
-  float lr, b1, b2, eps, wd, corr1, corr2;
+  float lr, b1, b2, eps, wd, icorr1, icorr2;
 } adamw_ctx;
 
+/* llm.c's update with the bias corrections applied as multiplications by their
+ * reciprocals: one divide and one square root per element instead of three
+ * divides and a root. The divider is the bottleneck of this loop (it is not
+ * memory-bound at AVX-512 width), so this halves its time. */
 static void adamw_task(void *vctx, int ith, int nth) {
   const adamw_ctx *c = vctx;
   long lo, hi;
@@ -23,13 +27,13 @@ static void adamw_task(void *vctx, int ith, int nth) {
   float *restrict v = c->v;
   const float *restrict g = c->grad;
   const float b1 = c->b1, b2 = c->b2, lr = c->lr, eps = c->eps, wd = c->wd;
-  const float corr1 = c->corr1, corr2 = c->corr2;
+  const float ic1 = c->icorr1, ic2 = c->icorr2, nb1 = 1.0f - b1, nb2 = 1.0f - b2;
   for (long i = lo; i < hi; i++) {
-    float mi = b1 * m[i] + (1.0f - b1) * g[i];
-    float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    float mi = b1 * m[i] + nb1 * g[i];
+    float vi = b2 * v[i] + nb2 * g[i] * g[i];
     m[i] = mi;
     v[i] = vi;
-    float mhat = mi / corr1, vhat = vi / corr2;
+    float mhat = mi * ic1, vhat = vi * ic2;
     p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
   }
 }
@@ -42,8 +46,8 @@ void rp_adamw_update(float *param, const float *grad, float *m, float *v, long n
   RP_CHECK(t >= 1);
   adamw_ctx c = {.param = param, .m = m, .v = v, .grad = grad, .n = n, .lr = h->lr,
                  .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
-                 .corr1 = 1.0f - powf(h->beta1, (float)t),
-                 .corr2 = 1.0f - powf(h->beta2, (float)t)};
+                 .icorr1 = (float)(1.0 / (1.0 - pow(h->beta1, t))),
+                 .icorr2 = (float)(1.0 / (1.0 - pow(h->beta2, t)))};
   rp_kern_run(pool, adamw_task, &c, n);
 }
 

@@ -1,5 +1,5 @@
-/* Residual add and in-place accumulate, elementwise over n values. The residual
- * backward needs no kernel of its own: da += dout and db += dout are two
+/* Residual add, in-place accumulate and zero fill, elementwise over n values. The
+ * residual backward needs no kernel of its own: da += dout and db += dout are two
  * rp_add_inplace calls (or none, when the gradient is the caller's own buffer). */
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
@@ -37,4 +37,18 @@ static void add_task(void *vctx, int ith, int nth) {
 void rp_add_inplace(float *acc, const float *x, long n, rp_pool *pool) {
   res_ctx c = {.out = acc, .a = x, .n = n};
   rp_kern_run(pool, add_task, &c, n);
+}
+
+static void zero_task(void *vctx, int ith, int nth) {
+  const res_ctx *c = vctx;
+  long lo, hi;
+  rp_kern_split_cols(c->n, ith, nth, &lo, &hi); /* cache-line boundaries */
+  if (hi > lo) memset(c->out + lo, 0, sizeof(float) * (size_t)(hi - lo));
+}
+
+/* On the pool rather than the caller alone: the workers would otherwise spin
+ * idle (or fall asleep) while the caller clears a gradient buffer. */
+void rp_zero(float *x, long n, rp_pool *pool) {
+  res_ctx c = {.out = x, .n = n};
+  rp_kern_run(pool, zero_task, &c, n);
 }

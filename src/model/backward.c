@@ -5,29 +5,45 @@
  * we go), and the zero-bubble split into I (input gradients only, the gradients
  * of each op's output kept in a stash) and W (weight gradients from the stash).
  * Each weight gradient is the same kernel call in every mode, so the split is
- * bitwise equal to the full backward. */
+ * bitwise equal to the full backward.
+ *
+ * Input gradients that start a buffer are WRITTEN by the _set kernels instead of
+ * accumulated into a zeroed buffer (bitwise the same, one memory pass less); only
+ * the attention backend's dqkv and the head's dres still need a memset. Every
+ * kernel call is timed into the step profile when it is on (rp_prof.h). */
 #include <string.h>
 
 #include "model_internal.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_model.h"
+#include "ringpipe/rp_prof.h"
 
-static void zero(float *p, long n) { memset(p, 0, (size_t)n * sizeof *p); }
+static void zero(float *p, long n, rp_pool *pool) {
+  RP_PROF(RP_PROF_BWD_SCRATCH, rp_zero(p, n, pool));
+}
+
+static void copy(float *dst, const float *src, long n) {
+  if (dst != src) RP_PROF(RP_PROF_BWD_SCRATCH, memcpy(dst, src, (size_t)n * sizeof *dst));
+}
 
 /* Weight gradients of one layer from its output gradients d. */
 static void layer_weight_grads(const rp_layer_params *p, rp_layer_params *g,
                                const rp_layer_acts *l, const float *in, const rp_layer_douts *d,
                                int N, int C, rp_pool *pool) {
-  rp_matmul_backward(NULL, g->fcprojw, g->fcprojb, d->dres3, l->fch_gelu, p->fcprojw, N, 4 * C,
-                     C, pool);
-  rp_matmul_backward(NULL, g->fcw, g->fcb, d->dfch, l->ln2, p->fcw, N, C, 4 * C, pool);
-  rp_layernorm_backward(NULL, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w, l->ln2_mean,
-                        l->ln2_rstd, N, C, pool);
-  rp_matmul_backward(NULL, g->attprojw, g->attprojb, d->dres2, l->atty, p->attprojw, N, C, C,
-                     pool);
-  rp_matmul_backward(NULL, g->qkvw, g->qkvb, d->dqkv, l->ln1, p->qkvw, N, C, 3 * C, pool);
-  rp_layernorm_backward(NULL, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean, l->ln1_rstd,
-                        N, C, pool);
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward(NULL, g->fcprojw, g->fcprojb, d->dres3,
+                                                 l->fch_gelu, p->fcprojw, N, 4 * C, C, pool));
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward(NULL, g->fcw, g->fcb, d->dfch, l->ln2, p->fcw,
+                                                 N, C, 4 * C, pool));
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(NULL, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w, l->ln2_mean,
+                                l->ln2_rstd, N, C, pool));
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward(NULL, g->attprojw, g->attprojb, d->dres2,
+                                                 l->atty, p->attprojw, N, C, C, pool));
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward(NULL, g->qkvw, g->qkvb, d->dqkv, l->ln1,
+                                                 p->qkvw, N, C, 3 * C, pool));
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(NULL, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean,
+                                l->ln1_rstd, N, C, pool));
 }
 
 /* Input-gradient pass of one layer. With g == NULL (split mode) weight gradients
@@ -43,28 +59,29 @@ static void layer_input_grads(const rp_layer_params *p, rp_layer_params *g,
   rp_layer_params none = {0};
   if (!g) g = &none;
   /* MLP branch: dres is d(res3); the residual passes it through to res2. */
-  if (d->dres3 != w->dres) memcpy(d->dres3, w->dres, NC * sizeof(float));
-  zero(w->dfch_gelu, 4 * NC);
-  rp_matmul_backward(w->dfch_gelu, g->fcprojw, g->fcprojb, w->dres, l->fch_gelu, p->fcprojw, N,
-                     4 * C, C, pool);
-  zero(d->dfch, 4 * NC);
-  rp_gelu_backward(d->dfch, l->fch, w->dfch_gelu, 4 * NC, pool);
-  zero(d->dln2, NC);
-  rp_matmul_backward(d->dln2, g->fcw, g->fcb, d->dfch, l->ln2, p->fcw, N, C, 4 * C, pool);
-  rp_layernorm_backward(w->dres, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w, l->ln2_mean,
-                        l->ln2_rstd, N, C, pool);
+  copy(d->dres3, w->dres, NC);
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward_set(w->dfch_gelu, g->fcprojw, g->fcprojb,
+                                                     w->dres, l->fch_gelu, p->fcprojw, N,
+                                                     4 * C, C, pool));
+  RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set(d->dfch, l->fch, w->dfch_gelu, 4 * NC, pool));
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward_set(d->dln2, g->fcw, g->fcb, d->dfch, l->ln2,
+                                                     p->fcw, N, C, 4 * C, pool));
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(w->dres, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w,
+                                l->ln2_mean, l->ln2_rstd, N, C, pool));
   /* Attention branch: dres is now d(res2). */
-  if (d->dres2 != w->dres) memcpy(d->dres2, w->dres, NC * sizeof(float));
-  zero(w->dbuf, NC);
-  rp_matmul_backward(w->dbuf, g->attprojw, g->attprojb, w->dres, l->atty, p->attprojw, N, C, C,
-                     pool);
-  zero(d->dqkv, 3 * NC);
-  x->attn->backward(x->attn, d->dqkv, w->dbuf, l->qkv, l->atty, l->att_saved, B, T, C, cfg->NH,
-                    pool);
-  zero(d->dln1, NC);
-  rp_matmul_backward(d->dln1, g->qkvw, g->qkvb, d->dqkv, l->ln1, p->qkvw, N, C, 3 * C, pool);
-  rp_layernorm_backward(w->dres, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean,
-                        l->ln1_rstd, N, C, pool);
+  copy(d->dres2, w->dres, NC);
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward_set(w->dbuf, g->attprojw, g->attprojb,
+                                                     w->dres, l->atty, p->attprojw, N, C, C,
+                                                     pool));
+  zero(d->dqkv, 3 * NC, pool);  /* the backend's contract is +=, like every kernel's */
+  RP_PROF(RP_PROF_BWD_ATTENTION, x->attn->backward(x->attn, d->dqkv, w->dbuf, l->qkv, l->atty,
+                                                   l->att_saved, B, T, C, cfg->NH, pool));
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward_set(d->dln1, g->qkvw, g->qkvb, d->dqkv,
+                                                     l->ln1, p->qkvw, N, C, 3 * C, pool));
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(w->dres, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean,
+                                l->ln1_rstd, N, C, pool));
 }
 
 static rp_layer_douts scratch_douts(rp_grad_ws *w) {
@@ -79,32 +96,42 @@ static void head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf, i
   RP_CHECK(m->spec.has_head);
   int N = a->B * a->T, C = m->cfg.C;
   float *dlogits = a->logits;  /* logits are not needed after this point */
-  rp_xent_backward(dlogits, NULL, a->logits, a->targets, dscale, N, m->cfg.V, m->cfg.Vp,
-                   x->pool);
-  zero(dlnf, (long)N * C);
-  rp_matmul_backward(dlnf, split ? NULL : m->g.wte, NULL, dlogits, a->lnf, m->p.wte, N, C,
-                     m->cfg.Vp, x->pool);
-  zero(w->dres, (long)N * C);
-  rp_layernorm_backward(w->dres, split ? NULL : m->g.lnfw, split ? NULL : m->g.lnfb, dlnf,
-                        a->output, m->p.lnfw, a->lnf_mean, a->lnf_rstd, N, C, x->pool);
+  RP_PROF(RP_PROF_BWD_XENT, rp_xent_backward(dlogits, NULL, a->logits, a->targets, dscale, N,
+                                             m->cfg.V, m->cfg.Vp, x->pool));
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward_set(dlnf, split ? NULL : m->g.wte, NULL,
+                                                     dlogits, a->lnf, m->p.wte, N, C,
+                                                     m->cfg.Vp, x->pool));
+  zero(w->dres, (long)N * C, x->pool);
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(w->dres, split ? NULL : m->g.lnfw, split ? NULL : m->g.lnfb,
+                                dlnf, a->output, m->p.lnfw, a->lnf_mean, a->lnf_rstd, N, C,
+                                x->pool));
+}
+
+static void grads_ready(const rp_exec *x, const rp_chunk *m, int unit) {
+  if (x->grads_ready) x->grads_ready(x->hook_ctx, m, unit);
 }
 
 void rp_chunk_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale,
                             const rp_exec *x) {
   head_backward(m, a, w, w->dln, 0, dscale, x);
+  grads_ready(x, m, RP_UNIT_HEAD);
 }
 
 void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x) {
   rp_layer_douts d = scratch_douts(w);
-  for (int i = m->spec.num_layers - 1; i >= 0; i--)
+  for (int i = m->spec.num_layers - 1; i >= 0; i--) {
     layer_input_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w, &d,
                       &m->cfg, a->B, a->T, x);
+    grads_ready(x, m, i);
+  }
 }
 
 void rp_chunk_embed_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x) {
   RP_CHECK(m->spec.has_embed);
-  rp_embed_backward(m->g.wte, m->g.wpe, w->dres, a->tokens, a->pos, a->B * a->T, m->cfg.C,
-                    x->pool);
+  RP_PROF(RP_PROF_BWD_EMBED, rp_embed_backward(m->g.wte, m->g.wpe, w->dres, a->tokens, a->pos,
+                                               a->B * a->T, m->cfg.C, x->pool));
+  grads_ready(x, m, RP_UNIT_EMBED);
 }
 
 void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x) {
@@ -119,8 +146,7 @@ void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *
   for (int i = m->spec.num_layers - 1; i >= 0; i--)
     layer_input_grads(&m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w, &s->layer[i],
                       &m->cfg, a->B, a->T, x);
-  if (m->spec.has_embed)
-    memcpy(s->dembed, w->dres, (size_t)a->B * a->T * m->cfg.C * sizeof(float));
+  if (m->spec.has_embed) copy(s->dembed, w->dres, (long)a->B * a->T * m->cfg.C);
 }
 
 void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
@@ -128,14 +154,21 @@ void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
   int N = a->B * a->T, C = m->cfg.C;
   /* Same order as the full backward so that accumulation order matches. */
   if (m->spec.has_head) {
-    rp_matmul_backward(NULL, m->g.wte, NULL, a->logits, a->lnf, m->p.wte, N, C, m->cfg.Vp,
-                       x->pool);
-    rp_layernorm_backward(NULL, m->g.lnfw, m->g.lnfb, s->dlnf, a->output, m->p.lnfw,
-                          a->lnf_mean, a->lnf_rstd, N, C, x->pool);
+    RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward(NULL, m->g.wte, NULL, a->logits, a->lnf,
+                                                   m->p.wte, N, C, m->cfg.Vp, x->pool));
+    RP_PROF(RP_PROF_BWD_LAYERNORM,
+            rp_layernorm_backward(NULL, m->g.lnfw, m->g.lnfb, s->dlnf, a->output, m->p.lnfw,
+                                  a->lnf_mean, a->lnf_rstd, N, C, x->pool));
+    grads_ready(x, m, RP_UNIT_HEAD);
   }
-  for (int i = m->spec.num_layers - 1; i >= 0; i--)
+  for (int i = m->spec.num_layers - 1; i >= 0; i--) {
     layer_weight_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i),
                        &s->layer[i], N, C, x->pool);
-  if (m->spec.has_embed)
-    rp_embed_backward(m->g.wte, m->g.wpe, s->dembed, a->tokens, a->pos, N, C, x->pool);
+    grads_ready(x, m, i);
+  }
+  if (m->spec.has_embed) {
+    RP_PROF(RP_PROF_BWD_EMBED, rp_embed_backward(m->g.wte, m->g.wpe, s->dembed, a->tokens,
+                                                 a->pos, N, C, x->pool));
+    grads_ready(x, m, RP_UNIT_EMBED);
+  }
 }

@@ -8,11 +8,13 @@
  *   ln2  = LN(res2)                      [N,C]
  *   fch  = ln2 @ Wfc^T + bfc             [N,4C]
  *   res3 = res2 + GELU(fch) @ Wfcp^T + bfcp   [N,C]  (the layer output)
- * The projections are written straight into res2/res3 and the residual added in
- * place, so no separate projection outputs are stored. */
+ * The projections add the residual inside the GEMM (rp_matmul_forward_residual),
+ * so no projection outputs are stored and the residual costs no pass of its own.
+ * Every kernel call is timed into the step profile when it is on (rp_prof.h). */
 #include "model_internal.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_model.h"
+#include "ringpipe/rp_prof.h"
 
 const float *rp_layer_input(const rp_acts *a, int i) {
   return i == 0 ? a->input : a->layer[i - 1].res3;
@@ -20,8 +22,8 @@ const float *rp_layer_input(const rp_acts *a, int i) {
 
 void rp_chunk_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   RP_CHECK(m->spec.has_embed);
-  rp_embed_forward(a->input, a->tokens, a->pos, m->p.wte, m->p.wpe, a->B * a->T, m->cfg.C,
-                   x->pool);
+  RP_PROF(RP_PROF_FWD_EMBED, rp_embed_forward(a->input, a->tokens, a->pos, m->p.wte, m->p.wpe,
+                                              a->B * a->T, m->cfg.C, x->pool));
 }
 
 static void layer_forward(const rp_layer_params *p, rp_layer_acts *l, const float *in,
@@ -29,16 +31,22 @@ static void layer_forward(const rp_layer_params *p, rp_layer_acts *l, const floa
   int N = B * T, C = cfg->C;
   long NC = (long)N * C;
   rp_pool *pool = x->pool;
-  rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in, p->ln1w, p->ln1b, N, C, pool);
-  rp_matmul_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * C, pool);
-  x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T, C, cfg->NH, pool);
-  rp_matmul_forward(l->res2, l->atty, p->attprojw, p->attprojb, N, C, C, pool);
-  rp_add_inplace(l->res2, in, NC, pool);
-  rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd, l->res2, p->ln2w, p->ln2b, N, C, pool);
-  rp_matmul_forward(l->fch, l->ln2, p->fcw, p->fcb, N, C, 4 * C, pool);
-  rp_gelu_forward(l->fch_gelu, l->fch, 4 * NC, pool);
-  rp_matmul_forward(l->res3, l->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C, pool);
-  rp_add_inplace(l->res3, l->res2, NC, pool);
+  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
+                                                      p->ln1w, p->ln1b, N, C, pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_matmul_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * C,
+                                                pool));
+  RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
+                                                  C, cfg->NH, pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_matmul_forward_residual(l->res2, l->atty, p->attprojw,
+                                                         p->attprojb, in, N, C, C, pool));
+  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
+                                                      l->res2, p->ln2w, p->ln2b, N, C, pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_matmul_forward(l->fch, l->ln2, p->fcw, p->fcb, N, C, 4 * C,
+                                                pool));
+  RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4 * NC, pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_matmul_forward_residual(l->res3, l->fch_gelu, p->fcprojw,
+                                                         p->fcprojb, l->res2, N, 4 * C, C,
+                                                         pool));
 }
 
 void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
@@ -49,10 +57,13 @@ void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
 double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {
   RP_CHECK(m->spec.has_head);
   int N = a->B * a->T, C = m->cfg.C;
-  rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->output, m->p.lnfw, m->p.lnfb, N, C,
-                       x->pool);
-  rp_matmul_forward(a->logits, a->lnf, m->p.wte, NULL, N, C, m->cfg.Vp, x->pool);
-  rp_xent_forward(a->losses, a->logits, a->targets, N, m->cfg.V, m->cfg.Vp, x->pool);
+  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
+                                                      a->output, m->p.lnfw, m->p.lnfb, N, C,
+                                                      x->pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_matmul_forward(a->logits, a->lnf, m->p.wte, NULL, N, C,
+                                                m->cfg.Vp, x->pool));
+  RP_PROF(RP_PROF_FWD_XENT, rp_xent_forward(a->losses, a->logits, a->targets, N, m->cfg.V,
+                                            m->cfg.Vp, x->pool));
   double sum = 0;
   int nvalid = 0;
   for (int i = 0; i < N; i++) {

@@ -16,7 +16,7 @@ struct rp_pipeline {
   int rank, p, v, m, N, C, max_layers;
   /* activation slots: taken by F, released by B (or W) */
   int n_act;
-  size_t act_bytes;
+  size_t act_bytes, wst_bytes;
   void **act_mem;
   rp_acts *acts;
   rp_layer_acts **act_lv;
@@ -40,6 +40,7 @@ struct rp_pipeline {
   int next_gbuf;
   rp_grad_ws ws;
   rp_pipeline_stats stats;
+  int same_host;              /* every pipeline rank on this host: one clock */
   double t0, cur_wait;
   int live;
 };
@@ -106,6 +107,7 @@ static rp_status alloc_buffers(rp_pipeline *p) {
     size_t b = rp_wstash_bytes(c->chunks[k], c->B, c->T);
     if (b > wb) wb = b;
   }
+  p->wst_bytes = wb;
   p->wst_mem = calloc(p->plan.n_wst + 1, sizeof *p->wst_mem);
   p->wst = calloc(p->plan.n_wst + 1, sizeof *p->wst);
   p->wst_lv = calloc(p->plan.n_wst + 1, sizeof *p->wst_lv);
@@ -178,9 +180,16 @@ rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
     rp_pipeline_destroy(p);
     return st == RP_ENOMEM ? rp_err(RP_ENOMEM, "out of memory for pipeline buffers") : st;
   }
+  MPI_Comm node;
+  int node_size = 0;
+  MPI_Comm_split_type(cfg->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  p->same_host = node_size == size;
   p->stats.n = s->n[rank];
   p->stats.act_slot_bytes = p->act_bytes;
   p->stats.act_slots = p->n_act;
+  p->stats.wstash_bytes = p->plan.n_wst * p->wst_bytes;
   *out = p;
   return RP_OK;
 }
@@ -335,8 +344,13 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
   p->live = 0;
   p->stats.peak_live_acts = 0;
   p->stats.total_wait = 0;
+  /* One time origin for all ranks: a rank descheduled at the barrier would
+   * otherwise shift its whole timeline. CLOCK_MONOTONIC is shared by the
+   * processes of one host, so rank 0's reading is everyone's origin there;
+   * across hosts each rank keeps its own. */
   MPI_Barrier(p->cfg.comm);
   p->t0 = rp_now();
+  if (p->same_host) MPI_Bcast(&p->t0, 1, MPI_DOUBLE, 0, p->cfg.comm);
   const rp_schedule *s = p->cfg.sched;
   for (int i = 0; i < s->n[p->rank]; i++) {
     rp_action a = s->acts[p->rank][i];

@@ -22,14 +22,32 @@ static int config_json(char *buf, size_t cap, const rp_gpt_config *c) {
  * Only the first data-parallel / context-parallel replica takes part. */
 typedef struct {
   int n;
+  float **mine_m, **mine_v; /* this rank's chunks' full AdamW state */
+  int nmine;
   rp_ckpt_part *parts;
   rp_chunk *copies;       /* received chunks (n entries, unused ones zeroed) */
   float **m, **v;
 } gathered;
 
+/* Full AdamW state of this rank's chunks (collective over the replicas: under
+ * ZeRO-1 each holds only its shard). */
+static rp_status full_optim_state(rp_trainer *t, gathered *g) {
+  g->nmine = t->nchunks;
+  g->mine_m = calloc(t->nchunks, sizeof *g->mine_m);
+  g->mine_v = calloc(t->nchunks, sizeof *g->mine_v);
+  if (!g->mine_m || !g->mine_v) return rp_err(RP_ENOMEM, "out of memory");
+  for (int c = 0; c < t->nchunks; c++) {
+    size_t n = t->chunks[c].num_params;
+    g->mine_m[c] = malloc(n * sizeof(float));
+    g->mine_v[c] = malloc(n * sizeof(float));
+    if (!g->mine_m[c] || !g->mine_v[c]) return rp_err(RP_ENOMEM, "out of memory");
+    rp_dp_gather_optim(t->dp, c, g->mine_m[c], g->mine_v[c]);
+  }
+  return RP_OK;
+}
+
 static rp_status gather_chunks(rp_trainer *t, gathered *g) {
   int p = t->grid.pp, S = p * t->nchunks, me = t->grid.pp_rank;
-  memset(g, 0, sizeof *g);
   g->n = S;
   g->parts = calloc(S, sizeof *g->parts);
   g->copies = calloc(S, sizeof *g->copies);
@@ -39,13 +57,13 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
   for (int s = 0; s < S; s++) {
     int owner = s % p, c = s / p;
     if (owner == me && me == 0) {
-      g->parts[s] = (rp_ckpt_part){&t->chunks[c], t->adam_m[c], t->adam_v[c]};
+      g->parts[s] = (rp_ckpt_part){&t->chunks[c], g->mine_m[c], g->mine_v[c]};
     } else if (owner == me) {
       rp_chunk *ch = &t->chunks[c];
       int n = (int)ch->num_params;
       MPI_Send(ch->params, n, MPI_FLOAT, 0, 3 * s, t->grid.pp_comm);
-      MPI_Send(t->adam_m[c], n, MPI_FLOAT, 0, 3 * s + 1, t->grid.pp_comm);
-      MPI_Send(t->adam_v[c], n, MPI_FLOAT, 0, 3 * s + 2, t->grid.pp_comm);
+      MPI_Send(g->mine_m[c], n, MPI_FLOAT, 0, 3 * s + 1, t->grid.pp_comm);
+      MPI_Send(g->mine_v[c], n, MPI_FLOAT, 0, 3 * s + 2, t->grid.pp_comm);
     } else if (me == 0) {
       rp_chunk *ch = &g->copies[s];
       RP_TRY(rp_chunk_init(ch, &t->cfg, &t->all_stages[s]));
@@ -63,6 +81,8 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
 }
 
 static void gathered_free(gathered *g) {
+  for (int c = 0; c < g->nmine; c++) free(g->mine_m[c]), free(g->mine_v[c]);
+  free(g->mine_m), free(g->mine_v);
   for (int s = 0; s < g->n; s++) {
     if (g->copies && g->copies[s].params) rp_chunk_free(&g->copies[s]);
     if (g->m) free(g->m[s]);
@@ -94,13 +114,14 @@ static rp_status write_meta_and_save(rp_trainer *t, const char *dir, const gathe
 }
 
 rp_status rp_trainer_save(rp_trainer *t, const char *dir) {
-  rp_status s = RP_OK;
-  if (t->grid.dp_rank == 0 && t->grid.cp_rank == 0) {
-    gathered g;
+  gathered g;
+  memset(&g, 0, sizeof g);
+  rp_status s = full_optim_state(t, &g);
+  if (s == RP_OK && t->grid.dp_rank == 0 && t->grid.cp_rank == 0) {
     s = gather_chunks(t, &g);
     if (s == RP_OK && t->grid.world_rank == 0) s = write_meta_and_save(t, dir, &g);
-    gathered_free(&g);
   }
+  gathered_free(&g);
   return rp_grid_agree(t->grid.world, s);
 }
 
@@ -146,10 +167,16 @@ rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
     s = rp_json_get_u64(meta, key, &t->sample_rng.s[i]);
   }
   if (s == RP_OK) {
+    /* full AdamW state from the file, then each replica keeps its part */
+    gathered g;
+    memset(&g, 0, sizeof g);
+    s = full_optim_state(t, &g);
     rp_ckpt_load_part parts[64];
     int n = t->nchunks < 64 ? t->nchunks : 64;
-    for (int c = 0; c < n; c++) parts[c] = (rp_ckpt_load_part){&t->chunks[c], t->adam_m[c], t->adam_v[c]};
-    s = rp_ckpt_load(dir, parts, n);
+    for (int c = 0; c < n; c++) parts[c] = (rp_ckpt_load_part){&t->chunks[c], g.mine_m[c], g.mine_v[c]};
+    if (s == RP_OK) s = rp_ckpt_load(dir, parts, n);
+    for (int c = 0; c < n && s == RP_OK; c++) rp_dp_scatter_optim(t->dp, c, g.mine_m[c], g.mine_v[c]);
+    gathered_free(&g);
   }
   if (s == RP_OK) t->step = (int)step;
   free(meta);

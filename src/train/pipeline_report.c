@@ -31,10 +31,11 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   const rp_pipeline_stats *st = rp_pipeline_last(t->pipe);
   int p = t->grid.pp, root = t->grid.pp_rank == 0;
   int *live = root ? calloc(p, sizeof(int)) : NULL;
-  double mine[2] = {(double)st->act_slots * st->act_slot_bytes, st->total_wait};
-  double *mem = root ? calloc(2 * p, sizeof(double)) : NULL;
+  double mine[3] = {(double)st->act_slots * st->act_slot_bytes, st->total_wait,
+                    (double)st->wstash_bytes};
+  double *mem = root ? calloc(3 * p, sizeof(double)) : NULL;
   MPI_Gather(&st->peak_live_acts, 1, MPI_INT, live, 1, MPI_INT, 0, t->grid.pp_comm);
-  MPI_Gather(mine, 2, MPI_DOUBLE, mem, 2, MPI_DOUBLE, 0, t->grid.pp_comm);
+  MPI_Gather(mine, 3, MPI_DOUBLE, mem, 3, MPI_DOUBLE, 0, t->grid.pp_comm);
   rp_sim *measured = NULL;
   RP_TRY(rp_pipeline_gather_timeline(t->pipe, &measured));
   if (t->o.trace[0]) RP_TRY(rp_pipeline_write_trace(t->pipe, t->o.trace));
@@ -61,8 +62,9 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   printf("\n  makespan: measured %.2f ms, predicted %.2f ms\n", measured->makespan * 1e3,
          s == RP_OK ? pred->makespan * 1e3 : -1);
   for (int r = 0; r < p; r++)
-    printf("  rank %d: peak in-flight micro-batches %d, activation slots %.2f MiB, "
-           "MPI wait %.2f ms\n", r, live[r], mem[2 * r] / 1048576.0, mem[2 * r + 1] * 1e3);
+    printf("  rank %d: peak in-flight micro-batches %d, activation slots %.2f MiB, W stash "
+           "%.2f MiB, MPI wait %.2f ms\n", r, live[r], mem[3 * r] / 1048576.0,
+           mem[3 * r + 2] / 1048576.0, mem[3 * r + 1] * 1e3);
   if (t->o.trace[0]) printf("  Chrome trace written to %s\n", t->o.trace);
   if (metrics) {
     fprintf(metrics, "{\"pipeline\":{\"emulated\":%s,\"schedule\":\"%s\",\"pp\":%d,\"vpp\":%d,\"m\":%d,"
@@ -73,7 +75,12 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
             measured->bubble_ideal, s == RP_OK ? pred->bubble_total : -1,
             s == RP_OK ? pred->bubble_ideal : -1);
     for (int r = 0; r < p; r++) fprintf(metrics, "%s%d", r ? "," : "", live[r]);
-    fprintf(metrics, "]}}\n");
+    fprintf(metrics, "],\"act_mib\":[");
+    for (int r = 0; r < p; r++)
+      fprintf(metrics, "%s%.4f", r ? "," : "", (mem[3 * r] + mem[3 * r + 2]) / 1048576.0);
+    fprintf(metrics, "],\"makespan_ms\":%.4f,\"predicted_makespan_ms\":%.4f,"
+            "\"costs_ms\":[%.4f,%.4f,%.4f]}}\n", measured->makespan * 1e3,
+            s == RP_OK ? pred->makespan * 1e3 : -1, c.tF * 1e3, c.tB * 1e3, c.tW * 1e3);
   }
   free(live);
   free(mem);

@@ -31,21 +31,13 @@ static void load_microbatch(rp_trainer *t, int mb) {
   memcpy(t->acts.pos, t->batch_pos + mb * N, N * sizeof(int32_t));
 }
 
-/* The last stage's copy of the tied wte is a duplicate: count it once. */
-static int is_duplicate_wte(const rp_trainer *t, const rp_chunk *m) {
-  return t->grid.pp > 1 && m->spec.has_head && !m->spec.has_embed;
-}
-
+/* Global gradient norm squared: every parameter once (the tied wte's second
+ * copy is skipped), summed over pipeline stages and, under ZeRO-1, over the
+ * replicas' shards. */
 double rp_grad_sumsq(rp_trainer *t) {
-  double s = 0;
-  for (int c = 0; c < t->nchunks; c++) {
-    rp_chunk *m = &t->chunks[c];
-    for (int i = 0; i < m->num_tensors; i++) {
-      const rp_tensor *ts = &m->tensors[i];
-      if (ts->is_wte && is_duplicate_wte(t, m)) continue;
-      s += rp_sumsq(m->grads + ts->offset, (long)ts->numel, t->pool);
-    }
-  }
+  double s = rp_dp_local_sumsq(t->dp, 0);
+  if (t->o.zero && t->grid.dp * t->grid.cp > 1)
+    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm);
   if (t->grid.pp > 1) MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm);
   return s;
 }
@@ -53,16 +45,7 @@ double rp_grad_sumsq(rp_trainer *t) {
 void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale) {
   rp_adamw_hparams h = {.lr = lr, .beta1 = t->o.beta1, .beta2 = t->o.beta2, .eps = t->o.eps,
                         .weight_decay = t->o.weight_decay};
-  for (int c = 0; c < t->nchunks; c++) {
-    rp_chunk *m = &t->chunks[c];
-    if (grad_scale != 1.0f) rp_scale(m->grads, grad_scale, (long)m->num_params, t->pool);
-    for (int i = 0; i < m->num_tensors; i++) {
-      const rp_tensor *ts = &m->tensors[i];
-      rp_adamw_update(m->params + ts->offset, m->grads + ts->offset, t->adam_m[c] + ts->offset,
-                      t->adam_v[c] + ts->offset, (long)ts->numel, &h,
-                      ts->decay ? t->o.weight_decay : 0.0f, t->step + 1, t->pool);
-    }
-  }
+  rp_dp_adamw(t->dp, &h, grad_scale, t->step + 1);
 }
 
 static float current_lr(const rp_trainer *t) {
@@ -90,24 +73,6 @@ static rp_status run_microbatches(rp_trainer *t, float dscale, double *loss_sum)
   return RP_OK;
 }
 
-/* Sums gradients that several ranks hold: the tied wte between the first and
- * last pipeline stage, then everything over data- (and context-) parallel
- * replicas. */
-static void sync_grads(rp_trainer *t) {
-  if (t->tie_comm != MPI_COMM_NULL && t->tie_comm != 0) {
-    for (int c = 0; c < t->nchunks; c++) {
-      rp_chunk *m = &t->chunks[c];
-      if (m->g.wte && (m->spec.has_embed || m->spec.has_head))
-        MPI_Allreduce(MPI_IN_PLACE, m->g.wte, (int)((size_t)t->cfg.Vp * t->cfg.C), MPI_FLOAT,
-                      MPI_SUM, t->tie_comm);
-    }
-  }
-  if (t->grid.dp * t->grid.cp > 1)
-    for (int c = 0; c < t->nchunks; c++)
-      MPI_Allreduce(MPI_IN_PLACE, t->chunks[c].grads, (int)t->chunks[c].num_params, MPI_FLOAT,
-                    MPI_SUM, t->grid.dpcp_comm);
-}
-
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   double t0 = rp_now();
   const rp_train_opts *o = &t->o;
@@ -123,8 +88,10 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
 
   for (int c = 0; c < t->nchunks; c++) rp_chunk_zero_grads(&t->chunks[c]);
   double loss_sum = 0;
+  rp_dp_begin_step(t->dp);
   RP_TRY(run_microbatches(t, dscale, &loss_sum));
-  sync_grads(t);
+  /* sums over replicas (and the tied wte between first and last stage) */
+  RP_TRY(rp_dp_finish(t->dp));
   if (t->grid.dp * t->grid.cp > 1)
     MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm);
   double norm = sqrt(rp_grad_sumsq(t));

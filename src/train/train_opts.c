@@ -72,6 +72,14 @@ const rp_opt rp_train_opt_table[] = {
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
+    {"zero", RP_OPT_INT, O(zero), "0", 0, 1, NULL,
+     "ZeRO stage: 1 shards AdamW state over the data-parallel replicas (reduce-scatter "
+     "gradients, all-gather parameters); 0 keeps it replicated"},
+    {"bucket-mb", RP_OPT_FLOAT, O(bucket_mb), "4", 0.001, 4096, NULL,
+     "gradient bucket size in MiB for the data-parallel reduction"},
+    {"dp-overlap", RP_OPT_BOOL, O(dp_overlap), "1", 0, 0, NULL,
+     "launch each bucket's reduction as soon as its layers finish backward (off: all "
+     "after backward, to measure what overlap hides)"},
     {"cp-impl", RP_OPT_CHOICE, O(cp_impl), "ring", 0, 0, "ring|ulysses",
      "context-parallel attention: ring (K/V blocks around the ring) or ulysses (all-to-all "
      "to head shards; needs heads divisible by --cp)"},

@@ -61,17 +61,11 @@ static rp_status setup_model(rp_trainer *t, int model_T) {
   t->all_stages = calloc(S, sizeof *t->all_stages);
   t->nchunks = v;
   t->chunks = calloc(v, sizeof *t->chunks);
-  t->adam_m = calloc(v, sizeof *t->adam_m);
-  t->adam_v = calloc(v, sizeof *t->adam_v);
-  if (!t->all_stages || !t->chunks || !t->adam_m || !t->adam_v) return RP_ENOMEM;
+  if (!t->all_stages || !t->chunks) return RP_ENOMEM;
   RP_TRY(rp_assign_stages(t->cfg.L, S, o->pp_layers, t->all_stages));
   for (int c = 0; c < v; c++) {
     RP_TRY(rp_chunk_init(&t->chunks[c], &t->cfg, &t->all_stages[c * p + t->grid.pp_rank]));
     rp_chunk_init_weights(&t->chunks[c], (uint64_t)o->seed);
-    size_t bytes = t->chunks[c].num_params * sizeof(float);
-    t->adam_m[c] = rp_alloc(bytes, RP_MEM_OPTIM);
-    t->adam_v[c] = rp_alloc(bytes, RP_MEM_OPTIM);
-    if (!t->adam_m[c] || !t->adam_v[c]) return RP_ENOMEM;
   }
   return RP_OK;
 }
@@ -99,6 +93,28 @@ static rp_status setup_pipeline(rp_trainer *t) {
   RP_TRY(s);
   int r = t->grid.pp_rank, holds_wte = r == 0 || r == p - 1;
   MPI_Comm_split(t->grid.pp_comm, holds_wte ? 0 : MPI_UNDEFINED, r, &t->tie_comm);
+  return RP_OK;
+}
+
+static void on_grads_ready(void *ctx, const rp_chunk *m, int unit) {
+  rp_dp_grads_ready(ctx, m, unit);
+}
+
+/* Gradient reduction over this stage's replicas and the optimizer state. */
+static rp_status setup_data_parallel(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  rp_chunk **chunks = malloc(t->nchunks * sizeof *chunks);
+  if (!chunks) return RP_ENOMEM;
+  for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
+  rp_dp_cfg dc = {.comm = t->grid.dpcp_comm, .tie_comm = t->tie_comm, .chunks = chunks,
+                  .nchunks = t->nchunks, .microbatches = o->microbatches,
+                  .bucket_floats = (size_t)(o->bucket_mb * 1048576.0 / sizeof(float)),
+                  .zero = o->zero, .overlap = o->dp_overlap, .pool = t->pool};
+  rp_status s = rp_dp_create(&t->dp, &dc);
+  free(chunks);
+  RP_TRY(s);
+  t->exec.grads_ready = on_grads_ready;
+  t->exec.hook_ctx = t->dp;
   return RP_OK;
 }
 
@@ -131,6 +147,7 @@ static rp_status setup_compute(rp_trainer *t) {
     rp_acts_bind(&t->acts, t->layer_views, m, t->exec.attn, t->acts_mem, B, T);
     RP_TRY(rp_grad_ws_init(&t->ws, m, B, T));
   }
+  RP_TRY(setup_data_parallel(t));
   size_t n = (size_t)o->microbatches * B * T, full = (size_t)o->microbatches * B * o->seq;
   t->full_tokens = rp_alloc(full * sizeof(int32_t), RP_MEM_DATA);
   t->full_targets = rp_alloc(full * sizeof(int32_t), RP_MEM_DATA);
@@ -174,6 +191,7 @@ static rp_status setup_data(rp_trainer *t) {
 rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   memset(t, 0, sizeof *t);
   t->o = *o;
+  t->tie_comm = MPI_COMM_NULL;
   int model_T = o->seq, changed = 0;
   rp_status s = RP_OK;
   if (o->init_from[0]) s = rp_init_config_into_opts(o->init_from, &t->o, &changed, &model_T);
@@ -225,15 +243,12 @@ void rp_trainer_free(rp_trainer *t) {
   free(t->layer_views);
   if (t->pipe) rp_pipeline_destroy(t->pipe);
   if (t->sched) rp_schedule_free(t->sched);
-  if (t->tie_comm && t->tie_comm != MPI_COMM_NULL) MPI_Comm_free(&t->tie_comm);
+  if (t->dp) rp_dp_destroy(t->dp);
+  if (t->tie_comm != MPI_COMM_NULL) MPI_Comm_free(&t->tie_comm);
   for (int c = 0; c < t->nchunks && t->chunks; c++) {
-    rp_free(t->adam_m[c]);
-    rp_free(t->adam_v[c]);
     rp_chunk_free(&t->chunks[c]);
   }
   free(t->chunks);
-  free(t->adam_m);
-  free(t->adam_v);
   free(t->all_stages);
   if (t->pool) rp_pool_destroy(t->pool);
   if (t->grid.world_size) rp_grid_free(&t->grid);

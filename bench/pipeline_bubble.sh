@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Pipeline bubble experiment (issue 4): GPipe, 1F1B, interleaved (v = 2) and ZB-H1
+# at pp = 4 for m in {4, 8, 16} in emulated-compute mode (actions sleep, messages
+# are real), and the same schedules at pp = 2 with real compute where the machine
+# has the cores. Each run's last step is measured against the simulator's
+# prediction from the same (measured) per-action costs; the table and plot come
+# from tools/plot_bubble.py.
+#
+# usage: bench/pipeline_bubble.sh [OUT_DIR]        (default bench/results)
+#
+# Environment knobs (defaults in brackets):
+#   RINGPIPE    the ringpipe binary [build/src/cli/ringpipe]
+#   COSTS       emulated tF,tB,tW in ms, per rank [40,80,40]: tI = tB - tW, so
+#               40,80,40 gives tF = tI = tW, the setting of ZB-H1's 1/3 claim; late
+#               wake-ups cost a few ms, so shorter actions make the bubble noisier
+#   MBS         micro-batch counts for the emulated runs ["4 8 16"]
+#   REPEATS     runs per configuration; the table keeps the median [3]
+#   STEPS       optimizer steps per run; the last one is measured [2]
+#   REAL        1: also run real compute at pp 2, 0: skip, auto: if >= 2 cores [auto]
+#   REAL_MBS    micro-batch counts for the real runs ["4 8"]
+#   REAL_REPEATS runs per real configuration [3]
+#   PLOT        1: draw bubble.png (installs matplotlib if missing), 0: skip [1]
+#   MPIRUN      launcher [mpirun]
+set -euo pipefail
+# paths the caller gives are relative to the caller's directory; defaults to the repository
+caller=$(pwd)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
+OUT=$(abs "${1:-}")
+[ -n "${1:-}" ] || OUT=bench/results
+RINGPIPE=$(abs "${RINGPIPE:-}")
+[ "$RINGPIPE" != "$caller/" ] || RINGPIPE=build/src/cli/ringpipe
+cd "$(dirname "$0")/.."
+COSTS=${COSTS:-40,80,40}
+MBS=${MBS:-4 8 16}
+REPEATS=${REPEATS:-3}
+STEPS=${STEPS:-2}
+REAL=${REAL:-auto}
+REAL_MBS=${REAL_MBS:-4 8}
+REAL_REPEATS=${REAL_REPEATS:-3}
+PLOT=${PLOT:-1}
+MPIRUN=${MPIRUN:-mpirun}
+SCHEDULES="gpipe 1f1b interleaved zb-h1"
+
+if [ ! -x "$RINGPIPE" ]; then
+  echo "pipeline_bubble: no ringpipe binary at '$RINGPIPE'; build it (meson setup build &&" \
+       "ninja -C build) or set RINGPIPE=path/to/ringpipe" >&2
+  exit 2
+fi
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# OpenBLAS misdetects this kind of CPU and falls back to slow kernels; only the
+# real-compute runs care, and only this script's own commands see the setting.
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}
+cores=$(nproc)
+if [ "$REAL" = auto ]; then
+  if [ "$cores" -ge 2 ]; then REAL=1; else REAL=0; fi
+fi
+
+mkdir -p "$OUT/runs"
+# results are machine-specific output, never committed
+[ -f "$OUT/.gitignore" ] || printf '*\n' >"$OUT/.gitignore"
+rm -rf "$OUT"/runs/*
+fails=0
+start=$(date +%s)
+
+# Waiting ranks spin in MPI_Wait; with more ranks than cores, yielding lets a
+# rank that wakes from its emulated action get a core sooner.
+MPI_FLAGS=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+# Emulated runs: the model only sizes the messages and activation slots.
+EMU_MODEL=(--layers 8 --channels 64 --heads 4 --seq 64 --batch 2)
+# Real runs: big enough that compute (tens of ms per action) dominates messages.
+REAL_MODEL=(--layers 8 --channels 128 --heads 4 --seq 64 --batch 4 --threads 1)
+COMMON=(--steps "$STEPS" --eval-every 0 --sample-tokens 0 --measure-peak=0)
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+  echo "host: $(uname -n), $cores cores, $cpu"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "ringpipe: $RINGPIPE"
+  echo "emulated: $MPIRUN -n 4 ${MPI_FLAGS[*]} $RINGPIPE train --pp 4 --schedule S [--vpp 2]" \
+       "--microbatches M --emulate-compute $COSTS ${EMU_MODEL[*]} ${COMMON[*]}"
+  if [ "$REAL" = 1 ]; then
+    echo "real: $MPIRUN -n 2 ${MPI_FLAGS[*]} $RINGPIPE train --pp 2 --schedule S [--vpp 2]" \
+         "--microbatches M ${REAL_MODEL[*]} ${COMMON[*]}"
+  fi
+  echo "repeats: emulated $REPEATS, real $REAL_REPEATS (table row = median measured idle/ideal)"
+} >"$OUT/setup.txt"
+cat "$OUT/setup.txt"
+
+# run MODE NP SCHEDULE M REPEAT EXTRA...: one training run into its own folder.
+run() {
+  local mode=$1 np=$2 sched=$3 m=$4 rep=$5
+  shift 5
+  local dir="$OUT/runs/$mode-$sched-m$m-r$rep"
+  local vpp=()
+  [ "$sched" = interleaved ] && vpp=(--vpp 2)
+  mkdir -p "$dir"
+  # MPIRUN may carry a prefix such as "nice -n 5 mpirun": split it on purpose
+  # shellcheck disable=SC2206
+  local cmd=($MPIRUN -n "$np" "${MPI_FLAGS[@]}" "$RINGPIPE" train --pp "$np" --schedule "$sched"
+    "${vpp[@]}" --microbatches "$m" "$@" "${COMMON[@]}" --out "$dir" --trace "$dir/trace.json")
+  echo "${cmd[*]}" >"$dir/cmd.txt"
+  if timeout 300 "${cmd[@]}" >"$dir/log.txt" 2>&1 && grep -q '"pipeline"' "$dir/metrics.jsonl"; then
+    printf '  %-5s %-12s m=%-3d #%d  %s\n' "$mode" "$sched" "$m" "$rep" \
+      "$(grep -m1 'bubble (idle' "$dir/log.txt" | sed 's/^ *//')"
+  else
+    echo "  $mode $sched m=$m #$rep FAILED, see $dir/log.txt" >&2
+    tail -5 "$dir/log.txt" >&2 || true
+    fails=$((fails + 1))
+  fi
+  # checkpoints and the prepared data are not part of the result
+  rm -rf "$dir/ckpt" "$dir/data"
+}
+
+echo "== emulated compute, pp 4, costs $COSTS ms =="
+for m in $MBS; do
+  "$RINGPIPE" sim --all --pp 4 --microbatches "$m" --costs "$COSTS" >"$OUT/runs/sim-pp4-m$m.txt"
+  for rep in $(seq 1 "$REPEATS"); do
+    for sched in $SCHEDULES; do
+      run emu 4 "$sched" "$m" "$rep" --emulate-compute "$COSTS" "${EMU_MODEL[@]}"
+    done
+  done
+done
+
+if [ "$REAL" = 1 ]; then
+  echo "== real compute, pp 2 ($cores cores) =="
+  for m in $REAL_MBS; do
+    for rep in $(seq 1 "$REAL_REPEATS"); do
+      for sched in $SCHEDULES; do
+        run real 2 "$sched" "$m" "$rep" "${REAL_MODEL[@]}"
+      done
+    done
+  done
+else
+  echo "== real compute skipped (REAL=0 or fewer than 2 cores) =="
+fi
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/setup.txt"
+
+python3 tools/plot_bubble.py table "$OUT"
+if [ "$PLOT" = 1 ]; then
+  if ! python3 -c 'import matplotlib' 2>/dev/null; then
+    echo "installing matplotlib for the plot"
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 ||
+        { apt-get update -qq && apt-get install -y -qq python3-matplotlib >/dev/null 2>&1; } ||
+        true
+    fi
+    python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib ||
+      python3 -m pip install -q --break-system-packages matplotlib || true
+  fi
+  if python3 -c 'import matplotlib' 2>/dev/null; then
+    python3 tools/plot_bubble.py plot "$OUT"
+  else
+    echo "pipeline_bubble: matplotlib unavailable, no plot (table is in $OUT/bubble.md)" >&2
+  fi
+fi
+echo "done in $(($(date +%s) - start)) s; results in $OUT (bubble.md, bubble.csv, bubble.png)"
+if [ "$fails" -gt 0 ]; then
+  echo "pipeline_bubble: $fails run(s) failed" >&2
+  exit 1
+fi

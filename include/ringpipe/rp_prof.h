@@ -1,0 +1,64 @@
+/* Wall-clock profile of one training step by component, for benchmarks.
+ *
+ * Off by default: then each timed region costs one well-predicted branch. When on,
+ * regions are timed on the thread that drives the pool (the rank's main thread),
+ * so a region's time includes the pool dispatch and the wait for the slowest
+ * worker: what the step actually pays. Not for concurrent use from several
+ * threads. */
+#ifndef RP_PROF_H
+#define RP_PROF_H
+
+typedef enum {
+  RP_PROF_FWD_EMBED = 0,
+  RP_PROF_FWD_LAYERNORM,
+  RP_PROF_FWD_MATMUL,       /* every linear layer, the LM head included */
+  RP_PROF_FWD_ATTENTION,
+  RP_PROF_FWD_GELU,
+  RP_PROF_FWD_RESIDUAL,
+  RP_PROF_FWD_XENT,
+  RP_PROF_BWD_XENT,
+  RP_PROF_BWD_MATMUL,       /* dinp + dweight + dbias */
+  RP_PROF_BWD_ATTENTION,
+  RP_PROF_BWD_GELU,
+  RP_PROF_BWD_LAYERNORM,
+  RP_PROF_BWD_EMBED,
+  RP_PROF_BWD_SCRATCH,      /* zeroing and copying gradient scratch */
+  RP_PROF_OPT_ZERO_GRADS,
+  RP_PROF_OPT_GRAD_NORM,
+  RP_PROF_OPT_ADAMW,
+  RP_PROF_COUNT
+} rp_prof_id;
+
+extern int rp_prof_enabled;
+
+void rp_prof_enable(int on);       /* also resets the totals */
+void rp_prof_reset(void);
+const char *rp_prof_name(rp_prof_id id);
+double rp_prof_seconds(rp_prof_id id);
+long rp_prof_calls(rp_prof_id id);
+
+/* Per call site minima. A step makes the same sequence of timed calls every
+ * time; rp_prof_step_begin() restarts the sequence, and each call's time is
+ * kept as the minimum over steps for its position in the sequence. On a shared
+ * machine a call that other processes preempted is thereby replaced by an
+ * undisturbed run of the same call, so the sum of the minima estimates the
+ * step on a quiet machine. */
+void rp_prof_step_begin(void);
+double rp_prof_min_seconds(rp_prof_id id);  /* sum over this component's sites */
+
+double rp_prof_clock(void);        /* rp_now() */
+void rp_prof_add(rp_prof_id id, double seconds);
+
+/* RP_PROF(id, statement): time one statement into component id when enabled. */
+#define RP_PROF(id, stmt)                          \
+  do {                                             \
+    if (rp_prof_enabled) {                         \
+      double rp_prof_t0_ = rp_prof_clock();        \
+      stmt;                                        \
+      rp_prof_add((id), rp_prof_clock() - rp_prof_t0_); \
+    } else {                                       \
+      stmt;                                        \
+    }                                              \
+  } while (0)
+
+#endif

@@ -1,0 +1,81 @@
+/* Component profile of a training step (see rp_prof.h). */
+#include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_util.h"
+
+int rp_prof_enabled;
+
+static double prof_seconds[RP_PROF_COUNT];
+static long prof_calls[RP_PROF_COUNT];
+
+/* call sites of one step, in order; beyond PROF_SITES calls only totals count */
+#define PROF_SITES 8192
+static double site_min[PROF_SITES];
+static unsigned char site_id[PROF_SITES];
+static int site_next, site_count;
+
+static const char *const prof_names[RP_PROF_COUNT] = {
+    [RP_PROF_FWD_EMBED] = "fwd embedding",
+    [RP_PROF_FWD_LAYERNORM] = "fwd layernorm",
+    [RP_PROF_FWD_MATMUL] = "fwd matmul (sgemm)",
+    [RP_PROF_FWD_ATTENTION] = "fwd attention",
+    [RP_PROF_FWD_GELU] = "fwd gelu",
+    [RP_PROF_FWD_RESIDUAL] = "fwd residual add",
+    [RP_PROF_FWD_XENT] = "fwd cross-entropy",
+    [RP_PROF_BWD_XENT] = "bwd cross-entropy",
+    [RP_PROF_BWD_MATMUL] = "bwd matmul (sgemm + dbias)",
+    [RP_PROF_BWD_ATTENTION] = "bwd attention",
+    [RP_PROF_BWD_GELU] = "bwd gelu",
+    [RP_PROF_BWD_LAYERNORM] = "bwd layernorm",
+    [RP_PROF_BWD_EMBED] = "bwd embedding",
+    [RP_PROF_BWD_SCRATCH] = "bwd scratch zero/copy",
+    [RP_PROF_OPT_ZERO_GRADS] = "opt zero grads",
+    [RP_PROF_OPT_GRAD_NORM] = "opt grad norm",
+    [RP_PROF_OPT_ADAMW] = "opt adamw",
+};
+
+void rp_prof_reset(void) {
+  for (int i = 0; i < RP_PROF_COUNT; i++) {
+    prof_seconds[i] = 0;
+    prof_calls[i] = 0;
+  }
+  site_next = site_count = 0;
+}
+
+void rp_prof_step_begin(void) { site_next = 0; }
+
+double rp_prof_min_seconds(rp_prof_id id) {
+  double s = 0;
+  for (int k = 0; k < site_count; k++)
+    if (site_id[k] == (unsigned char)id) s += site_min[k];
+  return s;
+}
+
+void rp_prof_enable(int on) {
+  rp_prof_reset();
+  rp_prof_enabled = on;
+}
+
+const char *rp_prof_name(rp_prof_id id) {
+  return id >= 0 && id < RP_PROF_COUNT ? prof_names[id] : "?";
+}
+double rp_prof_seconds(rp_prof_id id) { return id >= 0 && id < RP_PROF_COUNT ? prof_seconds[id] : 0; }
+long rp_prof_calls(rp_prof_id id) { return id >= 0 && id < RP_PROF_COUNT ? prof_calls[id] : 0; }
+
+double rp_prof_clock(void) { return rp_now(); }
+
+void rp_prof_add(rp_prof_id id, double seconds) {
+  if (id < 0 || id >= RP_PROF_COUNT) return;
+  prof_seconds[id] += seconds;
+  prof_calls[id]++;
+  int k = site_next++;
+  if (k >= PROF_SITES) return;
+  if (k >= site_count || site_id[k] != (unsigned char)id) {
+    /* a new site (first step), or the sequence changed: start it afresh */
+    site_id[k] = (unsigned char)id;
+    site_min[k] = seconds;
+    if (k >= site_count) site_count = k + 1;
+  } else if (seconds < site_min[k]) {
+    site_min[k] = seconds;
+  }
+}
+

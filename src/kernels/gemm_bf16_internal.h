@@ -1,0 +1,75 @@
+/* Private to the bf16 files: micro-kernel descriptors, the panel packer and the
+ * CPU-specific entry points (defined in gemm_bf16_avx512.c, only called after the
+ * CPU said it runs them).
+ *
+ * A micro-kernel computes one MR x NR tile of C over kp pairs of k:
+ *   C[0:mr, 0:nr] (ldc) = start + A_panel (MR rows, zero padded) * B_panel (NR cols)
+ * where start is C itself when load_c, else the NR-float row `init` (bias) for
+ * every row, else +0. Panels are packed as rp_bf16.h describes (PAIRS: uint32
+ * [kp][width]; F32: float [2*kp][width]). Only mr rows and nr columns of C are
+ * read or written. */
+#ifndef RP_GEMM_BF16_INTERNAL_H
+#define RP_GEMM_BF16_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ringpipe/rp_bf16.h"
+
+#define RP_BF16_NR 64 /* columns per B panel: 4 zmm vectors of fp32 */
+
+typedef void (*rp_bf16_ukr)(long kp, const void *a, const void *b, float *c, long ldc,
+                            int mr, int nr, const float *init, int load_c);
+
+typedef struct {
+  rp_bf16_kernel kernel;
+  rp_bf16_fmt fmt;
+  int mr;   /* rows of a tile (A panel width) */
+  int kc;   /* pairs of k per block (C tiles are reloaded once per block) */
+  int mc;   /* rows per packed A block (multiple of mr) */
+  rp_bf16_ukr ukr;
+} rp_bf16_kdesc;
+
+/* Bytes per (pair, row or column) of a packed panel. */
+static inline long rp_bf16_slot_bytes(rp_bf16_fmt fmt) { return fmt == RP_BF16_FMT_PAIRS ? 4 : 8; }
+
+/* A matrix element source: X(r, k) = kcontig ? src[r*ld + k] : src[k*ld + r],
+ * r < rows, k < K (zero outside). */
+typedef struct {
+  const uint16_t *src;
+  long ld;
+  int kcontig;
+  int rows, K;
+} rp_bf16_src;
+
+/* Packs rows [r0, r0 + width) (zero past rows) by pairs [p0, p0 + kp) (zero past
+ * K) into out as a width-wide panel of format fmt. */
+void rp_bf16_pack_panel(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int width, long p0,
+                        long kp, void *out);
+
+/* ceil(nrows / width) such panels for rows r0.., one after another. */
+void rp_bf16_pack_block(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int nrows, int width,
+                        long p0, long kp, void *out);
+
+/* The kernel descriptor that runs a packed operand of format fmt now: the active
+ * kernel when its format matches, else the best supported kernel of that format. */
+const rp_bf16_kdesc *rp_bf16_kdesc_for_fmt(rp_bf16_fmt fmt);
+const rp_bf16_kdesc *rp_bf16_kdesc_active(void);
+int rp_bf16_is_forced_portable(void);
+
+/* gemm_bf16_avx512.c */
+int rp_bf16_have_avx512f(void);
+int rp_bf16_have_avx512bf16(void);
+void rp_bf16_ukr_avx512_fma(long kp, const void *a, const void *b, float *c, long ldc,
+                            int mr, int nr, const float *init, int load_c);
+void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, long ldc,
+                             int mr, int nr, const float *init, int load_c);
+#define RP_BF16_MR_FMA 6
+#define RP_BF16_MR_DP 6
+/* Peak multiply-add GFLOP/s of one thread (0 where unsupported). */
+void rp_bf16_probe_gflops(double *fma, double *dp);
+
+/* gemm_bf16.c: the portable micro-kernels and their descriptors */
+extern const rp_bf16_kdesc rp_bf16_kd_portable_f32, rp_bf16_kd_portable_pairs;
+extern const rp_bf16_kdesc rp_bf16_kd_avx512_fma, rp_bf16_kd_avx512_bf16;
+
+#endif

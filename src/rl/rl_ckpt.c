@@ -1,0 +1,120 @@
+/* Checkpoints of sft / grpo / ppo: the ordinary ringpipe checkpoint (model +
+ * AdamW state as safetensors, meta.json last) with the job's counters in the
+ * metadata, so `ringpipe sample`, `train --init-from` and `grpo --init-from`
+ * all read an SFT checkpoint. PPO's value head (C + 1 floats and its AdamW
+ * state) is small enough to ride in meta.json; "%.9g" round-trips floats. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringpipe/rp_checkpoint.h"
+#include "ringpipe/rp_json.h"
+#include "rl_internal.h"
+
+static size_t put_floats(char *buf, size_t cap, const char *key, const float *x, int n) {
+  size_t len = (size_t)snprintf(buf, cap, "\"%s\":[", key);
+  for (int i = 0; i < n && len < cap; i++)
+    len += (size_t)snprintf(buf + len, cap - len, i ? ",%.9g" : "%.9g", x[i]);
+  if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "]");
+  return len;
+}
+
+static rp_status get_floats(const char *json, const char *path, float *x, int n) {
+  const char *v;
+  size_t vlen;
+  RP_TRY(rp_json_find(json, path, &v, &vlen));
+  rp_json_iter it;
+  RP_TRY(rp_json_iter_begin(&it, v));
+  char key[8];
+  int i = 0, r;
+  while ((r = rp_json_iter_next(&it, key, sizeof key, &v, &vlen)) == 1) {
+    if (i >= n) break;
+    x[i++] = strtof(v, NULL);
+  }
+  if (r < 0) return (rp_status)r;
+  if (i != n)
+    return rp_err(RP_EFORMAT, "checkpoint %s has %d values, expected %d (another model width?)",
+                  path, i, n);
+  return RP_OK;
+}
+
+rp_status rp_rl_save(rp_rl_state *s, const char *dir) {
+  rp_status st = RP_OK;
+  if (s->grid.world_rank == 0) {
+    int nvh = s->has_vh ? s->vh.C + 1 : 0, nopt;
+    size_t cap = (1 << 16) + (size_t)nvh * 3 * 20;
+    char *meta = malloc(cap), *opts = malloc(1 << 16);
+    const rp_opt *tab = rp_rl_opt_table(s->algo, &nopt);
+    st = meta && opts ? rp_opts_to_json(tab, nopt, &s->o, opts, 1 << 16)
+                      : rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
+    if (st == RP_OK) {
+      const rp_gpt_config *c = &s->cfg;
+      size_t len = (size_t)snprintf(
+          meta, cap,
+          "\"kind\":\"%s\",\"step\":%d,\"opt_steps\":%d,\"cursor\":%llu,"
+          "\"config\":{\"L\":%d,\"C\":%d,\"NH\":%d,\"T\":%d,\"V\":%d,\"Vp\":%d},"
+          "\"task\":{\"name\":\"%s\",\"size\":%d},\"options\":%s",
+          rp_rl_algo_name(s->algo), s->step, s->opt_steps, (unsigned long long)s->cursor, c->L,
+          c->C, c->NH, c->T, c->V, c->Vp, rp_task_name(s->task.kind), s->task.size, opts);
+      if (nvh) {
+        len += (size_t)snprintf(meta + len, cap - len, ",\"value_head\":{");
+        len += put_floats(meta + len, cap - len, "p", s->vh.p, nvh);
+        len += (size_t)snprintf(meta + len, cap - len, ",");
+        len += put_floats(meta + len, cap - len, "m", s->vh.m, nvh);
+        len += (size_t)snprintf(meta + len, cap - len, ",");
+        len += put_floats(meta + len, cap - len, "v", s->vh.v, nvh);
+        len += (size_t)snprintf(meta + len, cap - len, "}");
+      }
+      if (len >= cap) st = rp_err(RP_EINTERNAL, "checkpoint metadata overflowed %zu bytes", cap);
+    }
+    if (st == RP_OK) {
+      rp_ckpt_part part = {.chunk = &s->model, .m = s->adam_m, .v = s->adam_v};
+      st = rp_ckpt_save(dir, &part, 1, meta);
+    }
+    free(meta);
+    free(opts);
+  }
+  return rp_grid_agree(s->grid.world, st);
+}
+
+rp_status rp_rl_resume(rp_rl_state *s, const char *dir) {
+  char *meta = NULL, kind[16] = "";
+  RP_TRY(rp_ckpt_read_meta(dir, &meta));
+  rp_status st = rp_json_get_string(meta, "kind", kind, sizeof kind);
+  const char *want = rp_rl_algo_name(s->algo);
+  if (st != RP_OK || strcmp(kind, want) != 0)
+    st = rp_err(RP_EINVAL, "%s is not a %s checkpoint (kind '%s'); to start %s from its "
+                "weights pass it as --init-from", dir, want, kind, want);
+  const char *keys[6] = {"config.L", "config.C", "config.NH", "config.T", "config.V", "config.Vp"};
+  const int have[6] = {s->cfg.L, s->cfg.C, s->cfg.NH, s->cfg.T, s->cfg.V, s->cfg.Vp};
+  for (int i = 0; i < 6 && st == RP_OK; i++) {
+    int64_t v;
+    st = rp_json_get_int64(meta, keys[i], &v);
+    if (st == RP_OK && v != have[i])
+      st = rp_err(RP_EINVAL, "%s has %s = %lld but this run's model has %d; pass the same "
+                  "model options (or --init-from) as the run that saved it", dir, keys[i],
+                  (long long)v, have[i]);
+  }
+  int64_t step = 0, opt_steps = 0;
+  uint64_t cursor = 0;
+  if (st == RP_OK) st = rp_json_get_int64(meta, "step", &step);
+  if (st == RP_OK) st = rp_json_get_int64(meta, "opt_steps", &opt_steps);
+  if (st == RP_OK) st = rp_json_get_u64(meta, "cursor", &cursor);
+  if (st == RP_OK && s->has_vh) {
+    int n = s->vh.C + 1;
+    st = get_floats(meta, "value_head.p", s->vh.p, n);
+    if (st == RP_OK) st = get_floats(meta, "value_head.m", s->vh.m, n);
+    if (st == RP_OK) st = get_floats(meta, "value_head.v", s->vh.v, n);
+  }
+  if (st == RP_OK) {
+    rp_ckpt_load_part part = {.chunk = &s->model, .m = s->adam_m, .v = s->adam_v};
+    st = rp_ckpt_load(dir, &part, 1);
+  }
+  if (st == RP_OK) {
+    s->step = (int)step;
+    s->opt_steps = (int)opt_steps;
+    s->cursor = cursor;
+  }
+  free(meta);
+  return st;
+}

@@ -1,0 +1,191 @@
+/* Fused and write-variant kernels against what they replace: the residual
+ * matmul against the reference matmul plus an add (with out aliasing resid), the
+ * _set backward variants against their accumulating versions run into zeros
+ * (bitwise: the model relies on it to keep the zero-bubble I/W split equal to the
+ * full backward), and rp_zero. Both GEMM modes, 1 and 2 threads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "kt_util.h"
+
+/* |got - want| <= 1e-5 * K * (1 + |want|): float sums of K terms in any order. */
+static int close_k(const char *what, const float *got, const float *want, long n, int K) {
+  double *wd = kt_doubles(n);
+  kt_to_double(wd, want, n);
+  int bad = kt_check_close(what, got, wd, n, 1e-5 * K, 1e-5 * K);
+  free(wd);
+  return bad;
+}
+
+static void residual_case(rp_gemm_mode mode, int nthreads, int N, int IC, int OC, int with_bias) {
+  rp_rng rng;
+  rp_rng_seed(&rng, 200 + (uint64_t)(mode * 10 + nthreads));
+  rp_pool *pool = kt_pool(nthreads);
+  rp_gemm_mode saved = rp_gemm_get_mode();
+  rp_gemm_set_mode(mode);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
+  float *res = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  kt_fill(b, OC, &rng, -1, 1);
+  kt_fill(res, (long)N * OC, &rng, -3, 3);
+  const float *bias = with_bias ? b : NULL;
+  float *want = kt_floats((long)N * OC), *out = kt_floats((long)N * OC);
+  rp_matmul_forward_ref(want, inp, w, bias, N, IC, OC);
+  for (long i = 0; i < (long)N * OC; i++) want[i] += res[i];
+
+  kt_fill(out, (long)N * OC, &rng, -5, 5); /* overwritten, never read */
+  rp_matmul_forward_residual(out, inp, w, bias, res, N, IC, OC, pool);
+  assert_int_equal(close_k("residual matmul", out, want, (long)N * OC, IC), 0);
+  /* in place: the residual stream accumulates the projection */
+  float *acc = kt_floats((long)N * OC);
+  memcpy(acc, res, sizeof(float) * (size_t)N * OC);
+  rp_matmul_forward_residual(acc, inp, w, bias, acc, N, IC, OC, pool);
+  assert_true(kt_bitwise_equal(acc, out, (long)N * OC));
+
+  free(inp), free(w), free(b), free(res), free(want), free(out), free(acc);
+  rp_pool_destroy(pool);
+  rp_gemm_set_mode(saved);
+}
+
+static void test_matmul_forward_residual(void **state) {
+  (void)state;
+  const rp_gemm_mode modes[2] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT};
+  for (int m = 0; m < 2; m++)
+    for (int t = 1; t <= 2; t++) {
+      residual_case(modes[m], t, 37, 29, 19, 1);
+      residual_case(modes[m], t, 128, 96, 160, 0);
+      residual_case(modes[m], t, 1, 16, 48, 1);
+    }
+}
+
+/* rp_matmul_backward_set writes dinp, bitwise what rp_matmul_backward adds into
+ * zeros, and leaves the weight gradients' accumulation as it was. */
+static void backward_set_case(rp_gemm_mode mode, int nthreads, int N, int IC, int OC) {
+  rp_rng rng;
+  rp_rng_seed(&rng, 300 + (uint64_t)(mode * 10 + nthreads));
+  rp_pool *pool = kt_pool(nthreads);
+  rp_gemm_mode saved = rp_gemm_get_mode();
+  rp_gemm_set_mode(mode);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+  float *dout = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  kt_fill(dout, (long)N * OC, &rng, -1, 1);
+  float *dinp_a = kt_floats((long)N * IC), *dinp_s = kt_floats((long)N * IC);
+  float *dw_a = kt_floats((long)OC * IC), *dw_s = kt_floats((long)OC * IC);
+  float *db_a = kt_floats(OC), *db_s = kt_floats(OC);
+  kt_fill(dw_a, (long)OC * IC, &rng, -1, 1);
+  kt_fill(db_a, OC, &rng, -1, 1);
+  memcpy(dw_s, dw_a, sizeof(float) * (size_t)OC * IC);
+  memcpy(db_s, db_a, sizeof(float) * (size_t)OC);
+  kt_fill(dinp_s, (long)N * IC, &rng, -9, 9); /* garbage: must be overwritten */
+  rp_matmul_backward(dinp_a, dw_a, db_a, dout, inp, w, N, IC, OC, pool); /* into zeros */
+  rp_matmul_backward_set(dinp_s, dw_s, db_s, dout, inp, w, N, IC, OC, pool);
+  assert_true(kt_bitwise_equal(dinp_s, dinp_a, (long)N * IC));
+  assert_true(kt_bitwise_equal(dw_s, dw_a, (long)OC * IC));
+  assert_true(kt_bitwise_equal(db_s, db_a, OC));
+  /* dinp alone, and against the reference */
+  float *dinp_r = kt_floats((long)N * IC);
+  rp_matmul_backward_ref(dinp_r, NULL, NULL, dout, inp, w, N, IC, OC);
+  kt_fill(dinp_s, (long)N * IC, &rng, -9, 9);
+  rp_matmul_backward_set(dinp_s, NULL, NULL, dout, inp, w, N, IC, OC, pool);
+  assert_true(kt_bitwise_equal(dinp_s, dinp_a, (long)N * IC));
+  assert_int_equal(close_k("dinp set", dinp_s, dinp_r, (long)N * IC, OC), 0);
+  free(inp), free(w), free(dout), free(dinp_a), free(dinp_s), free(dw_a), free(dw_s);
+  free(db_a), free(db_s), free(dinp_r);
+  rp_pool_destroy(pool);
+  rp_gemm_set_mode(saved);
+}
+
+static void test_matmul_backward_set(void **state) {
+  (void)state;
+  const rp_gemm_mode modes[2] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT};
+  for (int m = 0; m < 2; m++)
+    for (int t = 1; t <= 2; t++) {
+      backward_set_case(modes[m], t, 37, 29, 19);
+      backward_set_case(modes[m], t, 256, 64, 192);
+      backward_set_case(modes[m], t, 1, 16, 48);
+    }
+}
+
+/* The same call on the same pool repeats bitwise in both GEMM modes: resume and
+ * layout-invariance tests compare runs bitwise and rely on it. */
+static void test_matmul_repeatable(void **state) {
+  (void)state;
+  const int N = 300, IC = 64, OC = 96;
+  rp_rng rng;
+  rp_rng_seed(&rng, 400);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
+  float *res = kt_floats((long)N * OC), *o1 = kt_floats((long)N * OC), *o2 = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  kt_fill(b, OC, &rng, -1, 1);
+  kt_fill(res, (long)N * OC, &rng, -1, 1);
+  rp_pool *pool = kt_pool(2);
+  rp_gemm_mode saved = rp_gemm_get_mode();
+  for (int m = 0; m < 2; m++) {
+    rp_gemm_set_mode(m ? RP_GEMM_POOL_SPLIT : RP_GEMM_BLAS_THREADS);
+    rp_matmul_forward_residual(o1, inp, w, b, res, N, IC, OC, pool);
+    rp_matmul_forward_residual(o2, inp, w, b, res, N, IC, OC, pool);
+    assert_true(kt_bitwise_equal(o1, o2, (long)N * OC));
+  }
+  rp_gemm_set_mode(saved);
+  rp_pool_destroy(pool);
+  free(inp), free(w), free(b), free(res), free(o1), free(o2);
+}
+
+/* rp_gelu_backward_set: bitwise what rp_gelu_backward adds into zeros, for 1 and
+ * 2 threads alike. */
+static void test_gelu_backward_set(void **state) {
+  (void)state;
+  const long n = 40009;
+  rp_rng rng;
+  rp_rng_seed(&rng, 33);
+  float *x = kt_floats(n), *dy = kt_floats(n), *acc = kt_floats(n);
+  kt_fill(x, n, &rng, -6, 6);
+  kt_fill(dy, n, &rng, -1, 1);
+  rp_gelu_backward(acc, x, dy, n, NULL);
+  float *set[2];
+  for (int t = 0; t < 2; t++) {
+    rp_pool *pool = kt_pool(t + 1);
+    set[t] = kt_floats(n);
+    kt_fill(set[t], n, &rng, -9, 9);
+    rp_gelu_backward_set(set[t], x, dy, n, pool);
+    rp_pool_destroy(pool);
+    assert_true(kt_bitwise_equal(set[t], acc, n));
+  }
+  free(x), free(dy), free(acc), free(set[0]), free(set[1]);
+}
+
+static void test_zero(void **state) {
+  (void)state;
+  const long n = 100003; /* above the parallel threshold, not a multiple of 16 */
+  rp_rng rng;
+  rp_rng_seed(&rng, 34);
+  for (int t = 1; t <= 2; t++) {
+    rp_pool *pool = kt_pool(t);
+    float *x = kt_floats(n + 1);
+    kt_fill(x, n + 1, &rng, 1, 2);
+    rp_zero(x, n, pool);
+    for (long i = 0; i < n; i++) assert_true(x[i] == 0.0f);
+    assert_true(x[n] >= 1.0f); /* one past the end untouched */
+    rp_zero(x, 7, pool);       /* below the threshold: serial path */
+    free(x);
+    rp_pool_destroy(pool);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_matmul_forward_residual),
+      cmocka_unit_test(test_matmul_backward_set),
+      cmocka_unit_test(test_matmul_repeatable),
+      cmocka_unit_test(test_gelu_backward_set),
+      cmocka_unit_test(test_zero),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
