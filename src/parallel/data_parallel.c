@@ -41,7 +41,7 @@ struct rp_dp {
   bucket *b;
   int nb;
   chunk_state *cs;
-  double t_first_launch, exposed;
+  double t_first_launch, t_done, exposed;
   int launched_any;
 };
 
@@ -268,7 +268,8 @@ rp_status rp_dp_finish(rp_dp *d) {
   for (int i = 0; i < d->nb; i++) launch(d, &d->b[i]);
   double t = rp_now();
   for (int i = 0; i < d->nb; i++) MPI_Waitall(d->b[i].nr, d->b[i].req, MPI_STATUSES_IGNORE);
-  d->exposed = rp_now() - t;
+  d->t_done = rp_now();
+  d->exposed = d->t_done - t;
   /* The tied wte: the first stage holds the embedding's part of its gradient,
    * the last stage the head's; each needs the sum. */
   if (d->cfg.tie_comm != MPI_COMM_NULL) {
@@ -289,7 +290,7 @@ rp_status rp_dp_finish(rp_dp *d) {
 }
 
 rp_dp_stats rp_dp_last_stats(const rp_dp *d) {
-  rp_dp_stats s = {.reduce_s = d->launched_any ? rp_now() - d->t_first_launch : 0,
+  rp_dp_stats s = {.reduce_s = d->launched_any ? d->t_done - d->t_first_launch : 0,
                    .exposed_s = d->exposed, .buckets = d->nb};
   return s;
 }

@@ -40,6 +40,17 @@ static void print_banner(const rp_trainer *t) {
     printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (OpenBLAS %s kernels; "
            "the MFU denominator)\n", t->gemm_peak / 1e9, rp_blas_core());
   if (rp_blas_advice()) printf("  note: %s\n", rp_blas_advice());
+  {
+    /* AdamW keeps m and v in fp32: 8 bytes per parameter of this rank's chunks,
+     * divided over the replicas under ZeRO-1 */
+    size_t mine = 0;
+    for (int c = 0; c < t->nchunks; c++) mine += t->chunks[c].num_params;
+    int rep = t->grid.dp * t->grid.cp;
+    printf("  optimizer state on rank 0: %.2f MiB (formula 8 B x %zu params%s = %.2f MiB)\n",
+           rp_dp_optim_floats(t->dp) * 4.0 / 1048576.0, mine,
+           o->zero && rep > 1 ? " / replicas" : "",
+           8.0 * mine / (o->zero ? rep : 1) / 1048576.0);
+  }
   fflush(stdout);
 }
 
@@ -129,6 +140,13 @@ rp_status rp_trainer_run(rp_trainer *t) {
       RP_TRY(rp_trainer_save(t, dir));
       if (talk) printf("step %5d/%d | saved checkpoint %s\n", s, o->steps, dir);
     }
+  }
+  if (root && t->grid.dp * t->grid.cp > 1 && last > first) {
+    rp_dp_stats ds = rp_dp_last_stats(t->dp);
+    printf("data parallel (last step): %d buckets, %s, reduction %.2f ms from first launch, "
+           "%.2f ms exposed after backward (overlap %s)\n", ds.buckets,
+           o->zero ? "ZeRO-1 reduce-scatter + all-gather" : "all-reduce", ds.reduce_s * 1e3,
+           ds.exposed_s * 1e3, o->dp_overlap ? "on" : "off");
   }
   if (t->pipe && last > first && t->grid.dp_rank == 0 && t->grid.cp_rank == 0)
     RP_TRY(rp_pipeline_report(t, root ? metrics : NULL));
