@@ -71,9 +71,23 @@ typedef struct {
   float *lnfw, *lnfb;         /* C (head) */
 } rp_param_views;
 
+/* Activation recomputation: what a layer keeps for backward.
+ *   NONE       everything (16 N C + 4 N floats + the attention's saved state);
+ *   SELECTIVE  all but the attention's saved state when it is the O(T^2)
+ *              probabilities, and the GELU output: both recomputed in backward;
+ *   FULL       only the layer output (the next layer's input): the whole layer
+ *              is recomputed in backward.
+ * Recomputation reruns the same deterministic kernels on the same inputs, so the
+ * gradients are bitwise those of NONE. The recomputed tensors live in one
+ * shared per-chunk scratch layer. Not combinable with the I/W split. */
+typedef enum { RP_RECOMPUTE_NONE = 0, RP_RECOMPUTE_SELECTIVE, RP_RECOMPUTE_FULL } rp_recompute;
+
 typedef struct {
   rp_gpt_config cfg;
   rp_stage_spec spec;
+  rp_recompute recompute;     /* see rp_chunk_set_recompute */
+  void *rc_scratch;           /* RP_MEM_ACTS: one layer's recomputed tensors */
+  size_t rc_bytes;
   size_t num_params;          /* floats in this chunk's buffer */
   float *params, *grads;      /* one buffer each (RP_MEM_PARAMS / RP_MEM_GRADS) */
   rp_param_views p, g;        /* named views into params / grads */
@@ -89,6 +103,11 @@ void rp_chunk_free(rp_chunk *m);
  * chunk of layers gets exactly the values the whole model would. */
 void rp_chunk_init_weights(rp_chunk *m, uint64_t seed);
 void rp_chunk_zero_grads(rp_chunk *m);
+/* Chooses the recomputation mode before activations are sized (rp_acts_bytes and
+ * rp_acts_bind follow it) and allocates the shared scratch for B x T rows. */
+struct rp_attn_backend;
+rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode,
+                                 const struct rp_attn_backend *attn, int B, int T);
 const rp_tensor *rp_chunk_find(const rp_chunk *m, const char *name);
 
 /* ---- attention backends: the seam where context parallelism plugs in. */

@@ -37,6 +37,7 @@ typedef struct {
   char emulate[RP_OPT_STRLEN];
   char cp_impl[RP_OPT_STRLEN], cp_layout[RP_OPT_STRLEN];
   int cp_overlap, zero, dp_overlap;
+  char recompute[RP_OPT_STRLEN];
   float bucket_mb;
 } rp_train_opts;
 

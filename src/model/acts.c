@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
+#include "model_internal.h"
 #include "ringpipe/rp_model.h"
 
 /* A bump carver over a block; with base == NULL it only measures. Every view is
@@ -20,10 +21,36 @@ static void *carve(carver *c, size_t bytes) {
 #define CARVE_F(c, n) ((float *)carve((c), (size_t)(n) * sizeof(float)))
 #define CARVE_I(c, n) ((int32_t *)carve((c), (size_t)(n) * sizeof(int32_t)))
 
+/* One layer's tensors, all of them (res3 aside): the full layer in the shared
+ * recompute scratch, or its layout size when c->base is NULL. */
+static void layout_layer(carver *c, rp_layer_acts *l, size_t N, size_t C, size_t saved,
+                         int with_gelu) {
+  l->ln1 = CARVE_F(c, N * C);
+  l->ln1_mean = CARVE_F(c, N);
+  l->ln1_rstd = CARVE_F(c, N);
+  l->qkv = CARVE_F(c, 3 * N * C);
+  l->atty = CARVE_F(c, N * C);
+  if (saved) l->att_saved = CARVE_F(c, saved);
+  l->res2 = CARVE_F(c, N * C);
+  l->ln2 = CARVE_F(c, N * C);
+  l->ln2_mean = CARVE_F(c, N);
+  l->ln2_rstd = CARVE_F(c, N);
+  l->fch = CARVE_F(c, 4 * N * C);
+  if (with_gelu) l->fch_gelu = CARVE_F(c, 4 * N * C);
+}
+
+
 static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk *m,
                         const rp_attn_backend *attn, int B, int T) {
   size_t N = (size_t)B * T, C = m->cfg.C;
   size_t saved = attn->saved_floats(attn, B, T, m->cfg.C, m->cfg.NH);
+  rp_layer_acts shared = {0};
+  if (m->recompute != RP_RECOMPUTE_NONE && lv) {
+    carver sc = {.base = m->rc_scratch};
+    layout_layer(&sc, &shared, N, C, saved, 1);
+    RP_CHECK(m->rc_scratch && sc.off <= m->rc_bytes);
+  }
+  int full = m->recompute == RP_RECOMPUTE_FULL, sel = m->recompute == RP_RECOMPUTE_SELECTIVE;
   a->B = B;
   a->T = T;
   a->tokens = CARVE_I(c, N);
@@ -32,18 +59,14 @@ static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk
   a->input = CARVE_F(c, N * C);
   for (int i = 0; i < m->spec.num_layers; i++) {
     rp_layer_acts *l = lv ? &lv[i] : &(rp_layer_acts){0};
-    l->ln1 = CARVE_F(c, N * C);
-    l->ln1_mean = CARVE_F(c, N);
-    l->ln1_rstd = CARVE_F(c, N);
-    l->qkv = CARVE_F(c, 3 * N * C);
-    l->atty = CARVE_F(c, N * C);
-    l->att_saved = CARVE_F(c, saved);
-    l->res2 = CARVE_F(c, N * C);
-    l->ln2 = CARVE_F(c, N * C);
-    l->ln2_mean = CARVE_F(c, N);
-    l->ln2_rstd = CARVE_F(c, N);
-    l->fch = CARVE_F(c, 4 * N * C);
-    l->fch_gelu = CARVE_F(c, 4 * N * C);
+    if (full) {
+      *l = shared;  /* everything but the output is recomputed */
+    } else {
+      int drop_att = sel && rp_selective_drops_attention(saved, N, C);
+      layout_layer(c, l, N, C, drop_att ? 0 : saved, !sel);
+      if (drop_att) l->att_saved = shared.att_saved;
+      if (sel) l->fch_gelu = shared.fch_gelu;
+    }
     l->res3 = CARVE_F(c, N * C);
   }
   a->lnf = a->lnf_mean = a->lnf_rstd = a->logits = a->losses = NULL;
@@ -124,4 +147,20 @@ void rp_wstash_bind(rp_wstash *s, rp_layer_douts *layer_views, const rp_chunk *m
                     int B, int T) {
   carver c = {.base = mem};
   layout_wstash(&c, s, layer_views, m, B, T);
+}
+
+rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode, const rp_attn_backend *attn,
+                                 int B, int T) {
+  rp_free(m->rc_scratch);
+  m->rc_scratch = NULL;
+  m->rc_bytes = 0;
+  m->recompute = mode;
+  if (mode == RP_RECOMPUTE_NONE) return RP_OK;
+  carver c = {0};
+  rp_layer_acts l;
+  layout_layer(&c, &l, (size_t)B * T, m->cfg.C,
+               attn->saved_floats(attn, B, T, m->cfg.C, m->cfg.NH), 1);
+  m->rc_bytes = c.off;
+  m->rc_scratch = rp_alloc(c.off, RP_MEM_ACTS);
+  return m->rc_scratch ? RP_OK : rp_err(RP_ENOMEM, "out of memory for the recompute scratch");
 }

@@ -121,6 +121,7 @@ void rp_chunk_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale
 void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x) {
   rp_layer_douts d = scratch_douts(w);
   for (int i = m->spec.num_layers - 1; i >= 0; i--) {
+    rp_layer_recompute(m, a, i, x);
     layer_input_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w, &d,
                       &m->cfg, a->B, a->T, x);
     grads_ready(x, m, i);
@@ -142,6 +143,7 @@ void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, con
 
 void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *s, float dscale,
                              const rp_exec *x) {
+  RP_CHECK(m->recompute == RP_RECOMPUTE_NONE);  /* W would need the dropped tensors */
   if (m->spec.has_head) head_backward(m, a, w, s->dlnf, 1, dscale, x);
   for (int i = m->spec.num_layers - 1; i >= 0; i--)
     layer_input_grads(&m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w, &s->layer[i],

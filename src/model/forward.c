@@ -49,6 +49,22 @@ static void layer_forward(const rp_layer_params *p, rp_layer_acts *l, const floa
                                                          pool));
 }
 
+/* Backward of layer i is about to read its tensors: rebuild what the chunk's
+ * recompute mode did not keep, with the same kernels on the same inputs. */
+void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x) {
+  rp_layer_acts *l = &a->layer[i];
+  int N = a->B * a->T, C = m->cfg.C;
+  if (m->recompute == RP_RECOMPUTE_FULL) {
+    layer_forward(&m->p.layer[i], l, rp_layer_input(a, i), &m->cfg, a->B, a->T, x);
+  } else if (m->recompute == RP_RECOMPUTE_SELECTIVE) {
+    size_t saved = x->attn->saved_floats(x->attn, a->B, a->T, C, m->cfg.NH);
+    if (rp_selective_drops_attention(saved, (size_t)N, (size_t)C))
+      RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv,
+                                                      a->B, a->T, C, m->cfg.NH, x->pool));
+    RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4L * N * C, x->pool));
+  }
+}
+
 void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   for (int i = 0; i < m->spec.num_layers; i++)
     layer_forward(&m->p.layer[i], &a->layer[i], rp_layer_input(a, i), &m->cfg, a->B, a->T, x);

@@ -118,6 +118,7 @@ rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_sp
 }
 
 void rp_chunk_free(rp_chunk *m) {
+  rp_free(m->rc_scratch);
   rp_free(m->params);
   rp_free(m->grads);
   free(m->p.layer);

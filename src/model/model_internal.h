@@ -2,9 +2,19 @@
 #ifndef RP_MODEL_INTERNAL_H
 #define RP_MODEL_INTERNAL_H
 
+#include <stddef.h>
+
 #include "ringpipe/rp_model.h"
 
 /* Input of layer i of a chunk: the chunk input, or the previous layer's output. */
 const float *rp_layer_input(const rp_acts *a, int i);
+
+/* Selective recomputation drops the attention's saved state only when it is
+ * at least as big as the attention output (the O(T^2) probabilities, not a
+ * log-sum-exp per row). */
+static inline int rp_selective_drops_attention(size_t saved, size_t N, size_t C) {
+  return saved >= N * C;
+}
+void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
 #endif

@@ -41,6 +41,25 @@ static void print_banner(const rp_trainer *t) {
            "the MFU denominator)\n", t->gemm_peak / 1e9, rp_blas_core());
   if (rp_blas_advice()) printf("  note: %s\n", rp_blas_advice());
   {
+    /* One layer's activations per micro-batch, measured from the layout against
+     * the formula: 16 N C + 4 N floats + the attention's saved state S (none);
+     * minus the GELU output 4 N C and S when S >= N C (selective); only the layer
+     * output N C (full; one shared layer of scratch per chunk is extra). */
+    const rp_chunk *m = &t->chunks[0];
+    rp_chunk no_layers = *m;
+    no_layers.spec.num_layers = 0;
+    int B = o->batch, T = t->T_local, nl = m->spec.num_layers;
+    double meas = nl ? (double)(rp_acts_bytes(m, t->exec.attn, B, T) -
+                                rp_acts_bytes(&no_layers, t->exec.attn, B, T)) / nl : 0;
+    double N = (double)B * T, C = t->cfg.C;
+    double S = (double)t->exec.attn->saved_floats(t->exec.attn, B, T, t->cfg.C, t->cfg.NH);
+    double f = m->recompute == RP_RECOMPUTE_FULL ? N * C
+             : m->recompute == RP_RECOMPUTE_SELECTIVE ? 12 * N * C + 4 * N + (S >= N * C ? 0 : S)
+                                                      : 16 * N * C + 4 * N + S;
+    printf("  activations per layer per micro-batch: %.3f MiB measured, %.3f MiB formula "
+           "(recompute %s)\n", meas / 1048576.0, 4 * f / 1048576.0, o->recompute);
+  }
+  {
     /* AdamW keeps m and v in fp32: 8 bytes per parameter of this rank's chunks,
      * divided over the replicas under ZeRO-1 */
     size_t mine = 0;

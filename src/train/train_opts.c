@@ -72,6 +72,10 @@ const rp_opt rp_train_opt_table[] = {
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
+    {"recompute", RP_OPT_CHOICE, O(recompute), "none", 0, 0, "none|selective|full",
+     "activation recomputation: selective recomputes the GELU output and O(T^2) attention "
+     "probabilities in backward, full keeps only each layer's output and recomputes the "
+     "layer (gradients are bitwise unchanged)"},
     {"zero", RP_OPT_INT, O(zero), "0", 0, 1, NULL,
      "ZeRO stage: 1 shards AdamW state over the data-parallel replicas (reduce-scatter "
      "gradients, all-gather parameters); 0 keeps it replicated"},
@@ -118,6 +122,10 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
                   "(--layers %d)", o->pp, o->vpp, o->pp * o->vpp, o->layers);
   if (o->pp == 1 && o->vpp > 1)
     return rp_err(RP_EINVAL, "--vpp %d needs pipeline parallelism (--pp 2 or more)", o->vpp);
+  if (strcmp(o->recompute, "none") != 0 && strcmp(o->schedule, "zb-h1") == 0 && o->pp > 1)
+    return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule zb-h1 (its W "
+                  "step needs the tensors recomputation drops); use --recompute none or "
+                  "another schedule", o->recompute);
   if (o->emulate[0]) {
     double f, b, w;
     if (sscanf(o->emulate, "%lf,%lf,%lf", &f, &b, &w) != 3 || f <= 0 || b <= 0 || w < 0 || w >= b)

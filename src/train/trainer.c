@@ -137,6 +137,11 @@ static rp_status setup_compute(rp_trainer *t) {
     t->exec.attn = t->cp_attn;
   }
   int B = o->batch, T = t->T_local;
+  rp_recompute rc = strcmp(o->recompute, "full") == 0        ? RP_RECOMPUTE_FULL
+                    : strcmp(o->recompute, "selective") == 0 ? RP_RECOMPUTE_SELECTIVE
+                                                             : RP_RECOMPUTE_NONE;
+  for (int c = 0; c < t->nchunks; c++)
+    RP_TRY(rp_chunk_set_recompute(&t->chunks[c], rc, t->exec.attn, B, T));
   if (t->grid.pp > 1) {
     RP_TRY(setup_pipeline(t));
   } else {

@@ -191,6 +191,41 @@ static void test_input_weight_split_bitwise(void **state) {
   rp_pool_destroy(pool);
 }
 
+/* Recomputation gives bitwise the gradients of keeping everything, and keeps
+ * less: none > selective > full activation bytes (naive attention, whose saved
+ * probabilities selective mode drops). */
+static void test_recompute_bitwise(void **state) {
+  rp_exec x = {.pool = NULL, .attn = rp_attn_reference()};
+  float *ref = NULL;
+  size_t bytes[3];
+  for (int mode = RP_RECOMPUTE_NONE; mode <= RP_RECOMPUTE_FULL; mode++) {
+    model_run r;
+    assert_int_equal(rp_chunk_init(&r.m, &tiny, &(rp_stage_spec){0, tiny.L, 1, 1}), RP_OK);
+    rp_chunk_init_weights(&r.m, 7);
+    assert_int_equal(rp_chunk_set_recompute(&r.m, (rp_recompute)mode, x.attn, B, T), RP_OK);
+    bytes[mode] = rp_acts_bytes(&r.m, x.attn, B, T);
+    r.mem = rp_alloc(bytes[mode], RP_MEM_ACTS);
+    rp_acts_bind(&r.a, r.lv, &r.m, x.attn, r.mem, B, T);
+    assert_int_equal(rp_grad_ws_init(&r.w, &r.m, B, T), RP_OK);
+    fill_batch(&r.a, 1);
+    int valid = 0;
+    double loss = rp_chunk_forward(&r.m, &r.a, &valid, &x);
+    rp_chunk_zero_grads(&r.m);
+    rp_chunk_backward(&r.m, &r.a, &r.w, 1.0f / valid, &x);
+    assert_true(isfinite(loss));
+    if (!ref) {
+      ref = malloc(r.m.num_params * 4);
+      memcpy(ref, r.m.grads, r.m.num_params * 4);
+    } else {
+      assert_memory_equal(r.m.grads, ref, r.m.num_params * 4);
+    }
+    run_free(&r);
+  }
+  assert_true(bytes[RP_RECOMPUTE_NONE] > bytes[RP_RECOMPUTE_SELECTIVE]);
+  assert_true(bytes[RP_RECOMPUTE_SELECTIVE] > bytes[RP_RECOMPUTE_FULL]);
+  free(ref);
+}
+
 static void test_bad_config_messages(void **state) {
   rp_chunk m;
   rp_gpt_config c = tiny;
@@ -206,6 +241,7 @@ int main(void) {
       cmocka_unit_test(test_whole_model_gradient),
       cmocka_unit_test(test_split_chunks_match_whole),
       cmocka_unit_test(test_input_weight_split_bitwise),
+      cmocka_unit_test(test_recompute_bitwise),
       cmocka_unit_test(test_bad_config_messages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
