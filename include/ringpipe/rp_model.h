@@ -227,6 +227,27 @@ void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *
 void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
                               const rp_exec *x);
 
+/* ---- bf16 mixed precision (src/model/precision.c): bf16 copies of the chunks'
+ * parameters (refreshed from the fp32 masters after each optimizer step) are what
+ * the matmuls read; activations are rounded to bf16 on the way into each matmul;
+ * accumulation and every other computation stay fp32. Installed per process. */
+#define RP_BF16_MAX_CHUNKS 16
+typedef struct {
+  int n;
+  const float *base[RP_BF16_MAX_CHUNKS];
+  size_t len[RP_BF16_MAX_CHUNKS];
+  uint16_t *base16[RP_BF16_MAX_CHUNKS];
+  uint16_t *scratch_a, *scratch_b;
+  float *scratch_f;
+  size_t scratch_floats;
+} rp_bf16_ctx;
+rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B, int T);
+/* fp32 masters -> bf16 copies (round to nearest even, or stochastic rounding) */
+void rp_bf16_ctx_refresh(rp_bf16_ctx *c, int stochastic, uint64_t seed, rp_pool *pool);
+void rp_bf16_ctx_free(rp_bf16_ctx *c);
+/* NULL: fp32 matmuls (the default). */
+void rp_model_set_bf16(const rp_bf16_ctx *c);
+
 /* FLOPs of one token's forward+backward (6N + 12 L T C style, for MFU). */
 double rp_gpt_flops_per_token(const rp_gpt_config *cfg, int T);
 

@@ -37,7 +37,8 @@ typedef struct {
   char emulate[RP_OPT_STRLEN];
   char cp_impl[RP_OPT_STRLEN], cp_layout[RP_OPT_STRLEN];
   int cp_overlap, zero, dp_overlap;
-  char recompute[RP_OPT_STRLEN];
+  char recompute[RP_OPT_STRLEN], precision[RP_OPT_STRLEN];
+  int bf16_stochastic;
   float bucket_mb;
 } rp_train_opts;
 
@@ -56,6 +57,7 @@ typedef struct {
   int nchunks;                  /* v model chunks on this rank (1 without pipelining) */
   rp_chunk *chunks;             /* chunk c is global stage c * pp + pp_rank */
   rp_dp *dp;                    /* gradient reduction, AdamW state (sharded under ZeRO-1) */
+  rp_bf16_ctx bf16;             /* --precision bf16: bf16 copies of the parameters */
   rp_stage_spec *all_stages;    /* pp * vpp stage specs, by global stage index */
   rp_schedule *sched;    /* pipeline schedule (pp > 1) */
   rp_pipeline *pipe;

@@ -15,6 +15,15 @@ const float *rp_layer_input(const rp_acts *a, int i);
 static inline int rp_selective_drops_attention(size_t saved, size_t N, size_t C) {
   return saved >= N * C;
 }
+/* The model's matmuls, fp32 or bf16 by the installed precision context. */
+void rp_mm_forward(float *out, const float *inp, const float *w, const float *bias, int N,
+                   int IC, int OC, rp_pool *pool);
+void rp_mm_forward_residual(float *out, const float *inp, const float *w, const float *bias,
+                            const float *resid, int N, int IC, int OC, rp_pool *pool);
+void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                    const float *w, int N, int IC, int OC, rp_pool *pool);
+void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, int N, int IC, int OC, rp_pool *pool);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
 #endif

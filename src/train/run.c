@@ -27,6 +27,9 @@ static void print_banner(const rp_trainer *t) {
   if (t->grid.cp > 1)
     printf("  context parallel: %s attention, %s layout, %d of %d tokens per rank\n",
            o->cp_impl, o->cp_layout, t->T_local, o->seq);
+  if (t->bf16.n)
+    printf("  precision: bf16 matmuls (fp32 accumulation, fp32 master weights and AdamW)%s\n",
+           o->bf16_stochastic ? ", stochastic rounding of the weight copies" : "");
   printf("  ranks %d (dp %d x pp %d x cp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, rp_pool_size(t->pool),
          rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);

@@ -100,6 +100,9 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   float lr = current_lr(t);
   rp_optimizer_step(t, lr, scale);
   t->step++;
+  if (t->bf16.n)
+    rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,
+                        t->pool);
 
   double dt = rp_now() - t0;
   double tokens = (double)m * o->batch * o->seq * t->grid.dp;

@@ -72,6 +72,11 @@ const rp_opt rp_train_opt_table[] = {
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
+    {"precision", RP_OPT_CHOICE, O(precision), "fp32", 0, 0, "fp32|bf16",
+     "matmul precision: bf16 weights and activations with fp32 accumulation (fp32 master "
+     "weights, AdamW state, LayerNorm, softmax and loss), or fp32 throughout"},
+    {"bf16-stochastic", RP_OPT_BOOL, O(bf16_stochastic), "0", 0, 0, NULL,
+     "round the bf16 weight copies stochastically instead of to nearest"},
     {"recompute", RP_OPT_CHOICE, O(recompute), "none", 0, 0, "none|selective|full",
      "activation recomputation: selective recomputes the GELU output and O(T^2) attention "
      "probabilities in backward, full keeps only each layer's output and recomputes the "

@@ -142,6 +142,12 @@ static rp_status setup_compute(rp_trainer *t) {
                                                              : RP_RECOMPUTE_NONE;
   for (int c = 0; c < t->nchunks; c++)
     RP_TRY(rp_chunk_set_recompute(&t->chunks[c], rc, t->exec.attn, B, T));
+  if (strcmp(o->precision, "bf16") == 0) {
+    rp_chunk *list[RP_BF16_MAX_CHUNKS];
+    for (int c = 0; c < t->nchunks && c < RP_BF16_MAX_CHUNKS; c++) list[c] = &t->chunks[c];
+    RP_TRY(rp_bf16_ctx_init(&t->bf16, list, t->nchunks, B, T));
+    rp_model_set_bf16(&t->bf16);
+  }
   if (t->grid.pp > 1) {
     RP_TRY(setup_pipeline(t));
   } else {
@@ -229,6 +235,7 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   for (int c = 0; c < t->nchunks && o->init_from[0]; c++)
     RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], o->init_from)));
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_trainer_resume(t, o->resume)));
+  if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
   if (o->measure_peak)
     t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool);
   return RP_OK;
@@ -249,6 +256,10 @@ void rp_trainer_free(rp_trainer *t) {
   if (t->pipe) rp_pipeline_destroy(t->pipe);
   if (t->sched) rp_schedule_free(t->sched);
   if (t->dp) rp_dp_destroy(t->dp);
+  if (t->bf16.n) {
+    rp_model_set_bf16(NULL);
+    rp_bf16_ctx_free(&t->bf16);
+  }
   if (t->tie_comm != MPI_COMM_NULL) MPI_Comm_free(&t->tie_comm);
   for (int c = 0; c < t->nchunks && t->chunks; c++) {
     rp_chunk_free(&t->chunks[c]);

@@ -1,0 +1,123 @@
+/* Mixed precision for the model's matmuls: bf16 weights and activations with
+ * fp32 accumulation, fp32 master weights (the chunks' params) and fp32
+ * everything else (LayerNorm statistics, softmax, loss, AdamW).
+ *
+ * The model calls rp_mm_* for every matmul. In fp32 they are the kernels
+ * themselves; with a bf16 context installed (one per process: precision is a
+ * property of the run), a weight that lies in a registered chunk is read from
+ * its bf16 copy and the activations are rounded to bf16 on the way in. */
+#include <string.h>
+
+#include "model_internal.h"
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_bf16.h"
+#include "ringpipe/rp_kernels.h"
+
+static const rp_bf16_ctx *ctx;
+
+void rp_model_set_bf16(const rp_bf16_ctx *c) { ctx = c; }
+
+static const uint16_t *bf16_weight(const float *w) {
+  for (int i = 0; ctx && i < ctx->n; i++)
+    if (w >= ctx->base[i] && w < ctx->base[i] + ctx->len[i]) return ctx->base16[i] + (w - ctx->base[i]);
+  return NULL;
+}
+
+static uint16_t *to_bf16(uint16_t *dst, const float *src, long n, rp_pool *pool) {
+  RP_CHECK((size_t)n <= ctx->scratch_floats);
+  rp_bf16_from_f32_array(dst, src, n, pool);
+  return dst;
+}
+
+void rp_mm_forward(float *out, const float *inp, const float *w, const float *bias, int N,
+                   int IC, int OC, rp_pool *pool) {
+  const uint16_t *w16 = bf16_weight(w);
+  if (!w16) {
+    rp_matmul_forward(out, inp, w, bias, N, IC, OC, pool);
+    return;
+  }
+  rp_matmul_bf16_forward(out, to_bf16(ctx->scratch_a, inp, (long)N * IC, pool), w16, bias, N, IC,
+                         OC, pool);
+}
+
+void rp_mm_forward_residual(float *out, const float *inp, const float *w, const float *bias,
+                            const float *resid, int N, int IC, int OC, rp_pool *pool) {
+  if (!bf16_weight(w)) {
+    rp_matmul_forward_residual(out, inp, w, bias, resid, N, IC, OC, pool);
+    return;
+  }
+  /* out may alias resid: add the residual after the product, element by element */
+  if (out == resid) {
+    float *tmp = ctx->scratch_f;
+    rp_mm_forward(tmp, inp, w, bias, N, IC, OC, pool);
+    rp_add_inplace(out, tmp, (long)N * OC, pool);
+  } else {
+    rp_mm_forward(out, inp, w, bias, N, IC, OC, pool);
+    rp_add_inplace(out, resid, (long)N * OC, pool);
+  }
+}
+
+void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                    const float *w, int N, int IC, int OC, rp_pool *pool) {
+  const uint16_t *w16 = bf16_weight(w);
+  if (!w16) {
+    rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
+    return;
+  }
+  uint16_t *d16 = to_bf16(ctx->scratch_a, dout, (long)N * OC, pool);
+  uint16_t *i16 = dw ? to_bf16(ctx->scratch_b, inp, (long)N * IC, pool) : NULL;
+  /* the bias gradient is a plain fp32 row sum of the fp32 output gradient */
+  rp_matmul_bf16_backward(dinp, dw, NULL, d16, i16 ? i16 : ctx->scratch_b, w16, N, IC, OC, pool);
+  if (db) rp_matmul_backward(NULL, NULL, db, dout, inp, w, N, IC, OC, pool);
+}
+
+void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, int N, int IC, int OC, rp_pool *pool) {
+  if (!bf16_weight(w)) {
+    rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
+    return;
+  }
+  if (dinp) memset(dinp, 0, (size_t)N * IC * sizeof(float));
+  rp_mm_backward(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
+}
+
+rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B, int T) {
+  memset(c, 0, sizeof *c);
+  if (n > RP_BF16_MAX_CHUNKS)
+    return rp_err(RP_EINVAL, "bf16 precision supports at most %d chunks per rank",
+                  RP_BF16_MAX_CHUNKS);
+  size_t rows = (size_t)B * T, widest = 0;
+  for (int i = 0; i < n; i++) {
+    const rp_chunk *m = chunks[i];
+    size_t wmax = 4 * (size_t)m->cfg.C > (size_t)m->cfg.Vp ? 4 * (size_t)m->cfg.C : (size_t)m->cfg.Vp;
+    if (wmax > widest) widest = wmax;
+    c->base[i] = m->params;
+    c->len[i] = m->num_params;
+    c->base16[i] = rp_alloc(m->num_params * sizeof(uint16_t), RP_MEM_PARAMS);
+    if (!c->base16[i]) return RP_ENOMEM;
+  }
+  c->n = n;
+  c->scratch_floats = rows * widest;
+  c->scratch_a = rp_alloc(c->scratch_floats * sizeof(uint16_t), RP_MEM_WORKSPACE);
+  c->scratch_b = rp_alloc(c->scratch_floats * sizeof(uint16_t), RP_MEM_WORKSPACE);
+  c->scratch_f = rp_alloc(c->scratch_floats * sizeof(float), RP_MEM_WORKSPACE);
+  if (!c->scratch_a || !c->scratch_b || !c->scratch_f) return RP_ENOMEM;
+  return RP_OK;
+}
+
+void rp_bf16_ctx_refresh(rp_bf16_ctx *c, int stochastic, uint64_t seed, rp_pool *pool) {
+  for (int i = 0; i < c->n; i++) {
+    if (stochastic)
+      rp_bf16_from_f32_stochastic(c->base16[i], c->base[i], (long)c->len[i], seed + i, pool);
+    else
+      rp_bf16_from_f32_array(c->base16[i], c->base[i], (long)c->len[i], pool);
+  }
+}
+
+void rp_bf16_ctx_free(rp_bf16_ctx *c) {
+  for (int i = 0; i < c->n; i++) rp_free(c->base16[i]);
+  rp_free(c->scratch_a);
+  rp_free(c->scratch_b);
+  rp_free(c->scratch_f);
+  memset(c, 0, sizeof *c);
+}
