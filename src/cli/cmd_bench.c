@@ -88,7 +88,19 @@ static int bench_train(int argc, char **argv) {
 int rp_cmd_bench(int argc, char **argv) {
   const char *what = argc > 0 ? argv[0] : "";
   if (strcmp(what, "gemm") == 0) return bench_gemm(argc - 1, argv + 1);
-  if (strcmp(what, "attention") == 0) return rp_bench_attention(argc - 1, argv + 1);
+  if (strcmp(what, "attention") == 0) {
+    for (int i = 1; i < argc; i++)
+      if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        printf("usage: ringpipe bench attention [--tmin 256] [--tmax 8192] [--causal both|yes|no]\n"
+               "         [--threads N] [--batch 1] [--heads 6] [--head-size 64] [--bq N] [--bk N]\n"
+               "         [--naive-max-gib 2] [--min-seconds S]\n"
+               "Flash vs naive attention for T from tmin to tmax (doubling): forward and\n"
+               "forward+backward time ratios, attention FLOP/s as a fraction of the sgemm\n"
+               "peak measured in the same run, and peak attention memory of each.\n");
+        return 0;
+      }
+    return rp_bench_attention(argc, argv);  /* it skips argv[0], "attention" */
+  }
   if (strcmp(what, "train") == 0) return bench_train(argc - 1, argv + 1);
   if (rp_mpi_world_rank() == 0)
     fprintf(stderr, "usage: ringpipe bench gemm|attention|train [options]\n"
