@@ -19,7 +19,7 @@ const rp_opt rp_train_opt_table[] = {
     {"batch", RP_OPT_INT, O(batch), "4", 1, 65536, NULL, "sequences per micro-batch (B)"},
     {"microbatches", RP_OPT_INT, O(microbatches), "1", 1, 65536, NULL,
      "micro-batches per step (gradient accumulation; pipeline micro-batches m)"},
-    {"steps", RP_OPT_INT, O(steps), "200", 0, 100000000, NULL, "optimizer steps to run"},
+    {"steps", RP_OPT_INT, O(steps), "100", 0, 100000000, NULL, "optimizer steps to run"},
     /* optimizer */
     {"lr", RP_OPT_FLOAT, O(lr), "1e-3", 0, 10, NULL, "peak learning rate"},
     {"min-lr", RP_OPT_FLOAT, O(min_lr), "1e-4", 0, 10, NULL, "final learning rate of the cosine schedule"},
@@ -47,7 +47,7 @@ const rp_opt rp_train_opt_table[] = {
      "checkpoint directory to resume from (continues bitwise identically)"},
     {"init-from", RP_OPT_STR, O(init_from), "", 0, 0, NULL,
      "start from weights: an llm.c model .bin or a ringpipe checkpoint directory"},
-    {"attention", RP_OPT_CHOICE, O(attention), "naive", 0, 0, "naive|flash",
+    {"attention", RP_OPT_CHOICE, O(attention), "flash", 0, 0, "naive|flash",
      "attention kernel: naive (O(T^2) reference) or flash (tiled)"},
     {"gemm", RP_OPT_CHOICE, O(gemm), "auto", 0, 0, "auto|blas|split",
      "how GEMMs use the threads: blas (OpenBLAS threads), split (pool threads each run "
@@ -56,7 +56,7 @@ const rp_opt rp_train_opt_table[] = {
      "compute threads per rank (0: the cores this process may use, divided among local ranks)"},
     {"pin", RP_OPT_BOOL, O(pin), "1", 0, 0, NULL, "pin pool threads to cores when they fit"},
     {"log-every", RP_OPT_INT, O(log_every), "1", 1, 1000000, NULL, "print a line every N steps"},
-    {"eval-every", RP_OPT_INT, O(eval_every), "50", 0, 100000000, NULL,
+    {"eval-every", RP_OPT_INT, O(eval_every), "25", 0, 100000000, NULL,
      "validation loss every N steps (0: only at the end)"},
     {"eval-batches", RP_OPT_INT, O(eval_batches), "8", 1, 1000000, NULL, "batches per validation"},
     {"ckpt-every", RP_OPT_INT, O(ckpt_every), "0", 0, 100000000, NULL,
