@@ -14,7 +14,8 @@
  *
  * usage: bench_step [--threads 2] [--attention naive|flash] [--gemm auto|blas|split|ab]
  *                   [--steps 10] [--warmup 2] [--layers 6] [--channels 384]
- *                   [--heads 6] [--seq 256] [--batch 4] [--vocab 256] [--pin 1] */
+ *                   [--heads 6] [--seq 256] [--batch 4] [--vocab 256] [--pin 1]
+ *                   [--flash-bq 0] [--flash-bk 0]   (flash block rows; 0: its default) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@
 #include "ringpipe/rp_util.h"
 
 typedef struct {
-  int threads, steps, warmup, L, C, NH, T, B, V, pin;
+  int threads, steps, warmup, L, C, NH, T, B, V, pin, fbq, fbk;
   const char *attention, *gemm;
 } bench_opts;
 
@@ -52,6 +53,8 @@ static int parse(bench_opts *o, int argc, char **argv) {
                  : strcmp(k, "--batch") == 0    ? &o->B
                  : strcmp(k, "--vocab") == 0    ? &o->V
                  : strcmp(k, "--pin") == 0      ? &o->pin
+                 : strcmp(k, "--flash-bq") == 0 ? &o->fbq
+                 : strcmp(k, "--flash-bk") == 0 ? &o->fbk
                                                 : NULL;
       if (!dst) return -1;
       *dst = atoi(v);
@@ -194,7 +197,8 @@ int main(int argc, char **argv) {
   if (parse(&o, argc, argv) != 0) {
     fprintf(stderr, "usage: bench_step [--threads N] [--attention naive|flash] "
                     "[--gemm auto|blas|split|ab] [--steps N] [--warmup N] [--layers L] "
-                    "[--channels C] [--heads NH] [--seq T] [--batch B] [--vocab V] [--pin 0|1]\n");
+                    "[--channels C] [--heads NH] [--seq T] [--batch B] [--vocab V] [--pin 0|1] "
+                    "[--flash-bq N] [--flash-bk N]\n");
     return 2;
   }
   rp_gpt_config cfg = {.L = o.L, .C = o.C, .NH = o.NH, .T = o.T, .V = o.V,
@@ -202,6 +206,13 @@ int main(int argc, char **argv) {
   rp_pool *pool;
   if (rp_pool_create(&pool, o.threads, o.pin) != RP_OK) goto fail;
   int ab = strcmp(o.gemm, "ab") == 0;
+  if (o.fbq || o.fbk) {
+    rp_flash_config fc;
+    rp_flash_get_config(&fc);
+    fc.bq = o.fbq;
+    fc.bk = o.fbk;
+    if (rp_flash_configure(&fc) != RP_OK) goto fail;
+  }
   if (strcmp(o.gemm, "blas") == 0) rp_gemm_set_mode(RP_GEMM_BLAS_THREADS);
   if (strcmp(o.gemm, "split") == 0) rp_gemm_set_mode(RP_GEMM_POOL_SPLIT);
   bench_model b = {.x = {.pool = pool,

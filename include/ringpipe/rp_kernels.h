@@ -104,6 +104,12 @@ typedef struct {
  * weight decay (decoupled) is applied only when decay != 0. */
 void rp_adamw_update(float *param, const float *grad, float *m, float *v, long n,
                      const rp_adamw_hparams *h, float wd, int t, rp_pool *pool);
+/* The same step on grad * gscale (gradient clipping) without rescaling grad in
+ * memory first: bitwise equal to rp_scale(grad, gscale) + rp_adamw_update, one
+ * memory pass less; grad itself is left unscaled. */
+void rp_adamw_update_scaled(float *param, const float *grad, float *m, float *v, long n,
+                            const rp_adamw_hparams *h, float wd, int t, float gscale,
+                            rp_pool *pool);
 double rp_sumsq(const float *x, long n, rp_pool *pool);   /* sum of squares, double acc */
 void rp_scale(float *x, float s, long n, rp_pool *pool);
 /* lr at 0-based step: linear warmup over `warmup`, cosine from lr to min_lr until

@@ -1,10 +1,12 @@
 /* Thread pool: pinned pthread workers running (ith, nth) kernels, ggml-style.
  *
- * A pool of nth threads is the caller plus nth-1 workers. rp_pool_run hands
- * fn(ctx, ith, nth) to every thread (the caller is ith 0) and returns when all
- * are done. Workers spin briefly for the next job and then sleep on a condition
- * variable, so that they never compete with OpenBLAS's threads for the cores
- * while a GEMM runs.
+ * A pool of nth threads is the caller plus nth-1 workers. rp_pool_run runs
+ * fn(ctx, ith, nth) once for every ith in [0, nth) and returns when all are done:
+ * the caller runs ith 0, worker i runs ith i, except that the caller also runs
+ * any task its worker has not started by then (asleep or preempted), so fn must
+ * not depend on which thread runs it, only on (ith, nth). Workers spin briefly
+ * for the next job and then sleep on a condition variable, so that they never
+ * compete with OpenBLAS's threads for the cores while a GEMM runs.
  *
  * rp_pool_launch/rp_pool_poll/rp_pool_wait run a job on the workers only
  * (nth-1 of them; the job sees nth = workers) while the caller stays free,
@@ -37,6 +39,14 @@ static inline void rp_split(long n, int ith, int nth, long *lo, long *hi) {
   *lo = ith * q + (ith < r ? ith : r);
   *hi = *lo + q + (ith < r ? 1 : 0);
 }
+
+/* Runs fn(ctx) on the calling thread with its CPU affinity widened, for the
+ * call, to the CPUs the process was given (as read before any pool pinned a
+ * thread), then restores it. Threads that fn starts inherit the wide set:
+ * OpenBLAS (re)starts its threads lazily from whichever thread asks first (and
+ * MPI_Init's fork makes it stop and restart them), so started from the pinned
+ * caller they would all share the caller's core. */
+void rp_with_process_cpus(void (*fn)(void *ctx), void *ctx);
 
 /* A process-wide default pool used by kernels when passed NULL (1 thread). */
 rp_pool *rp_pool_serial(void);

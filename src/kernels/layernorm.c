@@ -1,10 +1,13 @@
 /* LayerNorm over the C channels of each row (eps 1e-5), llm.c formulation.
  *
  * Shapes: inp/out/dinp/dout [N,C]; w, b, dw, db [C]; mean, rstd [N].
- * Forward and dinp split rows. dw and db are sums over all N rows; they are split
- * over columns instead, each column summed over rows in order, so they are free
- * of races and bitwise the same for any thread count. */
+ * Forward and dinp split rows. dw and db are sums over all N rows, taken in one
+ * pass with dinp: the rows are cut into fixed chunks (their number depends on N
+ * only), each chunk's partial sums are kept, and a second short job adds the
+ * partials in chunk order, split over columns. So they are free of races and
+ * bitwise the same for any thread count, and inp and dout are read once. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
@@ -15,7 +18,13 @@ typedef struct {
   float *out, *mean, *rstd, *dinp, *dw, *db;
   const float *inp, *w, *b, *dout, *cmean, *crstd;
   int N, C;
+  float *part;  /* backward: nchunks x 2C partial sums (dw then db per chunk) */
+  int nchunks;
 } ln_ctx;
+
+/* Row chunks of the dw/db reduction: enough to balance many threads, few enough
+ * that the partials (2C floats each) stay small. */
+#define LN_CHUNKS 64
 
 static void ln_fwd_task(void *vctx, int ith, int nth) {
   const ln_ctx *c = vctx;
@@ -54,75 +63,94 @@ void rp_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
   rp_kern_run(pool, ln_fwd_task, &c, (long)N * C);
 }
 
-/* dinp += rstd * (w*dout - mean(w*dout) - xhat * mean(w*dout*xhat)) per row. */
-static void ln_dinp_rows(const ln_ctx *c, long lo, long hi) {
+/* Rows [lo, hi) of one chunk: dinp += rstd * (w*dout - mean(w*dout) - xhat *
+ * mean(w*dout*xhat)) when dinp is wanted, and the chunk's partial sums
+ * pw = sum dout*xhat, pb = sum dout over its rows, in row order. */
+static void ln_bwd_chunk(const ln_ctx *c, long lo, long hi, float *restrict pw,
+                         float *restrict pb) {
   const long C = c->C;
+  const int want_w = c->dw != NULL, want_b = c->db != NULL;
+  if (want_w || want_b)
+    for (long k = 0; k < C; k++) pw[k] = pb[k] = 0.0f;
   for (long n = lo; n < hi; n++) {
     const float *restrict x = c->inp + n * C;
     const float *restrict dy = c->dout + n * C;
     const float *restrict w = c->w;
-    float *restrict dx = c->dinp + n * C;
     const float m = c->cmean[n], s = c->crstd[n];
-    float a1[RP_KERN_LANES] = {0}, a2[RP_KERN_LANES] = {0};
-    long i = 0;
-    for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES)
+    if (c->dinp) {
+      float *restrict dx = c->dinp + n * C;
+      float a1[RP_KERN_LANES] = {0}, a2[RP_KERN_LANES] = {0};
+      long i = 0;
+      for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES)
+        for (int j = 0; j < RP_KERN_LANES; j++) {
+          float dn = w[i + j] * dy[i + j];
+          a1[j] += dn;
+          a2[j] += dn * ((x[i + j] - m) * s);
+        }
+      float dmean = 0.0f, dnmean = 0.0f;
       for (int j = 0; j < RP_KERN_LANES; j++) {
-        float dn = w[i + j] * dy[i + j];
-        a1[j] += dn;
-        a2[j] += dn * ((x[i + j] - m) * s);
+        dmean += a1[j];
+        dnmean += a2[j];
       }
-    float dmean = 0.0f, dnmean = 0.0f;
-    for (int j = 0; j < RP_KERN_LANES; j++) {
-      dmean += a1[j];
-      dnmean += a2[j];
+      for (; i < C; i++) {
+        float dn = w[i] * dy[i];
+        dmean += dn;
+        dnmean += dn * ((x[i] - m) * s);
+      }
+      dmean /= (float)C;
+      dnmean /= (float)C;
+      for (long k = 0; k < C; k++) {
+        float xhat = (x[k] - m) * s;
+        dx[k] += (w[k] * dy[k] - dmean - xhat * dnmean) * s;
+      }
     }
-    for (; i < C; i++) {
-      float dn = w[i] * dy[i];
-      dmean += dn;
-      dnmean += dn * ((x[i] - m) * s);
-    }
-    dmean /= (float)C;
-    dnmean /= (float)C;
-    for (long k = 0; k < C; k++) {
-      float xhat = (x[k] - m) * s;
-      dx[k] += (w[k] * dy[k] - dmean - xhat * dnmean) * s;
-    }
+    if (want_w)
+      for (long k = 0; k < C; k++) pw[k] += dy[k] * ((x[k] - m) * s);
+    if (want_b)
+      for (long k = 0; k < C; k++) pb[k] += dy[k];
   }
 }
 
-/* dw[lo:hi] += sum_n dout*xhat, db[lo:hi] += sum_n dout, rows in order. */
-static void ln_dwdb_cols(const ln_ctx *c, long lo, long hi) {
-  const long C = c->C;
-  float *restrict dw = c->dw;
-  float *restrict db = c->db;
-  for (long n = 0; n < c->N; n++) {
-    const float *restrict x = c->inp + n * C;
-    const float *restrict dy = c->dout + n * C;
-    const float m = c->cmean[n], s = c->crstd[n];
-    if (dw)
-      for (long k = lo; k < hi; k++) dw[k] += dy[k] * ((x[k] - m) * s);
-    if (db)
-      for (long k = lo; k < hi; k++) db[k] += dy[k];
-  }
-}
-
-static void ln_bwd_task(void *vctx, int ith, int nth) {
+static void ln_bwd_rows_task(void *vctx, int ith, int nth) {
   const ln_ctx *c = vctx;
-  long lo, hi;
-  if (c->dinp) {
-    rp_split(c->N, ith, nth, &lo, &hi);
-    ln_dinp_rows(c, lo, hi);
+  long clo, chi;
+  rp_split(c->nchunks, ith, nth, &clo, &chi);
+  for (long k = clo; k < chi; k++) {
+    long lo, hi;
+    rp_split(c->N, (int)k, c->nchunks, &lo, &hi);
+    float *pw = c->part ? c->part + k * 2L * c->C : NULL;
+    ln_bwd_chunk(c, lo, hi, pw, pw ? pw + c->C : NULL);
   }
-  if (c->dw || c->db) {
-    rp_kern_split_cols(c->C, ith, nth, &lo, &hi);
-    ln_dwdb_cols(c, lo, hi);
+}
+
+/* dw[lo:hi] += partials of every chunk, in chunk order; db likewise. */
+static void ln_bwd_reduce_task(void *vctx, int ith, int nth) {
+  const ln_ctx *c = vctx;
+  const long C = c->C;
+  long lo, hi;
+  rp_kern_split_cols(C, ith, nth, &lo, &hi);
+  for (long k = 0; k < c->nchunks; k++) {
+    const float *restrict pw = c->part + k * 2 * C;
+    const float *restrict pb = pw + C;
+    if (c->dw)
+      for (long i = lo; i < hi; i++) c->dw[i] += pw[i];
+    if (c->db)
+      for (long i = lo; i < hi; i++) c->db[i] += pb[i];
   }
 }
 
 void rp_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                            const float *inp, const float *w, const float *mean,
                            const float *rstd, int N, int C, rp_pool *pool) {
+  if (!dinp && !dw && !db) return;
   ln_ctx c = {.dinp = dinp, .dw = dw, .db = db, .dout = dout, .inp = inp, .w = w,
-              .cmean = mean, .crstd = rstd, .N = N, .C = C};
-  rp_kern_run(pool, ln_bwd_task, &c, (long)N * C);
+              .cmean = mean, .crstd = rstd, .N = N, .C = C,
+              .nchunks = N < LN_CHUNKS ? (N > 0 ? N : 1) : LN_CHUNKS};
+  if (dw || db) {
+    c.part = malloc(sizeof(float) * 2 * (size_t)C * (size_t)c.nchunks);
+    RP_CHECK(c.part != NULL);
+  }
+  rp_kern_run(pool, ln_bwd_rows_task, &c, (long)N * C);
+  if (c.part) rp_kern_run(pool, ln_bwd_reduce_task, &c, (long)c.nchunks * C);
+  free(c.part);
 }

@@ -26,12 +26,19 @@ static int g_blas_threads = -1; /* unknown until the first rp_blas_set_threads *
 void rp_gemm_set_mode(rp_gemm_mode mode) { g_gemm_mode = mode; }
 rp_gemm_mode rp_gemm_get_mode(void) { return g_gemm_mode; }
 
+static void blas_threads_cb(void *ctx) { openblas_set_num_threads(*(const int *)ctx); }
+
 /* openblas_set_num_threads is not free (it may wake/resize OpenBLAS's server),
- * so it is only called when the count changes. Called from the main thread. */
+ * so it is only called when the count changes. Called from the main thread.
+ * It (re)starts OpenBLAS's threads when they are missing (MPI_Init's fork stops
+ * them), and a started thread inherits the caller's CPU set, which the pool has
+ * pinned to one core: then every OpenBLAS thread would share that core and
+ * blas mode would run its GEMMs at one core's speed (measured: 150 instead of
+ * 300 GFLOP/s on 2 cores). So the call runs with the process's whole CPU set. */
 void rp_blas_set_threads(int n) {
   if (n < 1) n = 1;
   if (n != g_blas_threads) {
-    openblas_set_num_threads(n);
+    rp_with_process_cpus(blas_threads_cb, &n);
     g_blas_threads = n;
   }
 }
@@ -69,10 +76,11 @@ static void fwd_rows(float *out, const float *inp, const float *weight, const fl
               inp + lo * IC, IC, weight, IC, beta, o, OC);
 }
 
-/* dinp[lo:hi,:] = beta * dinp[lo:hi,:] + dout[lo:hi,:] @ weight. beta 0 writes
- * without reading dinp (sgemm never reads C then), which spares the caller's
- * memset; sgemm adds its K-blocks into C in the same order either way, so
- * writing equals accumulating into zeros bitwise. */
+/* dinp[lo:hi,:] = beta * dinp[lo:hi,:] + dout[lo:hi,:] @ weight. With beta 0 the
+ * caller needs no memset: OpenBLAS clears C itself (each pool thread its own
+ * slice in split mode) and never reads it. It then adds its K-blocks into C in
+ * the same order as for beta 1, so writing equals accumulating into zeros,
+ * bitwise. */
 static void dinp_rows(float *dinp, const float *dout, const float *weight, long lo, long hi,
                       int IC, int OC, float beta) {
   if (hi <= lo) return;

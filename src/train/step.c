@@ -86,7 +86,8 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
     MPI_Allreduce(MPI_IN_PLACE, &valid, 1, MPI_LONG, MPI_SUM, t->grid.dpcp_comm);
   float dscale = valid > 0 ? 1.0f / (float)valid : 0.0f;
 
-  for (int c = 0; c < t->nchunks; c++) rp_chunk_zero_grads(&t->chunks[c]);
+  for (int c = 0; c < t->nchunks; c++)
+    rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool);
   double loss_sum = 0;
   rp_dp_begin_step(t->dp);
   RP_TRY(run_microbatches(t, dscale, &loss_sum));

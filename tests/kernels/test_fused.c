@@ -2,7 +2,8 @@
  * matmul against the reference matmul plus an add (with out aliasing resid), the
  * _set backward variants against their accumulating versions run into zeros
  * (bitwise: the model relies on it to keep the zero-bubble I/W split equal to the
- * full backward), and rp_zero. Both GEMM modes, 1 and 2 threads. */
+ * full backward), AdamW with the clipping scale fused against scale-then-update,
+ * and rp_zero. Both GEMM modes, 1 and 2 threads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,6 +162,46 @@ static void test_gelu_backward_set(void **state) {
   free(x), free(dy), free(acc), free(set[0]), free(set[1]);
 }
 
+/* rp_adamw_update_scaled: bitwise rp_scale + rp_adamw_update over a few steps,
+ * 1 and 2 threads, and the gradient left as it was. */
+static void test_adamw_scaled(void **state) {
+  (void)state;
+  const long n = 30011;
+  const float gs = 0.37f;
+  rp_rng rng;
+  rp_rng_seed(&rng, 35);
+  rp_adamw_hparams h = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                        .weight_decay = 0.1f};
+  float *g = kt_floats(n), *g0 = kt_floats(n), *p0 = kt_floats(n);
+  kt_fill(g0, n, &rng, -1, 1);
+  kt_fill(p0, n, &rng, -1, 1);
+  for (int t = 1; t <= 2; t++) {
+    rp_pool *pool = kt_pool(t);
+    float *pa = kt_floats(n), *ma = kt_floats(n), *va = kt_floats(n);
+    float *pb = kt_floats(n), *mb = kt_floats(n), *vb = kt_floats(n);
+    memcpy(pa, p0, sizeof(float) * n);
+    memcpy(pb, p0, sizeof(float) * n);
+    for (int step = 1; step <= 3; step++) {
+      memcpy(g, g0, sizeof(float) * n);
+      rp_scale(g, gs, n, pool);
+      rp_adamw_update(pa, g, ma, va, n, &h, 0.1f, step, pool);
+      memcpy(g, g0, sizeof(float) * n);
+      rp_adamw_update_scaled(pb, g, mb, vb, n, &h, 0.1f, step, gs, pool);
+      assert_true(kt_bitwise_equal(g, g0, n));
+    }
+    assert_true(kt_bitwise_equal(pa, pb, n));
+    assert_true(kt_bitwise_equal(ma, mb, n));
+    assert_true(kt_bitwise_equal(va, vb, n));
+    /* gscale 1 is the plain update */
+    rp_adamw_update(pa, g0, ma, va, n, &h, 0.0f, 4, pool);
+    rp_adamw_update_scaled(pb, g0, mb, vb, n, &h, 0.0f, 4, 1.0f, pool);
+    assert_true(kt_bitwise_equal(pa, pb, n));
+    free(pa), free(ma), free(va), free(pb), free(mb), free(vb);
+    rp_pool_destroy(pool);
+  }
+  free(g), free(g0), free(p0);
+}
+
 static void test_zero(void **state) {
   (void)state;
   const long n = 100003; /* above the parallel threshold, not a multiple of 16 */
@@ -185,6 +226,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_backward_set),
       cmocka_unit_test(test_matmul_repeatable),
       cmocka_unit_test(test_gelu_backward_set),
+      cmocka_unit_test(test_adamw_scaled),
       cmocka_unit_test(test_zero),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
