@@ -73,14 +73,14 @@ def main():
     if not runs:
         sys.exit("no */metrics.jsonl under %s" % a.dir)
 
-    print("%-44s %6s %8s %8s %8s %8s %9s" % ("run", "steps", "start", "final", "best", "gain",
+    print("%-62s %6s %8s %8s %8s %8s %9s" % ("run", "steps", "start", "final", "best", "gain",
                                             "seconds"))
     for name, rows in runs.items():
         _, acc = series(rows, "heldout_acc")
         if not acc:
             continue
         secs = sum(r.get("seconds", 0.0) for r in rows)
-        print("%-44s %6d %8.3f %8.3f %8.3f %+8.1f %9.0f" % (
+        print("%-62s %6d %8.3f %8.3f %8.3f %+8.1f %9.0f" % (
             label(a.dir, name), rows[-1]["step"], acc[0], acc[-1], max(acc),
             100 * (acc[-1] - acc[0]), secs))
 

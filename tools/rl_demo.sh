@@ -11,7 +11,7 @@
 #                     first of build*/src/cli/ringpipe that has them, else
 #                     build*/tests/rl/ringpipe-rl, the stand-alone driver)
 #        PARTS        which parts to run, default "sft grpo agg ppo plot"
-#        SFT_STEPS    default 1500     GRPO_STEPS  default 1200 (the 20-minute run)
+#        SFT_STEPS    default 1500     GRPO_STEPS  default 2000 (the 20-minute run)
 #        CMP_STEPS    default 300 (aggregation comparison and PPO runs)
 #        THREADS      default 2
 # Everything a run prints goes to OUT/<run>.log; metrics to OUT/<run>/metrics.jsonl.
@@ -20,7 +20,7 @@ set -eu
 OUT=${1:-runs/rl_demo}
 PARTS=${PARTS:-"sft grpo agg ppo plot"}
 SFT_STEPS=${SFT_STEPS:-1500}
-GRPO_STEPS=${GRPO_STEPS:-1200}
+GRPO_STEPS=${GRPO_STEPS:-2000}
 CMP_STEPS=${CMP_STEPS:-300}
 THREADS=${THREADS:-2}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
