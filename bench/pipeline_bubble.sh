@@ -9,7 +9,7 @@
 # usage: bench/pipeline_bubble.sh [OUT_DIR]        (default bench/results)
 #
 # Environment knobs (defaults in brackets):
-#   RINGPIPE    the ringpipe binary [build/src/cli/ringpipe]
+#   RINGPIPE    the ringpipe binary [build/ringpipe]
 #   COSTS       emulated tF,tB,tW in ms, per rank [40,80,40]: tI = tB - tW, so
 #               40,80,40 gives tF = tI = tW, the setting of ZB-H1's 1/3 claim; late
 #               wake-ups cost a few ms, so shorter actions make the bubble noisier

@@ -40,6 +40,18 @@ static void layout_layer(carver *c, rp_layer_acts *l, size_t N, size_t C, size_t
 }
 
 
+/* The shared recompute scratch: a whole layer for FULL; for SELECTIVE only what
+ * it drops (the GELU output, and the attention's saved state when dropped). */
+static void layout_scratch(carver *c, rp_layer_acts *l, rp_recompute mode, size_t N, size_t C,
+                           size_t saved) {
+  if (mode == RP_RECOMPUTE_FULL) {
+    layout_layer(c, l, N, C, saved, 1);
+    return;
+  }
+  if (rp_selective_drops_attention(saved, N, C)) l->att_saved = CARVE_F(c, saved);
+  l->fch_gelu = CARVE_F(c, 4 * N * C);
+}
+
 static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk *m,
                         const rp_attn_backend *attn, int B, int T) {
   size_t N = (size_t)B * T, C = m->cfg.C;
@@ -47,7 +59,7 @@ static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk
   rp_layer_acts shared = {0};
   if (m->recompute != RP_RECOMPUTE_NONE && lv) {
     carver sc = {.base = m->rc_scratch};
-    layout_layer(&sc, &shared, N, C, saved, 1);
+    layout_scratch(&sc, &shared, m->recompute, N, C, saved);
     RP_CHECK(m->rc_scratch && sc.off <= m->rc_bytes);
   }
   int full = m->recompute == RP_RECOMPUTE_FULL, sel = m->recompute == RP_RECOMPUTE_SELECTIVE;
@@ -158,8 +170,8 @@ rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode, const rp_attn_b
   if (mode == RP_RECOMPUTE_NONE) return RP_OK;
   carver c = {0};
   rp_layer_acts l;
-  layout_layer(&c, &l, (size_t)B * T, m->cfg.C,
-               attn->saved_floats(attn, B, T, m->cfg.C, m->cfg.NH), 1);
+  layout_scratch(&c, &l, mode, (size_t)B * T, m->cfg.C,
+                 attn->saved_floats(attn, B, T, m->cfg.C, m->cfg.NH));
   m->rc_bytes = c.off;
   m->rc_scratch = rp_alloc(c.off, RP_MEM_ACTS);
   return m->rc_scratch ? RP_OK : rp_err(RP_ENOMEM, "out of memory for the recompute scratch");
