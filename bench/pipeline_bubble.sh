@@ -28,7 +28,7 @@ abs() { case $1 in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
 OUT=$(abs "${1:-}")
 [ -n "${1:-}" ] || OUT=bench/results
 RINGPIPE=$(abs "${RINGPIPE:-}")
-[ "$RINGPIPE" != "$caller/" ] || RINGPIPE=build/src/cli/ringpipe
+[ "$RINGPIPE" != "$caller/" ] || RINGPIPE=build/ringpipe
 cd "$(dirname "$0")/.."
 COSTS=${COSTS:-40,80,40}
 MBS=${MBS:-4 8 16}
