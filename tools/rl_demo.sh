@@ -32,7 +32,7 @@ export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}
 has_rl() { [ -x "$1" ] && "$1" sft --help >/dev/null 2>&1; }
 BIN=${RINGPIPE:-}
 if [ -z "$BIN" ]; then
-  for cand in "$ROOT"/build/src/cli/ringpipe "$ROOT"/build*/src/cli/ringpipe \
+  for cand in "$ROOT"/build/ringpipe "$ROOT"/build*/ringpipe \
               "$ROOT"/build/tests/rl/ringpipe-rl "$ROOT"/build*/tests/rl/ringpipe-rl; do
     if has_rl "$cand"; then BIN=$cand; break; fi
   done
