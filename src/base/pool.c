@@ -101,7 +101,15 @@ static int pinning_allowed(int nthreads) {
 
 /* 1 if the calling thread now owns task i of job g (the first to claim it). */
 static int claim(rp_pool *p, int i, unsigned long g) {
-  return atomic_exchange_explicit(&p->claimed[i], g, memory_order_acq_rel) != g;
+  /* Only forward: a worker that read an old generation and was descheduled must
+   * not claim a slot a newer job already took (it would run the new job's task
+   * with stale arguments and miscount `pending`). */
+  unsigned long cur = atomic_load_explicit(&p->claimed[i], memory_order_acquire);
+  while (cur < g)
+    if (atomic_compare_exchange_weak_explicit(&p->claimed[i], &cur, g, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return 1;
+  return 0;
 }
 
 static void finish_one(rp_pool *p) {
