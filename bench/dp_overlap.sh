@@ -44,9 +44,10 @@ if [ ! -x "$RINGPIPE" ]; then
   exit 2
 fi
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-# OpenBLAS misdetects this CPU and falls back to slow kernels; only this
-# script's commands see the setting.
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}
+# OPENBLAS_CORETYPE is left as the environment has it: forcing a core type
+# the CPU lacks (SKYLAKEX on an AVX2 machine) kills OpenBLAS with an illegal
+# instruction. ringpipe prints a note at start-up when OpenBLAS fell back to
+# its generic kernels.
 mkdir -p "$OUT"
 [ -f "$OUT/.gitignore" ] || printf '*\n' >"$OUT/.gitignore"
 work=$(mktemp -d)

@@ -49,9 +49,10 @@ fi
 if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-# OpenBLAS misdetects this kind of CPU and falls back to slow kernels; only the
-# real-compute runs care, and only this script's own commands see the setting.
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}
+# OPENBLAS_CORETYPE is left as the environment has it: forcing a core type
+# the CPU lacks (SKYLAKEX on an AVX2 machine) kills OpenBLAS with an illegal
+# instruction. ringpipe prints a note at start-up when OpenBLAS fell back to
+# its generic kernels.
 cores=$(nproc)
 if [ "$REAL" = auto ]; then
   if [ "$cores" -ge 2 ]; then REAL=1; else REAL=0; fi

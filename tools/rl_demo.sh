@@ -29,9 +29,10 @@ GRPO_STEPS=${GRPO_STEPS:-4000}
 CMP_STEPS=${CMP_STEPS:-500}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-# OpenBLAS picks slow generic kernels on this kind of machine unless told the
-# core type; only the demonstration sets it, never the tests.
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}
+# OPENBLAS_CORETYPE is left as the environment has it: forcing a core type
+# the CPU lacks (SKYLAKEX on an AVX2 machine) kills OpenBLAS with an illegal
+# instruction. ringpipe prints a note at start-up when OpenBLAS fell back to
+# its generic kernels.
 
 has_rl() { [ -x "$1" ] && "$1" sft --help >/dev/null 2>&1; }
 BIN=${RINGPIPE:-}

@@ -185,7 +185,10 @@ rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
   MPI_Comm_split_type(cfg->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   MPI_Comm_size(node, &node_size);
   MPI_Comm_free(&node);
-  p->same_host = node_size == size;
+  /* Decided together: a rank that thinks it shares the host with everyone
+   * would wait in the Bcast below for ranks that do not (a deadlock). */
+  int mine = node_size == size;
+  MPI_Allreduce(&mine, &p->same_host, 1, MPI_INT, MPI_MIN, cfg->comm);
   p->stats.n = s->n[rank];
   p->stats.act_slot_bytes = p->act_bytes;
   p->stats.act_slots = p->n_act;

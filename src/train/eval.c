@@ -30,8 +30,19 @@ static rp_status pipeline_forward(rp_trainer *t, rp_acts *a, rp_layer_acts *lv, 
   return RP_OK;
 }
 
+/* The validation set is the first `batches` windows of the val stream, whatever
+ * the layout: the loader hands window g to data-parallel rank g % dp, so rank r
+ * evaluates the windows g < batches with g % dp == r and the sums over ranks
+ * cover exactly the windows one rank would (the same number, up to the order of
+ * a double sum). */
+static int my_val_windows(const rp_trainer *t, int batches) {
+  int dp = t->grid.dp, r = t->grid.dp_rank;
+  return batches > r ? (batches - r + dp - 1) / dp : 0;
+}
+
 rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss) {
   rp_loader_reset(t->val);
+  int mine = my_val_windows(t, batches);
   size_t bytes = 0;
   int maxl = 1;
   for (int c = 0; c < t->nchunks; c++) {
@@ -47,7 +58,7 @@ rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss) {
   long count = 0;
   rp_status s = RP_OK;
   rp_acts a;
-  for (int b = 0; b < batches && s == RP_OK; b++) {
+  for (int b = 0; b < mine && s == RP_OK; b++) {
     s = rp_trainer_load_batch(t, t->val, 0);
     int valid = 0;
     if (s == RP_OK) s = pipeline_forward(t, &a, lv, mem, &sum, &valid);

@@ -14,7 +14,9 @@
 #include "ringpipe/rp_checkpoint.h"
 #include "ringpipe/rp_json.h"
 
-static int read_losses(const char *dir, double *loss, int cap, char *pipeline_line, size_t plcap) {
+/* The values of `key` ("loss" or "val_loss") in DIR/metrics.jsonl, in order. */
+static int read_metric(const char *dir, const char *key, double *vals, int cap,
+                       char *pipeline_line, size_t plcap) {
   char path[1024], line[4096];
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
   FILE *f = fopen(path, "r");
@@ -26,8 +28,10 @@ static int read_losses(const char *dir, double *loss, int cap, char *pipeline_li
   while (fgets(line, sizeof line, f)) {
     double v;
     if (strstr(line, "\"pipeline\"") && pipeline_line) snprintf(pipeline_line, plcap, "%s", line);
-    if (!strstr(line, "\"loss\"") || n >= cap) continue;
-    if (rp_json_get_number(line, "loss", &v) == RP_OK) loss[n++] = v;
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    if (!strstr(line, quoted) || n >= cap) continue;
+    if (rp_json_get_number(line, key, &v) == RP_OK) vals[n++] = v;
   }
   fclose(f);
   return n;
@@ -83,6 +87,38 @@ static int compare_params(const char *a, const char *b, double rtol) {
   return bad;
 }
 
+/* The "step" of every val_loss line, in order. */
+static int read_val_steps(const char *dir, double *steps, int cap) {
+  char path[1024], line[4096];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, "\"val_loss\"") && n < cap && rp_json_get_number(line, "step", &steps[n]) == RP_OK)
+      n++;
+  if (f) fclose(f);
+  return n;
+}
+
+/* Step-by-step relative difference of two series; ltol 0 demands bitwise equality. */
+static int compare_series(const char *what, const double *a, const double *b, int n,
+                          double ltol, const char *ltol_text) {
+  int bad = 0;
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    double rel = fabs(a[i] - b[i]) / fabs(a[i]);
+    worst = fmax(worst, rel);
+    if ((ltol == 0 && a[i] != b[i]) || rel > ltol) {
+      fprintf(stderr, "%s %d: %.17g vs %.17g (relative %.3g, tolerance %.3g)\n", what, i + 1,
+              a[i], b[i], rel, ltol);
+      bad = 1;
+    }
+  }
+  printf("%s: %d values, worst relative difference %.3g (tolerance %s)\n", what, n, worst,
+         ltol == 0 ? "bitwise" : ltol_text);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   if (argc < 5) {
     fprintf(stderr, "usage: compare_runs A B LOSS_RTOL PARAM_RTOL [--live-max N] [--live0 N]\n");
@@ -91,24 +127,32 @@ int main(int argc, char **argv) {
   double ltol = atof(argv[3]), ptol = atof(argv[4]);
   double la[4096], lb[4096];
   char pl[4096] = "";
-  int na = read_losses(argv[1], la, 4096, NULL, 0), nb = read_losses(argv[2], lb, 4096, pl, sizeof pl);
-  int bad = 0;
+  int na = read_metric(argv[1], "loss", la, 4096, NULL, 0);
+  int nb = read_metric(argv[2], "loss", lb, 4096, pl, sizeof pl);
   if (na != nb || na == 0) {
     fprintf(stderr, "loss counts differ or are empty: %d vs %d\n", na, nb);
     return 1;
   }
-  double worst = 0;
-  for (int i = 0; i < na; i++) {
-    double rel = fabs(la[i] - lb[i]) / fabs(la[i]);
-    worst = fmax(worst, rel);
-    if ((ltol == 0 && la[i] != lb[i]) || rel > ltol) {
-      fprintf(stderr, "step %d: loss %.17g vs %.17g (relative %.3g, tolerance %.3g)\n", i + 1,
-              la[i], lb[i], rel, ltol);
-      bad = 1;
-    }
+  int bad = compare_series("loss", la, lb, na, ltol, argv[3]);
+  /* The validation loss is of the same windows in every layout, so it must
+   * agree as the training losses do, at every step both runs evaluated (a
+   * resumed run also evaluated where it stopped). */
+  double sa[4096], sb[4096], va[4096], vb[4096];
+  na = read_metric(argv[1], "val_loss", la, 4096, NULL, 0);
+  nb = read_metric(argv[2], "val_loss", lb, 4096, NULL, 0);
+  if (read_val_steps(argv[1], sa, 4096) != na || read_val_steps(argv[2], sb, 4096) != nb) {
+    fprintf(stderr, "malformed val_loss lines\n");
+    return 1;
   }
-  printf("losses: %d steps, worst relative difference %.3g (tolerance %s)\n", na, worst,
-         ltol == 0 ? "bitwise" : argv[3]);
+  int nv = 0;
+  for (int i = 0; i < na; i++)
+    for (int j = 0; j < nb; j++)
+      if (sa[i] == sb[j]) va[nv] = la[i], vb[nv++] = lb[j];
+  if ((na > 0) != (nb > 0) || (na > 0 && nv == 0)) {
+    fprintf(stderr, "validation losses at no common step (%d vs %d values)\n", na, nb);
+    return 1;
+  }
+  if (nv) bad |= compare_series("val_loss", va, vb, nv, ltol, argv[3]);
   bad |= compare_params(argv[1], argv[2], ptol);
   for (int i = 5; i + 1 < argc; i += 2) {
     int want = atoi(argv[i + 1]), before = bad;
