@@ -31,6 +31,7 @@ void rp_free(void *p);             /* NULL is fine; category is remembered */
 size_t rp_mem_current(rp_mem_cat cat);
 size_t rp_mem_peak(rp_mem_cat cat);
 size_t rp_mem_peak_total(void);    /* peak of the sum, not the sum of peaks */
+size_t rp_mem_process_peak_rss(void); /* the kernel's peak RSS of the process */
 void rp_mem_reset_peaks(void);     /* peak := current, for per-phase measurement */
 
 /* Writes "params 1.2 MiB, grads ..., total peak ..." into buf. */

@@ -68,6 +68,7 @@ typedef struct {
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */
   rp_layer_acts *layer_views;
   void *acts_mem;
+  size_t acts_bytes;       /* size of acts_mem */
   rp_grad_ws ws;
   struct rp_loader *train, *val;
   int T_local;                  /* tokens of each sequence on this rank: seq / cp */
@@ -82,7 +83,8 @@ typedef struct {
 } rp_trainer;
 
 typedef struct {
-  double loss, grad_norm, seconds, tokens_per_s, mfu;
+  double loss, grad_norm, seconds, tokens_per_s;
+  double mfu;  /* fraction of the measured sgemm peak; -1 when not measured */
   float lr;
   int valid_tokens;
 } rp_step_stats;
@@ -107,8 +109,13 @@ rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *chan
 /* Weights of a chunk from an llm.c model file or a checkpoint directory. */
 rp_status rp_load_weights(rp_chunk *m, const char *path);
 
-/* The model's own GEMM shapes timed with the pool's threads: the MFU denominator. */
-double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool);
+/* The model's own GEMM shapes timed with the pool's threads: the MFU denominator.
+ * scratch (may be NULL) is an idle buffer the operands are carved from when it
+ * holds scratch_bytes >= what they need; otherwise they are workspace. */
+/* MFU for humans: "12.3%", or "n/a" when it was not measured. */
+const char *rp_format_mfu(char *buf, size_t cap, double mfu);
+double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool,
+                            void *scratch, size_t scratch_bytes);
 
 /* The OpenBLAS kernel family in use, and advice when it is a slow fallback
  * (NULL when all is well). */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "ringpipe/rp_arena.h"
 
@@ -98,7 +99,17 @@ void rp_mem_report(char *buf, size_t n) {
     if (!pk) continue;
     off += snprintf(buf + off, n - off, "%s %.2f MiB, ", cat_names[c], pk / 1048576.0);
   }
-  if (off < n) snprintf(buf + off, n - off, "total peak %.2f MiB", rp_mem_peak_total() / 1048576.0);
+  if (off < n)
+    snprintf(buf + off, n - off, "total peak %.2f MiB (process peak RSS %.2f MiB)",
+             rp_mem_peak_total() / 1048576.0, rp_mem_process_peak_rss() / 1048576.0);
+}
+
+/* What the kernel counts for the whole process (arenas, libraries, MPI, stacks),
+ * since it started: the check on the accounting above. */
+size_t rp_mem_process_peak_rss(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (size_t)ru.ru_maxrss * 1024;  /* Linux: KiB */
 }
 
 rp_status rp_arena_init(rp_arena *a, size_t bytes, rp_mem_cat cat) {

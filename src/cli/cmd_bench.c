@@ -29,7 +29,7 @@ static int bench_gemm(int argc, char **argv) {
   for (int rep = 0; rep < 2; rep++)
     for (int mode = 0; mode < 2; mode++) {
       rp_gemm_set_mode((rp_gemm_mode)mode);
-      double r = rp_measure_gemm_peak(&cfg, o.batch, o.seq, pool);
+      double r = rp_measure_gemm_peak(&cfg, o.batch, o.seq, pool, NULL, 0);
       if (rep == 0 || r > rate[mode]) rate[mode] = r;
     }
   printf("  blas  (one sgemm, OpenBLAS threads, pool asleep): %7.1f GFLOP/s\n", rate[0] / 1e9);
@@ -54,14 +54,13 @@ static int bench_train(int argc, char **argv) {
     return rc;
   }
   int warm = o.steps > 2 ? 2 : 0;
-  double tok = 0, secs = 0, mfu_num = 0;
+  double tok = 0, secs = 0;
   for (int i = 0; i < o.steps && s == RP_OK; i++) {
     rp_step_stats st;
     s = rp_trainer_step(&t, &st);
     if (i < warm) continue;
     tok += st.tokens_per_s * st.seconds;
     secs += st.seconds;
-    mfu_num += st.mfu * st.seconds;
   }
   if (s != RP_OK) {
     rc = rp_cli_fail("bench", s);
@@ -76,9 +75,14 @@ static int bench_train(int argc, char **argv) {
            rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas");
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
-    printf("  sgemm peak on the model's shapes: %.1f GFLOP/s\n", t.gemm_peak / 1e9);
-    printf("  model FLOP/s: %.1f GFLOP/s  ->  MFU %.3f\n",
-           rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs / 1e9, mfu_num / secs);
+    double rate = rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs;
+    char mfu[16];
+    if (t.gemm_peak > 0)
+      printf("  sgemm peak on the model's shapes: %.1f GFLOP/s\n", t.gemm_peak / 1e9);
+    else
+      printf("  sgemm peak on the model's shapes: not measured (--measure-peak=0)\n");
+    printf("  model FLOP/s: %.1f GFLOP/s  ->  MFU %s\n", rate / 1e9,
+           rp_format_mfu(mfu, sizeof mfu, t.gemm_peak > 0 ? rate / t.gemm_peak : -1));
     printf("  peak memory: %s\n", mem);
   }
   rp_trainer_free(&t);

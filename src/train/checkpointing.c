@@ -23,24 +23,33 @@ static int config_json(char *buf, size_t cap, const rp_gpt_config *c) {
 typedef struct {
   int n;
   float **mine_m, **mine_v; /* this rank's chunks' full AdamW state */
-  int nmine;
+  int nmine, mine_copied;   /* mine_m/v are workspace copies (ZeRO-1), else views */
   rp_ckpt_part *parts;
   rp_chunk *copies;       /* received chunks (n entries, unused ones zeroed) */
   float **m, **v;
 } gathered;
 
 /* Full AdamW state of this rank's chunks (collective over the replicas: under
- * ZeRO-1 each holds only its shard). */
+ * ZeRO-1 each holds only its shard and the full state is gathered into
+ * workspace; otherwise the optimizer's own arrays are the full state and are
+ * written as they are, with no copy). */
 static rp_status full_optim_state(rp_trainer *t, gathered *g) {
   g->nmine = t->nchunks;
   g->mine_m = calloc(t->nchunks, sizeof *g->mine_m);
   g->mine_v = calloc(t->nchunks, sizeof *g->mine_v);
+  g->mine_copied = t->o.zero != 0;
   if (!g->mine_m || !g->mine_v) return rp_err(RP_ENOMEM, "out of memory");
   for (int c = 0; c < t->nchunks; c++) {
+    if (!g->mine_copied) {
+      g->mine_m[c] = rp_dp_m(t->dp, c);
+      g->mine_v[c] = rp_dp_v(t->dp, c);
+      continue;
+    }
     size_t n = t->chunks[c].num_params;
-    g->mine_m[c] = malloc(n * sizeof(float));
-    g->mine_v[c] = malloc(n * sizeof(float));
-    if (!g->mine_m[c] || !g->mine_v[c]) return rp_err(RP_ENOMEM, "out of memory");
+    g->mine_m[c] = rp_alloc(n * sizeof(float), RP_MEM_WORKSPACE);
+    g->mine_v[c] = rp_alloc(n * sizeof(float), RP_MEM_WORKSPACE);
+    if (!g->mine_m[c] || !g->mine_v[c])
+      return rp_err(RP_ENOMEM, "out of memory for the checkpoint's optimizer state");
     rp_dp_gather_optim(t->dp, c, g->mine_m[c], g->mine_v[c]);
   }
   return RP_OK;
@@ -68,9 +77,10 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
       rp_chunk *ch = &g->copies[s];
       RP_TRY(rp_chunk_init(ch, &t->cfg, &t->all_stages[s]));
       int n = (int)ch->num_params;
-      g->m[s] = malloc(n * sizeof(float));
-      g->v[s] = malloc(n * sizeof(float));
-      if (!g->m[s] || !g->v[s]) return rp_err(RP_ENOMEM, "out of memory");
+      g->m[s] = rp_alloc(n * sizeof(float), RP_MEM_WORKSPACE);
+      g->v[s] = rp_alloc(n * sizeof(float), RP_MEM_WORKSPACE);
+      if (!g->m[s] || !g->v[s])
+        return rp_err(RP_ENOMEM, "out of memory for stage %d's checkpoint copy", s);
       MPI_Recv(ch->params, n, MPI_FLOAT, owner, 3 * s, t->grid.pp_comm, MPI_STATUS_IGNORE);
       MPI_Recv(g->m[s], n, MPI_FLOAT, owner, 3 * s + 1, t->grid.pp_comm, MPI_STATUS_IGNORE);
       MPI_Recv(g->v[s], n, MPI_FLOAT, owner, 3 * s + 2, t->grid.pp_comm, MPI_STATUS_IGNORE);
@@ -81,12 +91,15 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
 }
 
 static void gathered_free(gathered *g) {
-  for (int c = 0; c < g->nmine; c++) free(g->mine_m[c]), free(g->mine_v[c]);
+  for (int c = 0; c < g->nmine && g->mine_copied; c++) {
+    rp_free(g->mine_m[c]);
+    rp_free(g->mine_v[c]);
+  }
   free(g->mine_m), free(g->mine_v);
   for (int s = 0; s < g->n; s++) {
     if (g->copies && g->copies[s].params) rp_chunk_free(&g->copies[s]);
-    if (g->m) free(g->m[s]);
-    if (g->v) free(g->v[s]);
+    if (g->m) rp_free(g->m[s]);
+    if (g->v) rp_free(g->v[s]);
   }
   free(g->parts), free(g->copies), free(g->m), free(g->v);
 }

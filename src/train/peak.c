@@ -6,19 +6,71 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_train.h"
 
-double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool) {
+/* Largest of each operand over the shapes: a weight is IC x OC, so its buffer
+ * is the largest product, not the square of the largest side (which for a
+ * 50257-token vocabulary was 10 GB a buffer). */
+static void operand_sizes(const long shapes[][2], int n, long *max_in, long *max_out,
+                          long *max_w) {
+  *max_in = *max_out = *max_w = 0;
+  for (int s = 0; s < n; s++) {
+    if (shapes[s][0] > *max_in) *max_in = shapes[s][0];
+    if (shapes[s][1] > *max_out) *max_out = shapes[s][1];
+    if (shapes[s][0] * shapes[s][1] > *max_w) *max_w = shapes[s][0] * shapes[s][1];
+  }
+}
+
+/* Operands carved from the caller's idle buffer when it is big enough (the
+ * activations, before the first step: the measurement then costs no memory),
+ * else allocated as workspace. */
+typedef struct {
+  float *inp, *out, *w, *dw, *dinp;
+  int owned;
+} peak_operands;
+
+static int carve_operands(peak_operands *op, long N, long max_in, long max_out, long max_w,
+                          void *scratch, size_t scratch_bytes) {
+  size_t need = ((size_t)2 * N * max_in + (size_t)N * max_out + (size_t)2 * max_w) * sizeof(float);
+  op->owned = !scratch || scratch_bytes < need;
+  if (op->owned) {
+    op->inp = rp_alloc(N * max_in * sizeof(float), RP_MEM_WORKSPACE);
+    op->dinp = rp_alloc(N * max_in * sizeof(float), RP_MEM_WORKSPACE);
+    op->out = rp_alloc(N * max_out * sizeof(float), RP_MEM_WORKSPACE);
+    op->w = rp_alloc(max_w * sizeof(float), RP_MEM_WORKSPACE);
+    op->dw = rp_alloc(max_w * sizeof(float), RP_MEM_WORKSPACE);
+    return op->inp && op->dinp && op->out && op->w && op->dw;
+  }
+  op->inp = scratch;
+  op->dinp = op->inp + N * max_in;
+  op->out = op->dinp + N * max_in;
+  op->w = op->out + N * max_out;
+  op->dw = op->w + max_w;
+  return 1;
+}
+
+static void release_operands(peak_operands *op) {
+  if (!op->owned) return;
+  rp_free(op->inp);
+  rp_free(op->dinp);
+  rp_free(op->out);
+  rp_free(op->w);
+  rp_free(op->dw);
+}
+
+double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool,
+                            void *scratch, size_t scratch_bytes) {
   long N = (long)B * T, C = cfg->C;
   /* (in, out) of every matmul of a layer and of the LM head */
   const long shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, cfg->Vp}};
-  long maxio = 4 * C > cfg->Vp ? 4 * C : cfg->Vp;
-  float *inp = rp_alloc(N * maxio * sizeof(float), RP_MEM_WORKSPACE);
-  float *out = rp_alloc(N * maxio * sizeof(float), RP_MEM_WORKSPACE);
-  float *w = rp_alloc(maxio * maxio * sizeof(float), RP_MEM_WORKSPACE);
-  float *dw = rp_alloc(maxio * maxio * sizeof(float), RP_MEM_WORKSPACE);
-  float *dinp = rp_alloc(N * maxio * sizeof(float), RP_MEM_WORKSPACE);
-  if (!inp || !out || !w || !dw || !dinp) return 0;
-  for (long i = 0; i < N * maxio; i++) inp[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
-  for (long i = 0; i < maxio * maxio; i++) w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+  long max_in, max_out, max_w;
+  operand_sizes(shapes, 5, &max_in, &max_out, &max_w);
+  peak_operands op;
+  if (!carve_operands(&op, N, max_in, max_out, max_w, scratch, scratch_bytes)) {
+    release_operands(&op);
+    return 0;
+  }
+  float *inp = op.inp, *out = op.out, *w = op.w, *dw = op.dw, *dinp = op.dinp;
+  for (long i = 0; i < N * max_in; i++) inp[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+  for (long i = 0; i < max_w; i++) w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
   double best = 0;
   for (int rep = 0; rep < 4; rep++) {  /* first rep warms caches and BLAS threads */
     double flops = 0, t0 = rp_now();
@@ -31,11 +83,7 @@ double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *poo
     double rate = flops / (rp_now() - t0);
     if (rep > 0 && rate > best) best = rate;
   }
-  rp_free(inp);
-  rp_free(out);
-  rp_free(w);
-  rp_free(dw);
-  rp_free(dinp);
+  release_operands(&op);
   return best;
 }
 

@@ -132,20 +132,24 @@ rp_status rp_trainer_run(rp_trainer *t) {
     RP_TRY(rp_trainer_step(t, &st));
     last_loss = st.loss;
     int s = t->step;
+    char mfu_json[32], mfu_text[16];
+    if (st.mfu < 0) snprintf(mfu_json, sizeof mfu_json, "null");
+    else snprintf(mfu_json, sizeof mfu_json, "%.4f", st.mfu);
     if (root) {
       fprintf(metrics,
               "{\"step\":%d,\"loss\":%.17g,\"lr\":%.6g,\"grad_norm\":%.6f,\"seconds\":%.6f,"
-              "\"tokens_per_s\":%.1f,\"mfu\":%.4f}\n",
-              s, st.loss, st.lr, st.grad_norm, st.seconds, st.tokens_per_s, st.mfu);
+              "\"tokens_per_s\":%.1f,\"mfu\":%s}\n",
+              s, st.loss, st.lr, st.grad_norm, st.seconds, st.tokens_per_s, mfu_json);
       fflush(metrics);
     }
     if (talk && (s % o->log_every == 0 || s == o->steps || s == first + 1)) {
       char eta[32];
       double per = (rp_now() - t_start) / (s - first);
       format_eta(eta, sizeof eta, per * (o->steps - s));
-      printf("step %5d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | MFU %5.1f%% | "
+      printf("step %5d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | MFU %s | "
              "ETA %s\n",
-             s, o->steps, st.loss, st.lr, st.grad_norm, st.tokens_per_s, 100 * st.mfu, eta);
+             s, o->steps, st.loss, st.lr, st.grad_norm, st.tokens_per_s,
+             rp_format_mfu(mfu_text, sizeof mfu_text, st.mfu), eta);
       fflush(stdout);
     }
     if ((o->eval_every > 0 && s % o->eval_every == 0) || s == last) {

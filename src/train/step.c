@@ -2,6 +2,7 @@
  * pipeline schedule when pp > 1), gradient sync over pipeline neighbours and
  * data-parallel replicas, global-norm clipping, AdamW. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ringpipe/rp_cp.h"
@@ -114,13 +115,16 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   st->valid_tokens = (int)valid;
   st->tokens_per_s = tokens / dt;
   double flops = rp_gpt_flops_per_token(&t->cfg, o->seq) * tokens / t->grid.world_size;
-  st->mfu = t->gemm_peak > 0 ? flops / dt / t->gemm_peak : 0.0;
-  if (st->mfu > 1.0) {
-    /* The peak was taken while the machine was busier than now: measure again
-     * so that MFU stays a fraction of what the GEMMs can do. */
-    double again = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool);
-    if (again > t->gemm_peak) t->gemm_peak = again;
-    st->mfu = flops / dt / t->gemm_peak;
-  }
+  /* One denominator for the whole run, measured once at start-up, so that the
+   * steps of a run compare; a step above 1.0 says the peak was measured while
+   * the machine was busier, and is reported as it is. */
+  st->mfu = t->gemm_peak > 0 ? flops / dt / t->gemm_peak : -1.0;
   return RP_OK;
+}
+
+/* "12.3%", or "n/a" when the peak was not measured (--measure-peak=0). */
+const char *rp_format_mfu(char *buf, size_t cap, double mfu) {
+  if (mfu < 0) snprintf(buf, cap, "  n/a");
+  else snprintf(buf, cap, "%4.1f%%", 100 * mfu);
+  return buf;
 }

@@ -152,7 +152,8 @@ static rp_status setup_compute(rp_trainer *t) {
     RP_TRY(setup_pipeline(t));
   } else {
     rp_chunk *m = &t->chunks[0];
-    t->acts_mem = rp_alloc(rp_acts_bytes(m, t->exec.attn, B, T), RP_MEM_ACTS);
+    t->acts_bytes = rp_acts_bytes(m, t->exec.attn, B, T);
+    t->acts_mem = rp_alloc(t->acts_bytes, RP_MEM_ACTS);
     t->layer_views = calloc(t->cfg.L, sizeof *t->layer_views);
     if (!t->acts_mem || !t->layer_views) return RP_ENOMEM;
     rp_acts_bind(&t->acts, t->layer_views, m, t->exec.attn, t->acts_mem, B, T);
@@ -237,7 +238,8 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_trainer_resume(t, o->resume)));
   if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
   if (o->measure_peak)
-    t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool);
+    t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool, t->acts_mem,
+                                        t->acts_mem ? t->acts_bytes : 0);
   return RP_OK;
 }
 
