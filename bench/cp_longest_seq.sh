@@ -31,13 +31,7 @@
 #   REPEATS     runs per tokens/s configuration [3]
 #   MPIRUN      launcher [mpirun]
 set -euo pipefail
-caller=$(pwd)
-abs() { case $1 in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
-OUT=${1:+$(abs "$1")}
-RINGPIPE=${RINGPIPE:+$(abs "$RINGPIPE")}
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/bench/results}
-RINGPIPE=${RINGPIPE:-$PWD/build/ringpipe}
+. "$(dirname "$0")/common.sh" "$@"
 MODEL=${MODEL:---layers 2 --channels 128 --heads 4 --batch 1 --attention flash}
 BUDGET_MIB=${BUDGET_MIB:-256}
 CPS=${CPS:-1 2 4}

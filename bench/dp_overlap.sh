@@ -23,13 +23,7 @@
 #   THREADS    compute threads per rank [1]
 #   MPIRUN     launcher [mpirun]
 set -euo pipefail
-caller=$(pwd)
-abs() { case $1 in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
-OUT=${1:+$(abs "$1")}
-RINGPIPE=${RINGPIPE:+$(abs "$RINGPIPE")}
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/bench/results}
-RINGPIPE=${RINGPIPE:-$PWD/build/ringpipe}
+. "$(dirname "$0")/common.sh" "$@"
 MODEL=${MODEL:---layers 4 --channels 256 --heads 4 --seq 128 --batch 2}
 BUCKETS=${BUCKETS:-1 4 16}
 TCP_BUCKET=${TCP_BUCKET-4}

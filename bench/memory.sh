@@ -17,13 +17,7 @@
 #   STEPS     optimizer steps per run [2]
 #   MPIRUN    launcher [mpirun]
 set -euo pipefail
-caller=$(pwd)
-abs() { case $1 in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
-OUT=${1:+$(abs "$1")}
-RINGPIPE=${RINGPIPE:+$(abs "$RINGPIPE")}
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/bench/results}
-RINGPIPE=${RINGPIPE:-$PWD/build/ringpipe}
+. "$(dirname "$0")/common.sh" "$@"
 MODEL=${MODEL:---layers 6 --channels 384 --heads 6 --seq 256 --batch 4}
 DPS=${DPS:-1 2 4}
 STEPS=${STEPS:-2}

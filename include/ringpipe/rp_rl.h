@@ -4,7 +4,7 @@
  * Pieces, each usable on its own:
  *   tasks      problems generated from a seed (addition, reversal, sorting,
  *              countdown), byte tokens, train / held-out split, reward in C;
- *   kv cache   incremental decoding, G completions per prompt, sampling;
+ *   sampling   G completions per prompt through the model's KV cache;
  *   losses     log-probs, group advantages, the clipped policy objective with
  *              k3 KL, GAE and the clipped value loss, all as gradients w.r.t.
  *              logits (dlogits) that the model's backward then consumes;
@@ -20,6 +20,7 @@
 #define RP_RL_H
 
 #include <stdint.h>
+#include "rp_infer.h"
 #include "rp_model.h"
 #include "rp_options.h"
 #include "rp_pool.h"
@@ -69,49 +70,10 @@ float rp_task_reward(const rp_task *t, const char *prompt, const char *completio
 int rp_task_max_prompt(const rp_task *t);
 int rp_task_max_answer(const rp_task *t);
 
-/* ================================================================= kv cache */
+/* ========================================================= sampling groups */
 
-/* Per layer K and V for S slots of up to Tmax positions: k,v [L][S][Tmax][C]
- * (head h in columns h*HS..). A slot is one sequence being decoded. */
-typedef struct {
-  const rp_chunk *m;
-  int S, Tmax;
-  float *k, *v;
-  int *len;                   /* S: positions filled per slot */
-  /* decode scratch for up to S rows */
-  float *x, *ln, *qkv, *atty, *fch, *fch_gelu, *lnf, *mean, *rstd, *logits;
-  int32_t *tok, *pos;
-  /* prefill: activations of one prompt (B = 1, T = Tmax) */
-  void *acts_mem;
-  rp_layer_acts *lv;
-  const rp_attn_backend *attn;
-} rp_kv_cache;
-
-rp_status rp_kv_init(rp_kv_cache *c, const rp_chunk *m, const rp_attn_backend *attn, int S,
-                     int Tmax);
-void rp_kv_free(rp_kv_cache *c);
-/* Runs prompt tokens[0..n) through the model once and stores its K/V in slots
- * s0..s0+count-1 (the prompt is shared by a group). Returns the logits row of
- * the last prompt position (Vp floats, valid until the next call). */
-const float *rp_kv_prefill(rp_kv_cache *c, int s0, int count, const int32_t *tokens, int n,
-                           const rp_exec *x);
-/* One decoding step for n slots: token tok[i] enters slot slots[i] at position
- * len[slot] (then len++). Returns logits [n, Vp] (valid until the next call). */
-const float *rp_kv_step(rp_kv_cache *c, const int *slots, const int32_t *tok, int n,
-                        const rp_exec *x);
-
-typedef struct {
-  float temperature;   /* 0: greedy */
-  int top_k;           /* 0: all */
-  float top_p;         /* 1: all */
-  int max_new;         /* tokens per completion at most */
-  int stop;            /* stop token (included in the completion), -1 for none */
-} rp_sample_params;
-
-/* Picks a token from one logits row (first V of them). probs: V floats of
- * scratch, idx: V ints of scratch (top-p sorting). */
-int rp_sample_token(const float *logits, int V, const rp_sample_params *sp, rp_rng *rng,
-                    float *probs, int *idx);
+/* The KV cache, rp_sample_params and rp_sample_token are the model's
+ * inference engine (rp_infer.h). */
 
 /* G completions for each of np prompts; completion i*G+g draws from its own
  * stream seeded by seeds[i*G+g], so results do not depend on how prompts are

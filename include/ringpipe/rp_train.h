@@ -9,6 +9,7 @@
 #include "rp_pipeline.h"
 #include "rp_schedule.h"
 #include "rp_grid.h"
+#include "rp_infer.h"
 #include "rp_model.h"
 #include "rp_options.h"
 #include "rp_pool.h"
@@ -121,10 +122,5 @@ double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *poo
  * (NULL when all is well). */
 const char *rp_blas_core(void);
 const char *rp_blas_advice(void);
-
-/* Greedy/temperature/top-k sampling by full recomputation over the last T tokens.
- * out receives n_new tokens. */
-rp_status rp_generate(const rp_chunk *m, const rp_exec *x, const int32_t *prompt, int n_prompt,
-                      int32_t *out, int n_new, float temperature, int top_k, rp_rng *rng);
 
 #endif

@@ -15,8 +15,8 @@
 typedef struct {
   char checkpoint[RP_OPT_STRLEN], prompt[RP_OPT_STRLEN], tokenizer[RP_OPT_STRLEN];
   char attention[RP_OPT_STRLEN];
-  int tokens, top_k, seed, threads;
-  float temperature;
+  int tokens, top_k, seed, threads, kv_cache;
+  float temperature, top_p;
 } sample_opts;
 
 #define O(f) offsetof(sample_opts, f)
@@ -28,6 +28,11 @@ static const rp_opt sample_table[] = {
     {"temperature", RP_OPT_FLOAT, O(temperature), "0.8", 0, 100, NULL,
      "sampling temperature (0: greedy)"},
     {"top-k", RP_OPT_INT, O(top_k), "40", 0, 16777216, NULL, "sample among the k likeliest (0: all)"},
+    {"top-p", RP_OPT_FLOAT, O(top_p), "1", 0, 1, NULL,
+     "sample among the likeliest tokens holding this much probability (1: all)"},
+    {"kv-cache", RP_OPT_BOOL, O(kv_cache), "1", 0, 0, NULL,
+     "decode through the K/V cache, O(context) per token (--kv-cache=0: recompute the whole "
+     "context for every token, the reference)"},
     {"seed", RP_OPT_INT, O(seed), "1337", 0, 2147483647, NULL, "sampling seed"},
     {"tokenizer", RP_OPT_STR, O(tokenizer), "", 0, 0, NULL,
      "llm.c gpt2_tokenizer.bin for decoding a GPT-2 vocabulary (default: bytes)"},
@@ -67,13 +72,19 @@ int rp_cmd_sample(int argc, char **argv) {
     s = rp_tokenizer_encode(tk, o.prompt, plen, ids, plen + 1, &n_prompt);
   }
   rp_pool *pool = NULL;
+  double seconds = 0;
   if (s == RP_OK) s = rp_pool_create(&pool, o.threads > 0 ? o.threads : 2, 1);
   if (s == RP_OK) {
     rp_exec x = {.pool = pool,
                  .attn = strcmp(o.attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference()};
     rp_rng rng;
     rp_rng_seed(&rng, (uint64_t)o.seed);
-    s = rp_generate(&m, &x, ids, (int)n_prompt, out, o.tokens, o.temperature, o.top_k, &rng);
+    const rp_sample_params sp = {.temperature = o.temperature, .top_k = o.top_k,
+                                 .top_p = o.top_p, .max_new = o.tokens, .stop = -1};
+    double t0 = rp_now();
+    s = (o.kv_cache ? rp_generate : rp_generate_recompute)(&m, &x, ids, (int)n_prompt, out,
+                                                           o.tokens, &sp, &rng);
+    seconds = rp_now() - t0;
   }
   if (s == RP_OK) {
     size_t cap = (size_t)o.tokens * 64 + 1;
@@ -81,6 +92,8 @@ int rp_cmd_sample(int argc, char **argv) {
     rp_tokenizer_decode(tk, out, o.tokens, text, cap);
     printf("%s%s\n", o.prompt, text);
     free(text);
+    fprintf(stderr, "sampled %d tokens in %.2f s: %.1f tokens/s (%s)\n", o.tokens, seconds,
+            o.tokens / seconds, o.kv_cache ? "KV cache" : "full recompute per token");
   }
   free(ids);
   free(out);

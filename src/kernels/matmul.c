@@ -76,6 +76,28 @@ static void fwd_rows(float *out, const float *inp, const float *weight, const fl
               inp + lo * IC, IC, weight, IC, beta, o, OC);
 }
 
+/* out[:, lo:hi] for every row: the split for skinny products (a decode step has
+ * one row per sequence), where splitting rows would leave threads idle. One
+ * row is a matrix-vector product: sgemv reads each weight once, while sgemm
+ * would first pack (copy) the whole weight slice. */
+static void fwd_cols(float *out, const float *inp, const float *weight, const float *bias,
+                     const float *resid, long lo, long hi, int N, int IC, int OC) {
+  long cols = hi - lo;
+  if (cols <= 0) return;
+  float beta = resid || bias ? 1.0f : 0.0f;
+  for (long n = 0; n < N && beta != 0.0f; n++) {
+    float *restrict orow = out + n * OC + lo;
+    const float *r = resid ? resid + n * OC + lo : NULL;
+    for (long k = 0; k < cols; k++) orow[k] = (r ? r[k] : 0.0f) + (bias ? bias[lo + k] : 0.0f);
+  }
+  if (N == 1)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)cols, IC, 1.0f, weight + lo * IC, IC, inp, 1,
+                beta, out + lo, 1);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, (int)cols, IC, 1.0f, inp, IC,
+                weight + lo * IC, IC, beta, out + lo, OC);
+}
+
 /* dinp[lo:hi,:] = beta * dinp[lo:hi,:] + dout[lo:hi,:] @ weight. With beta 0 the
  * caller needs no memset: OpenBLAS clears C itself (each pool thread its own
  * slice in split mode) and never reads it. It then adds its K-blocks into C in
@@ -121,6 +143,16 @@ static void fwd_task(void *vctx, int ith, int nth) {
   fwd_rows(c->out, c->inp, c->weight, c->bias, c->resid, lo, hi, c->IC, c->OC);
 }
 
+static void fwd_cols_task(void *vctx, int ith, int nth) {
+  mm_ctx *c = vctx;
+  long lo, hi;
+  rp_kern_split_cols(c->OC, ith, nth, &lo, &hi);
+  fwd_cols(c->out, c->inp, c->weight, c->bias, c->resid, lo, hi, c->N, c->IC, c->OC);
+}
+
+/* Fewer rows than this per thread: split the output columns instead. */
+#define SKINNY_ROWS_PER_THREAD 16
+
 static void bwd_task(void *vctx, int ith, int nth) {
   mm_ctx *c = vctx;
   long lo, hi;
@@ -141,7 +173,13 @@ static void bwd_task(void *vctx, int ith, int nth) {
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            const float *resid, int N, int IC, int OC, rp_pool *pool) {
   int nth = pool_threads(pool);
-  if (g_gemm_mode == RP_GEMM_BLAS_THREADS || nth == 1) {
+  int skinny = N < SKINNY_ROWS_PER_THREAD * nth;
+  if (nth == 1 && N == 1) {
+    rp_blas_set_threads(1);
+    fwd_cols(out, inp, weight, bias, resid, 0, OC, N, IC, OC);
+    return;
+  }
+  if ((g_gemm_mode == RP_GEMM_BLAS_THREADS && !skinny) || nth == 1) {
     rp_blas_set_threads(nth);
     fwd_rows(out, inp, weight, bias, resid, 0, N, IC, OC);
     return;
@@ -149,7 +187,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
   rp_blas_set_threads(1);
   mm_ctx c = {.out = out, .inp = inp, .weight = weight, .bias = bias, .resid = resid, .N = N,
               .IC = IC, .OC = OC, .do_gemm = 1};
-  rp_pool_run(pool, fwd_task, &c);
+  rp_pool_run(pool, skinny ? fwd_cols_task : fwd_task, &c);
 }
 
 void rp_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,

@@ -26,4 +26,11 @@ void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, co
                         const float *w, int N, int IC, int OC, rp_pool *pool);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
+/* K/V cache internals shared by kv_cache.c and decode.c (rp_infer.h). */
+#include "ringpipe/rp_infer.h"
+/* Where position pos of slot keeps layer's key (kv 0) or value (kv 1). */
+float *rp_kv_row(const rp_kv_cache *c, int slot, int layer, int kv, int pos);
+/* Makes room for position len[slot]: a fresh block when the last one is full. */
+void rp_kv_reserve(rp_kv_cache *c, int slot);
+
 #endif

@@ -1,5 +1,5 @@
-/* Sampling G completions per prompt through the KV cache: temperature, top-k,
- * top-p, a token budget and a stop token; each completion draws from its own
+/* Sampling G completions per prompt through the model's KV cache
+ * (rp_infer.h): temperature, top-k, top-p, a token budget and a stop token; each completion draws from its own
  * seeded stream so results do not depend on batching or on the rank layout. */
 #include <math.h>
 #include <stdlib.h>
@@ -7,65 +7,6 @@
 
 #include "ringpipe/rp_rl.h"
 #include "rl_internal.h"
-
-/* Descending probability, ties by index: a total order, so the kept set of
- * top-k / top-p is deterministic. */
-static int by_prob_desc(const void *a, const void *b, void *ctx) {
-  const float *p = ctx;
-  int i = *(const int *)a, j = *(const int *)b;
-  if (p[i] != p[j]) return p[i] > p[j] ? -1 : 1;
-  return (i > j) - (i < j);
-}
-
-int rp_sample_token(const float *logits, int V, const rp_sample_params *sp, rp_rng *rng,
-                    float *probs, int *idx) {
-  if (sp->temperature <= 0.0f) {
-    int best = 0;
-    for (int i = 1; i < V; i++)
-      if (logits[i] > logits[best]) best = i;
-    return best;
-  }
-  float mx = -INFINITY;
-  for (int i = 0; i < V; i++) mx = fmaxf(mx, logits[i]);
-  double sum = 0;
-  for (int i = 0; i < V; i++) {
-    probs[i] = expf((logits[i] - mx) / sp->temperature);
-    sum += probs[i];
-  }
-  int limit_k = sp->top_k > 0 && sp->top_k < V;
-  int limit_p = sp->top_p > 0.0f && sp->top_p < 1.0f;
-  if (limit_k || limit_p) {
-    for (int i = 0; i < V; i++) idx[i] = i;
-    qsort_r(idx, (size_t)V, sizeof *idx, by_prob_desc, probs);
-    int keep = limit_k ? sp->top_k : V;
-    if (limit_p) {
-      /* smallest prefix whose mass reaches top_p (of the whole distribution) */
-      double acc = 0;
-      int k = 0;
-      while (k < keep) {
-        acc += probs[idx[k++]];
-        if (acc >= sp->top_p * sum) break;
-      }
-      keep = k;
-    }
-    sum = 0;
-    for (int r = 0; r < V; r++) {
-      if (r >= keep)
-        probs[idx[r]] = 0.0f;
-      else
-        sum += probs[idx[r]];
-    }
-  }
-  double u = rp_rng_uniform(rng) * sum, acc = 0;
-  int last = 0;
-  for (int i = 0; i < V; i++) {
-    if (probs[i] <= 0.0f) continue;
-    acc += probs[i];
-    last = i;
-    if (u < acc) return i;
-  }
-  return last; /* u landed on the rounding slack at the top */
-}
 
 static float policy_logp(const float *logits, int V, int tok, const rp_sample_params *sp) {
   return sp->temperature > 0 ? rp_logprob_row(logits, V, tok, sp->temperature) : 0.0f;
@@ -95,6 +36,10 @@ rp_status rp_sample_groups(rp_kv_cache *c, const rp_exec *x, const int32_t *cons
   int nact = 0;
   for (int i = 0; i < np; i++) {
     const float *logits = rp_kv_prefill(c, i * G, G, prompts[i], plen[i], x);
+    if (!logits) {
+      free(rng), free(budget), free(active), free(next), free(probs), free(idx);
+      return RP_EINVAL;
+    }
     for (int g = 0; g < G; g++) {
       int s = i * G + g;
       rp_rng_seed(&rng[s], seeds[s]);
@@ -112,6 +57,10 @@ rp_status rp_sample_groups(rp_kv_cache *c, const rp_exec *x, const int32_t *cons
       next[a] = out[(size_t)s * sp->max_new + out_len[s] - 1];
     }
     const float *logits = rp_kv_step(c, active, next, nact, x);
+    if (!logits) {
+      free(rng), free(budget), free(active), free(next), free(probs), free(idx);
+      return RP_EINVAL;
+    }
     int still = 0;
     for (int a = 0; a < nact; a++) {
       int s = active[a];

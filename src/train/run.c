@@ -95,7 +95,8 @@ static void print_sample(rp_trainer *t, const char *ckpt_dir) {
   }
   /* rank 0 alone: the local attention kernel, never the collective cp one */
   rp_exec x = {.pool = t->pool, .attn = t->local_attn};
-  rp_status s = rp_generate(m, &x, prompt, 1, out, n, 0.8f, 40, &t->sample_rng);
+  const rp_sample_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 1.0f, .stop = -1};
+  rp_status s = rp_generate(m, &x, prompt, 1, out, n, &sp, &t->sample_rng);
   if (t->grid.pp > 1) rp_chunk_free(&whole);
   if (s != RP_OK) return;
   printf("sample (temperature 0.8, top-k 40):\n----\n");

@@ -118,7 +118,8 @@ static void test_greedy_matches_generate(void **state) {
   int32_t want[NEW], got[NEW];
   rp_rng r;
   rp_rng_seed(&r, 1);
-  assert_int_equal(rp_generate(&m, &x, prompt, 5, want, NEW, 0.0f, 0, &r), RP_OK);
+  const rp_sample_params greedy = {.temperature = 0, .top_p = 1, .max_new = NEW, .stop = -1};
+  assert_int_equal(rp_generate_recompute(&m, &x, prompt, 5, want, NEW, &greedy, &r), RP_OK);
   rp_kv_cache c;
   assert_int_equal(rp_kv_init(&c, &m, x.attn, 4, cfg.T), RP_OK);
   const int32_t *pp[1] = {prompt};

@@ -1,0 +1,11 @@
+# Sourced by the bench scripts: OUT (the first argument, default bench/results)
+# and RINGPIPE (default build/ringpipe) as absolute paths, resolved against the
+# caller's directory; then the working directory becomes the project root.
+# usage: . "$(dirname "$0")/common.sh" "$@"
+bench_caller=$(pwd)
+bench_abs() { case $1 in /*) echo "$1" ;; *) echo "$bench_caller/$1" ;; esac; }
+OUT=${1:+$(bench_abs "$1")}
+RINGPIPE=${RINGPIPE:+$(bench_abs "$RINGPIPE")}
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/bench/results}
+RINGPIPE=${RINGPIPE:-$PWD/build/ringpipe}
