@@ -22,10 +22,11 @@ int rp_cmd_train(int argc, char **argv) {
     return rc;
   }
   s = rp_trainer_run(&t);
-  /* A failure inside the step loop may be on one rank only: the others would
-   * wait in a collective forever, so take the fatal path (MPI_Abort). */
-  if (s != RP_OK && t.grid.world_size > 1) rp_fatal("train: %s", rp_errmsg());
+  /* Every failure the step loop returns was agreed by all ranks (one rank's
+   * alone becomes everyone's at the next agreement), so one message is printed
+   * and every rank exits alike; what cannot be agreed takes rp_fatal inside. */
   rc = s == RP_OK ? 0 : rp_cli_fail("train", s);
+  if (s != RP_OK && t.diverged) rc = RP_EXIT_DIVERGED;
   rp_trainer_free(&t);
   return rc;
 }
