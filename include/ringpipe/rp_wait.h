@@ -30,7 +30,9 @@ void rp_allreduce_watched(void *buf, int count, MPI_Datatype type, MPI_Op op, MP
                           const char *what);
 
 /* Test hook for the watchdog: with RINGPIPE_TEST_HANG=RANK:STEP in the
- * environment, world rank RANK sleeps forever when it reaches STEP. */
-void rp_test_hang_point(int world_rank, int step);
+ * environment, world rank RANK sleeps forever when it passes this point in
+ * STEP (the pipeline: before its first send; otherwise before the step's
+ * forward pass). */
+void rp_test_hang_point(void);
 
 #endif

@@ -46,9 +46,10 @@ static _Noreturn void timed_out(MPI_Comm comm, int peer, double waited, const ch
   vsnprintf(action, sizeof action, what, ap);
   describe_peer(who, sizeof who, comm, peer);
   rp_fatal("no progress for %.1f s (--comm-timeout %g) waiting on %s with %s at step %d: "
-           "that rank is hung or dead; aborting the job (raise --comm-timeout if a step "
-           "legitimately takes longer)",
-           waited, timeout_s, action, who, current_step);
+           "%s hung or dead; aborting the job (raise --comm-timeout if a step legitimately "
+           "takes longer)",
+           waited, timeout_s, action, who, current_step,
+           peer >= 0 ? "that rank is" : "one of them is");
 }
 
 static void wait_some(int n, MPI_Request *r, MPI_Comm comm, int peer, const char *what,
@@ -91,15 +92,18 @@ void rp_allreduce_watched(void *buf, int count, MPI_Datatype type, MPI_Op op, MP
   rp_wait(&r, comm, -1, "%s", what);
 }
 
-void rp_test_hang_point(int world_rank, int step) {
+void rp_test_hang_point(void) {
   static int rank = -2, at = -1;
   if (rank == -2) {
     const char *e = getenv("RINGPIPE_TEST_HANG");
     rank = -1;
     if (e && sscanf(e, "%d:%d", &rank, &at) != 2) rank = -1;
   }
-  if (rank != world_rank || step != at) return;
-  fprintf(stderr, "ringpipe: RINGPIPE_TEST_HANG: rank %d hangs at step %d\n", rank, step);
+  if (rank < 0 || current_step != at) return;
+  int me = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me != rank) return;
+  fprintf(stderr, "ringpipe: RINGPIPE_TEST_HANG: rank %d hangs at step %d\n", rank, at);
   fflush(stderr);
   for (;;) pause();
 }

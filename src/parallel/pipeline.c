@@ -324,6 +324,7 @@ static void post_recv(rp_pipeline *p, int i, const rp_action *a) {
 }
 
 static void post_send(rp_pipeline *p, const rp_action *a) {
+  rp_test_hang_point();
   int peer = rp_schedule_peer(p->cfg.sched, p->rank, *a);
   int tag = rp_schedule_tag(p->cfg.sched, p->rank, *a);
   int key = a->chunk * p->m + a->mb;

@@ -109,7 +109,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
     rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool);
   double loss_sum = 0;
   rp_dp_begin_step(t->dp);
-  rp_test_hang_point(t->grid.world_rank, t->step + 1);
+  if (t->grid.pp == 1) rp_test_hang_point();
   RP_TRY(run_microbatches(t, dscale, &loss_sum));
   /* sums over replicas (and the tied wte between first and last stage) */
   RP_TRY(rp_dp_finish(t->dp));
@@ -121,12 +121,10 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
    * together, before the update: the weights and AdamW state stay finite. */
   if (!isfinite(loss_sum) || !isfinite(norm)) {
     t->diverged = 1;
-    return rp_err(RP_EINVAL, "step %d: the %s is %g (loss %g, gradient norm %g): training "
-                  "diverged, nothing was saved and the last checkpoint is left as it was; "
+    return rp_err(RP_EINVAL, "step %d: the loss is %g and the gradient norm %g: training "
+                  "diverged; nothing was saved and the last checkpoint is left as it was; "
                   "resume from it with a lower --lr (or --grad-clip)",
-                  t->step + 1, isfinite(loss_sum) ? "gradient norm" : "loss",
-                  isfinite(loss_sum) ? norm : loss_sum / (valid ? valid : 1),
-                  loss_sum / (valid ? valid : 1), norm);
+                  t->step + 1, loss_sum / (valid ? valid : 1), norm);
   }
   float scale = 1.0f;
   if (o->grad_clip > 0 && norm > o->grad_clip) scale = (float)(o->grad_clip / norm);

@@ -271,13 +271,14 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(t, model_T)));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(t)));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_data(t)));
-  if (strcmp(o->data, "builtin") != 0)  /* the shards are good: now --out may be created */
-    RP_TRY(rp_grid_agree(MPI_COMM_WORLD, t->grid.world_rank == 0 ? make_dir(o->out) : RP_OK));
-  reclaim_stale(t);
   rp_rng_seed(&t->sample_rng, (uint64_t)o->seed ^ 0x5eedULL);
   for (int c = 0; c < t->nchunks && o->init_from[0]; c++)
     RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], o->init_from)));
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_trainer_resume(t, o->resume)));
+  /* shards, weights and checkpoint are good: now --out may be created */
+  if (strcmp(o->data, "builtin") != 0)
+    RP_TRY(rp_grid_agree(MPI_COMM_WORLD, t->grid.world_rank == 0 ? make_dir(o->out) : RP_OK));
+  reclaim_stale(t);
   if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
   if (o->measure_peak)
     t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool);
