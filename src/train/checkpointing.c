@@ -109,9 +109,10 @@ static rp_status write_meta_and_save(rp_trainer *t, const char *dir, const gathe
     const uint64_t *r = t->sample_rng.s;
     snprintf(meta, cap,
              "\"step\":%d,\"config\":%s,\"loader\":%s,\"sample_rng\":[%llu,%llu,%llu,%llu],"
-             "\"options\":%s",
+             "\"layout\":{\"dp\":%d,\"pp\":%d,\"cp\":%d},\"options\":%s",
              t->step, cfg, loader, (unsigned long long)r[0], (unsigned long long)r[1],
-             (unsigned long long)r[2], (unsigned long long)r[3], opts);
+             (unsigned long long)r[2], (unsigned long long)r[3], t->grid.dp, t->grid.pp,
+             t->grid.cp, opts);
     s = rp_ckpt_save(dir, g->parts, g->n, meta);
   }
   free(meta);
@@ -210,6 +211,24 @@ static rp_status check_resumed_finite(const rp_trainer *t, const gathered *g, co
                 "from a diverged run: resume from an earlier checkpoint", dir, why);
 }
 
+/* Any layout resumes any checkpoint; the continuation equals the run that
+ * never stopped when the global batch is the same, so a change is pointed out. */
+static void note_layout_change(const rp_trainer *t, const char *meta, const char *dir) {
+  int64_t dp, pp, cp, mb, b;
+  if (rp_json_get_int64(meta, "layout.dp", &dp) != RP_OK ||
+      rp_json_get_int64(meta, "layout.pp", &pp) != RP_OK ||
+      rp_json_get_int64(meta, "layout.cp", &cp) != RP_OK ||
+      rp_json_get_int64(meta, "options.microbatches", &mb) != RP_OK ||
+      rp_json_get_int64(meta, "options.batch", &b) != RP_OK || t->grid.world_rank != 0)
+    return;
+  if (dp == t->grid.dp && pp == t->grid.pp && cp == t->grid.cp) return;
+  long was = (long)(dp * mb * b), now = (long)t->grid.dp * t->o.microbatches * t->o.batch;
+  printf("resuming %s, saved under dp %d x pp %d x cp %d, as dp %d x pp %d x cp %d; global "
+         "batch %ld sequences then, %ld now%s\n", dir, (int)dp, (int)pp, (int)cp, t->grid.dp,
+         t->grid.pp, t->grid.cp, was, now,
+         was == now ? "" : " (the continuation differs from the run that never stopped)");
+}
+
 rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
   char *meta = NULL;
   RP_TRY(rp_ckpt_read_meta(dir, &meta));
@@ -241,6 +260,7 @@ rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
     gathered_free(&g);
   }
   if (s == RP_OK) t->step = (int)step;
+  if (s == RP_OK) note_layout_change(t, meta, dir);
   free(meta);
   return s;
 }

@@ -61,7 +61,8 @@ const rp_opt rp_train_opt_table[] = {
      "validation loss every N steps (0: only at the end)"},
     {"eval-batches", RP_OPT_INT, O(eval_batches), "8", 1, 1000000, NULL, "batches per validation"},
     {"ckpt-every", RP_OPT_INT, O(ckpt_every), "0", 0, 100000000, NULL,
-     "save a checkpoint every N steps into OUT/ckpt (0: only at the end)"},
+     "save a checkpoint every N steps into OUT/ckpt (OUT/ckpt-NNNNNN with --keep-ckpts; 0: "
+     "only at the end)"},
     {"keep-ckpts", RP_OPT_INT, O(keep_ckpts), "0", 0, 1000000, NULL,
      "keep the last K checkpoints as OUT/ckpt-NNNNNN (step-numbered) with OUT/ckpt a "
      "symlink to the newest; 0: one checkpoint, OUT/ckpt, replaced at each save"},

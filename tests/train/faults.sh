@@ -74,7 +74,7 @@ expect2() { # expect2 WHAT PATTERN NOT_CREATED -- command...
   fi
 }
 expect2 "unwritable --trace" "--trace" "$work/t1" -- \
-  $mpi "$ringpipe" train $tiny $data --pp 2 --steps 2 --trace "$work/file/trace.json" --out "$work/t1"
+  "$ringpipe" train $tiny $data --steps 2 --trace "$work/file/trace.json" --out "$work/t1"
 expect2 "--data missing" "does not exist\|no such\|cannot" "$work/t2" -- \
   "$ringpipe" train $tiny --data "$work/nothing" --out "$work/t2"
 expect2 "--out under a file" "--out" "$work/file/sub" -- \

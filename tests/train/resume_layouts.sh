@@ -3,7 +3,7 @@
 # cp, ZeRO-1) resumes under another (and another world size); its next losses
 # and final parameters match the run that never stopped (1e-5 / 1e-3 relative,
 # as the layout tests: the reduction order differs between layouts). The
-# global batch (batch x micro-batches x dp) stays 4 sequences throughout.
+# global batch (batch x micro-batches x dp) stays 8 sequences throughout.
 # usage: resume_layouts.sh RINGPIPE COMPARE WORKDIR
 set -u
 ringpipe=$1 compare=$2 work=$3
