@@ -189,6 +189,9 @@ rp_status rp_trainer_run(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int root = t->grid.world_rank == 0, talk = root && !o->quiet;
   FILE *metrics = NULL;
+  /* From here a stop signal waits for a step boundary (before, during set-up,
+   * it ends the process: nothing has been trained that a save could keep). */
+  rp_stop_install();
   RP_TRY(rp_train_agree(t, root ? rp_metrics_open(o->out, t->step, &metrics) : RP_OK,
                         "opening metrics.jsonl", NULL));
   if (talk) print_banner(t);
@@ -199,7 +202,7 @@ rp_status rp_trainer_run(rp_trainer *t) {
                                                                    : o->steps;
   char dir[RP_OPT_STRLEN + 16];
   rp_ckpt_dir_for(t, t->step, dir, sizeof dir);
-  /* a signal during start-up stops before the first step */
+  /* a signal during the banner stops before the first step */
   rp_status s = rp_train_agree(t, RP_OK, "start-up agreement", &stop);
   while (s == RP_OK && !stop && t->step < last) {
     rp_step_stats st;

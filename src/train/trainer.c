@@ -245,8 +245,6 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   memset(t, 0, sizeof *t);
   t->o = *o;
   t->tie_comm = MPI_COMM_NULL;
-  /* from here a stop signal waits for a step boundary */
-  rp_stop_install();
   rp_wait_set_timeout(o->comm_timeout);
   int model_T = o->seq, changed = 0;
   char note[RP_OPT_STRLEN + 160];
