@@ -10,9 +10,10 @@
  *                      written LAST: its presence marks the checkpoint complete.
  *
  * Every file is written to a temporary name, fsync'ed and renamed, and the
- * directory is fsync'ed. Saving over an existing checkpoint writes a sibling
- * temporary directory and swaps it in (renameat2 RENAME_EXCHANGE where the
- * file system has it), so a crash leaves either the old or the new checkpoint.
+ * directory is fsync'ed. Every save writes a sibling temporary directory
+ * DIR.tmp-PID and renames it into place (over an existing checkpoint with
+ * renameat2 RENAME_EXCHANGE where the file system has it), so a crash leaves
+ * either the old or the new checkpoint, and a failed first save leaves no DIR.
  *
  * safetensors (https://github.com/huggingface/safetensors): u64 little-endian
  * header length N, N bytes of JSON {"__metadata__":{..}, "name":{"dtype":"F32",
@@ -41,6 +42,10 @@ typedef struct {
  * The directory (and parents) are created. */
 rp_status rp_ckpt_save(const char *dir, const rp_ckpt_part *parts, int nparts,
                        const char *meta_json);
+
+/* Removes a checkpoint directory: its checkpoint files and temporaries
+ * (*.tmp-PID), then the directory itself (a warning when other files keep it). */
+void rp_ckpt_remove(const char *dir);
 
 /* Fills every tensor of every chunk (and m/v when non-NULL) by name; a tensor
  * in several parts is loaded into each. Shapes must match the chunk's config

@@ -31,7 +31,8 @@ typedef struct {
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
-  int measure_peak, quiet, stop_after;
+  int measure_peak, quiet, stop_after, keep_ckpts;
+  float comm_timeout;
   /* parallelism */
   int pp, cp, vpp;
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
@@ -81,6 +82,7 @@ typedef struct {
   double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped */
   rp_rng sample_rng;
   char data_dir[RP_OPT_STRLEN + 16]; /* resolved data directory */
+  int diverged;                 /* a non-finite loss, gradient norm or state stopped the run */
 } rp_trainer;
 
 typedef struct {
@@ -97,6 +99,10 @@ rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss);
 /* Runs the whole job: steps, logging, eval, checkpoints, final sample. */
 rp_status rp_trainer_run(rp_trainer *t);
 rp_status rp_trainer_save(rp_trainer *t, const char *dir);
+/* Exit status for a failed run: 4 when training diverged (non-finite loss,
+ * gradient norm or state; the last good checkpoint is left as it was), else
+ * the bad-input/other mapping of the status. */
+#define RP_EXIT_DIVERGED 4
 
 /* Layers of each of the S = pp * vpp stages: `spec` is "3,3,2" (S numbers summing
  * to L) or "" for an even split (the first L % S stages get one more). Stage 0

@@ -11,7 +11,12 @@ int rp_cmd_train(int argc, char **argv) {
                         "ringpipe train [--config FILE] [options]   "
                         "(mpirun -n P ringpipe train ... for dp/pp/cp)",
                         "Train a GPT-2 style model. With no options it trains a 6-layer, "
-                        "384-wide model on the built-in Shakespeare excerpt.",
+                        "384-wide model on the built-in Shakespeare excerpt. SIGTERM, SIGINT "
+                        "or SIGUSR1 (under mpirun: SIGUSR1 to mpirun) finish the step, save "
+                        "and exit. Exit status: 0 done or stopped by a signal, 2 bad input "
+                        "(options, files, output paths), 3 a rank aborted the job (e.g. "
+                        "--comm-timeout), 4 training diverged (non-finite loss or gradient "
+                        "norm; the last checkpoint is kept).",
                         rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
   if (rc >= 0) return rc;
   rp_trainer t;
@@ -22,10 +27,11 @@ int rp_cmd_train(int argc, char **argv) {
     return rc;
   }
   s = rp_trainer_run(&t);
-  /* A failure inside the step loop may be on one rank only: the others would
-   * wait in a collective forever, so take the fatal path (MPI_Abort). */
-  if (s != RP_OK && t.grid.world_size > 1) rp_fatal("train: %s", rp_errmsg());
+  /* Every failure the step loop returns was agreed by all ranks (one rank's
+   * alone becomes everyone's at the next agreement), so one message is printed
+   * and every rank exits alike; what cannot be agreed takes rp_fatal inside. */
   rc = s == RP_OK ? 0 : rp_cli_fail("train", s);
+  if (s != RP_OK && t.diverged) rc = RP_EXIT_DIVERGED;
   rp_trainer_free(&t);
   return rc;
 }

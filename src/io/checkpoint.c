@@ -193,7 +193,7 @@ static void remove_ckpt_dir(const char *dir) {
 
 static rp_status write_files(const char *dir, const wlist *model, const wlist *optim,
                              const char *meta) {
-  char path[RP_IO_PATH + 32];
+  char path[RP_IO_PATH + 64];  /* dir may be a DIR.tmp-PID sibling */
   snprintf(path, sizeof path, "%s/" CK_OPTIM, dir);
   if (!optim->n && rp_io_exists(path) && unlink(path) != 0)  /* stale state must not be resumed */
     return rp_err(RP_EIO, "cannot remove stale '%s': %s", path, strerror(errno));
@@ -238,6 +238,15 @@ static rp_status swap_in(const char *tmp, const char *dir) {
   return rp_io_fsync_parent(dir);
 }
 
+/* Puts a finished temporary directory in place where nothing was before. */
+static rp_status place_fresh(const char *tmp, const char *dir) {
+  if (rename(tmp, dir) != 0)
+    return rp_err(RP_EIO, "cannot move checkpoint '%s' into place: %s", tmp, strerror(errno));
+  return rp_io_fsync_parent(dir);
+}
+
+void rp_ckpt_remove(const char *dir) { remove_ckpt_dir(dir); }
+
 rp_status rp_ckpt_save(const char *dir_in, const rp_ckpt_part *parts, int nparts,
                        const char *meta_json) {
   if (!dir_in || !*dir_in) return rp_err(RP_EINVAL, "checkpoint directory name is empty");
@@ -252,25 +261,25 @@ rp_status rp_ckpt_save(const char *dir_in, const rp_ckpt_part *parts, int nparts
   wlist model = {0}, optim = {0};
   rp_status s = build_meta(meta_json, &meta);
   if (s == RP_OK) s = collect(parts, nparts, &model, &optim);
-  int has_meta = 0;
+  int has_meta = 0, fresh = 0;
   if (s == RP_OK) {
     if (!rp_io_exists(dir))
-      s = rp_io_mkdir_p(dir);
+      fresh = 1;
     else if (!rp_io_is_dir(dir))
       s = rp_err(RP_EINVAL, "checkpoint path '%s' exists and is not a directory", dir);
     else
       s = inspect_dir(dir, &has_meta);
   }
-  if (s == RP_OK && !has_meta) {
-    s = write_files(dir, &model, &optim, meta);  /* no complete checkpoint to protect */
-  } else if (s == RP_OK) {
+  if (s == RP_OK) {
+    /* Always through a sibling temporary: a failed save leaves neither a
+     * half-written nor an empty directory under the final name. */
     char tmp[RP_IO_PATH + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
     if (rp_io_exists(tmp)) remove_ckpt_dir(tmp);
     s = rp_io_mkdir_p(tmp);
     if (s == RP_OK) s = write_files(tmp, &model, &optim, meta);
     if (s == RP_OK) s = rp_io_fsync_dir(tmp);
-    if (s == RP_OK) s = swap_in(tmp, dir);
+    if (s == RP_OK) s = fresh ? place_fresh(tmp, dir) : swap_in(tmp, dir);
     if (s != RP_OK) remove_ckpt_dir(tmp);
   }
   free(meta);

@@ -6,6 +6,7 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_dp.h"
 #include "ringpipe/rp_util.h"
+#include "ringpipe/rp_wait.h"
 
 #define MAX_RANGES 8
 
@@ -267,7 +268,9 @@ void rp_dp_grads_ready(rp_dp *d, const rp_chunk *m, int unit) {
 rp_status rp_dp_finish(rp_dp *d) {
   double t = rp_now();  /* launching here (no overlap) is exposed time too */
   for (int i = 0; i < d->nb; i++) launch(d, &d->b[i]);
-  for (int i = 0; i < d->nb; i++) MPI_Waitall(d->b[i].nr, d->b[i].req, MPI_STATUSES_IGNORE);
+  for (int i = 0; i < d->nb; i++)
+    rp_waitall(d->b[i].nr, d->b[i].req, d->cfg.comm, -1, "data-parallel gradient %s of bucket %d",
+               d->cfg.zero ? "reduce-scatter" : "all-reduce", i);
   d->t_done = rp_now();
   d->exposed = d->t_done - t;
   /* The tied wte: the first stage holds the embedding's part of its gradient,
@@ -279,11 +282,11 @@ rp_status rp_dp_finish(rp_dp *d) {
       chunk_state *cs = &d->cs[c];
       RP_CHECK(!d->cfg.zero || cs->wte_pos >= 0);
       if (d->cfg.zero)
-        MPI_Allreduce(MPI_IN_PLACE, cs->gshard + cs->wte_pos, (int)cs->wte_owned, MPI_FLOAT,
-                      MPI_SUM, d->cfg.tie_comm);
+        rp_allreduce_watched(cs->gshard + cs->wte_pos, (int)cs->wte_owned, MPI_FLOAT, MPI_SUM,
+                             d->cfg.tie_comm, "tied wte gradient all-reduce");
       else
-        MPI_Allreduce(MPI_IN_PLACE, m->g.wte, (int)((size_t)m->cfg.Vp * m->cfg.C), MPI_FLOAT,
-                      MPI_SUM, d->cfg.tie_comm);
+        rp_allreduce_watched(m->g.wte, (int)((size_t)m->cfg.Vp * m->cfg.C), MPI_FLOAT, MPI_SUM,
+                             d->cfg.tie_comm, "tied wte gradient all-reduce");
     }
   }
   return RP_OK;
@@ -377,7 +380,9 @@ void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {
       MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p + b->r[j].off, b->r[j].counts,
                       b->r[j].displs, MPI_FLOAT, d->cfg.comm, &b->req[j]);
   }
-  for (int i = 0; i < d->nb; i++) MPI_Waitall(d->b[i].nr, d->b[i].req, MPI_STATUSES_IGNORE);
+  for (int i = 0; i < d->nb; i++)
+    rp_waitall(d->b[i].nr, d->b[i].req, d->cfg.comm, -1,
+               "ZeRO-1 parameter all-gather of bucket %d", i);
 }
 
 float *rp_dp_m(rp_dp *d, int c) { return d->cs[c].m; }

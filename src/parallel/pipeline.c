@@ -8,6 +8,7 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_pipeline.h"
 #include "ringpipe/rp_util.h"
+#include "ringpipe/rp_wait.h"
 
 #define GRAD_SEND_BUFS 4
 
@@ -36,6 +37,7 @@ struct rp_pipeline {
   /* input gradients waiting for their SEND_B */
   float *gbuf[GRAD_SEND_BUFS];
   MPI_Request greq[GRAD_SEND_BUFS];
+  rp_action gsend[GRAD_SEND_BUFS]; /* the SEND_B each buffer's request carries */
   int *gbuf_of;               /* [chunk * m + mb] -> gradient buffer */
   int next_gbuf;
   rp_grad_ws ws;
@@ -47,11 +49,14 @@ struct rp_pipeline {
 
 static double seconds_since(const rp_pipeline *p) { return rp_now() - p->t0; }
 
-/* Blocks on one request, charging the time to the current action's wait. */
-static void wait_req(rp_pipeline *p, MPI_Request *r) {
+/* Blocks on the request of transfer `op` of (chunk, mb), charging the time to
+ * the current action's wait; a watched wait, so a dead peer is named. */
+static void wait_req(rp_pipeline *p, MPI_Request *r, int op, int chunk, int mb) {
   if (*r == MPI_REQUEST_NULL) return;
   double t = rp_now();
-  MPI_Wait(r, MPI_STATUS_IGNORE);
+  rp_action a = {.op = op, .chunk = chunk, .mb = mb};
+  rp_wait(r, p->cfg.comm, rp_schedule_peer(p->cfg.sched, p->rank, a),
+          "pipeline %s mb %d chunk %d", rp_op_name(op), mb, chunk);
   p->cur_wait += rp_now() - t;
 }
 
@@ -236,7 +241,7 @@ typedef struct {
 static const float *take_received(rp_pipeline *p, int dir, const rp_action *a) {
   int key = (dir * p->v + a->chunk) * p->m + a->mb, b = p->rbuf_of[key];
   if (b < 0) return NULL;
-  wait_req(p, &p->rreq[b]);
+  wait_req(p, &p->rreq[b], dir ? RP_OP_RECV_B : RP_OP_RECV_F, a->chunk, a->mb);
   p->rbuf_of[key] = -1;
   return p->rbuf[b];
 }
@@ -270,14 +275,14 @@ static void do_forward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in
 static void stash_input_grad(rp_pipeline *p, const rp_action *a) {
   int g = p->next_gbuf;
   p->next_gbuf = (g + 1) % GRAD_SEND_BUFS;
-  wait_req(p, &p->greq[g]);
+  wait_req(p, &p->greq[g], RP_OP_SEND_B, p->gsend[g].chunk, p->gsend[g].mb);
   memcpy(p->gbuf[g], p->ws.dres, (size_t)p->N * p->C * sizeof(float));
   p->gbuf_of[a->chunk * p->m + a->mb] = g;
 }
 
 static void release_act(rp_pipeline *p, const rp_action *a) {
   int key = a->chunk * p->m + a->mb, slot = p->act_of[key];
-  wait_req(p, &p->act_send[slot]);
+  wait_req(p, &p->act_send[slot], RP_OP_SEND_F, a->chunk, a->mb);
   p->act_of[key] = -1;
   p->live--;
 }
@@ -322,6 +327,7 @@ static void post_recv(rp_pipeline *p, int i, const rp_action *a) {
 }
 
 static void post_send(rp_pipeline *p, const rp_action *a) {
+  rp_test_hang_point();
   int peer = rp_schedule_peer(p->cfg.sched, p->rank, *a);
   int tag = rp_schedule_tag(p->cfg.sched, p->rank, *a);
   int key = a->chunk * p->m + a->mb;
@@ -334,6 +340,7 @@ static void post_send(rp_pipeline *p, const rp_action *a) {
     int g = p->gbuf_of[key];
     RP_CHECK(g >= 0);
     MPI_Isend(p->gbuf[g], p->N * p->C, MPI_FLOAT, peer, tag, p->cfg.comm, &p->greq[g]);
+    p->gsend[g] = *a;
     p->gbuf_of[key] = -1;
   }
 }
@@ -351,7 +358,9 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
    * otherwise shift its whole timeline. CLOCK_MONOTONIC is shared by the
    * processes of one host, so rank 0's reading is everyone's origin there;
    * across hosts each rank keeps its own. */
-  MPI_Barrier(p->cfg.comm);
+  MPI_Request bar;
+  MPI_Ibarrier(p->cfg.comm, &bar);
+  rp_wait(&bar, p->cfg.comm, -1, "pipeline start barrier");
   p->t0 = rp_now();
   if (p->same_host) MPI_Bcast(&p->t0, 1, MPI_DOUBLE, 0, p->cfg.comm);
   const rp_schedule *s = p->cfg.sched;
@@ -374,8 +383,10 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
     p->stats.total_wait += p->cur_wait;
   }
   /* Every send must finish before the buffers are touched by the next step. */
-  for (int k = 0; k < p->n_act; k++) wait_req(p, &p->act_send[k]);
-  for (int g = 0; g < GRAD_SEND_BUFS; g++) wait_req(p, &p->greq[g]);
+  for (int k = 0; k < p->n_act; k++)
+    rp_wait(&p->act_send[k], p->cfg.comm, -1, "pipeline SEND_F of activation slot %d", k);
+  for (int g = 0; g < GRAD_SEND_BUFS; g++)
+    wait_req(p, &p->greq[g], RP_OP_SEND_B, p->gsend[g].chunk, p->gsend[g].mb);
   *loss_sum = in.loss;
   return RP_OK;
 }

@@ -27,6 +27,7 @@
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_util.h"
+#include "ringpipe/rp_wait.h"
 
 enum { TAG_KV = 11, TAG_DKV = 12 };
 
@@ -164,7 +165,9 @@ static void drive(ring_ctx *x, int dir, rp_flash_job *job, reqs *a, reqs *b) {
 static void wait_all(ring_ctx *x, int dir, reqs *q) {
   if (q->n == 0) return;
   double t0 = rp_now();
-  MPI_Waitall(q->n, q->r, MPI_STATUSES_IGNORE);
+  int prev = (x->c.rank + x->c.P - 1) % x->c.P; /* the rank we receive from */
+  rp_waitall(q->n, q->r, x->c.comm, prev, "ring attention %s block exchange",
+             dir ? "backward" : "forward");
   x->c.st[dir].wait_s += rp_now() - t0;
   q->n = 0;
 }

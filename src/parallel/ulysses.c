@@ -17,6 +17,7 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_util.h"
+#include "ringpipe/rp_wait.h"
 
 typedef struct {
   rp_cp_common c;      /* first: cp_common.c reads the ctx through it */
@@ -60,9 +61,11 @@ static void prepare(uly_ctx *x, uly_full *f, rp_cp_pieces *pc, int B, int T, int
 
 static void alltoall(uly_ctx *x, int dir, size_t seg) {
   double t0 = rp_now();
-  if (MPI_Alltoall(x->sbuf, (int)seg, MPI_FLOAT, x->rbuf, (int)seg, MPI_FLOAT, x->c.comm) !=
+  MPI_Request r;
+  if (MPI_Ialltoall(x->sbuf, (int)seg, MPI_FLOAT, x->rbuf, (int)seg, MPI_FLOAT, x->c.comm, &r) !=
       MPI_SUCCESS)
-    rp_fatal("ulysses attention: MPI_Alltoall failed");
+    rp_fatal("ulysses attention: MPI_Ialltoall failed");
+  rp_wait(&r, x->c.comm, -1, "Ulysses all-to-all (%s)", dir ? "backward" : "forward");
   x->c.st[dir].wait_s += rp_now() - t0;
   x->c.st[dir].bytes_sent += sizeof(float) * (double)seg * (x->c.P - 1);
 }

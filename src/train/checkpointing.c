@@ -1,5 +1,6 @@
 /* Trainer checkpoints: save, resume (bitwise continuation), and start from
  * another model's weights (a ringpipe checkpoint or an llm.c model file). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "ringpipe/rp_checkpoint.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_json.h"
+#include "ringpipe/rp_wait.h"
 #include "train_internal.h"
 
 static int config_json(char *buf, size_t cap, const rp_gpt_config *c) {
@@ -70,9 +72,11 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
     } else if (owner == me) {
       rp_chunk *ch = &t->chunks[c];
       int n = (int)ch->num_params;
-      MPI_Send(ch->params, n, MPI_FLOAT, 0, 3 * s, t->grid.pp_comm);
-      MPI_Send(g->mine_m[c], n, MPI_FLOAT, 0, 3 * s + 1, t->grid.pp_comm);
-      MPI_Send(g->mine_v[c], n, MPI_FLOAT, 0, 3 * s + 2, t->grid.pp_comm);
+      MPI_Request r[3];
+      MPI_Isend(ch->params, n, MPI_FLOAT, 0, 3 * s, t->grid.pp_comm, &r[0]);
+      MPI_Isend(g->mine_m[c], n, MPI_FLOAT, 0, 3 * s + 1, t->grid.pp_comm, &r[1]);
+      MPI_Isend(g->mine_v[c], n, MPI_FLOAT, 0, 3 * s + 2, t->grid.pp_comm, &r[2]);
+      rp_waitall(3, r, t->grid.pp_comm, 0, "checkpoint gather: sending stage %d", s);
     } else if (me == 0) {
       rp_chunk *ch = &g->copies[s];
       RP_TRY(rp_chunk_init(ch, &t->cfg, &t->all_stages[s]));
@@ -81,9 +85,11 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
       g->v[s] = rp_alloc(n * sizeof(float), RP_MEM_WORKSPACE);
       if (!g->m[s] || !g->v[s])
         return rp_err(RP_ENOMEM, "out of memory for stage %d's checkpoint copy", s);
-      MPI_Recv(ch->params, n, MPI_FLOAT, owner, 3 * s, t->grid.pp_comm, MPI_STATUS_IGNORE);
-      MPI_Recv(g->m[s], n, MPI_FLOAT, owner, 3 * s + 1, t->grid.pp_comm, MPI_STATUS_IGNORE);
-      MPI_Recv(g->v[s], n, MPI_FLOAT, owner, 3 * s + 2, t->grid.pp_comm, MPI_STATUS_IGNORE);
+      MPI_Request r[3];
+      MPI_Irecv(ch->params, n, MPI_FLOAT, owner, 3 * s, t->grid.pp_comm, &r[0]);
+      MPI_Irecv(g->m[s], n, MPI_FLOAT, owner, 3 * s + 1, t->grid.pp_comm, &r[1]);
+      MPI_Irecv(g->v[s], n, MPI_FLOAT, owner, 3 * s + 2, t->grid.pp_comm, &r[2]);
+      rp_waitall(3, r, t->grid.pp_comm, owner, "checkpoint gather: receiving stage %d", s);
       g->parts[s] = (rp_ckpt_part){ch, g->m[s], g->v[s]};
     }
   }
@@ -116,9 +122,10 @@ static rp_status write_meta_and_save(rp_trainer *t, const char *dir, const gathe
     const uint64_t *r = t->sample_rng.s;
     snprintf(meta, cap,
              "\"step\":%d,\"config\":%s,\"loader\":%s,\"sample_rng\":[%llu,%llu,%llu,%llu],"
-             "\"options\":%s",
+             "\"layout\":{\"dp\":%d,\"pp\":%d,\"cp\":%d},\"options\":%s",
              t->step, cfg, loader, (unsigned long long)r[0], (unsigned long long)r[1],
-             (unsigned long long)r[2], (unsigned long long)r[3], opts);
+             (unsigned long long)r[2], (unsigned long long)r[3], t->grid.dp, t->grid.pp,
+             t->grid.cp, opts);
     s = rp_ckpt_save(dir, g->parts, g->n, meta);
   }
   free(meta);
@@ -126,10 +133,55 @@ static rp_status write_meta_and_save(rp_trainer *t, const char *dir, const gathe
   return s;
 }
 
+/* The first tensor of chunk c whose weights (or AdamW m or v, when given)
+ * hold a NaN or an infinity: its name and which array, else NULL. */
+static const char *first_nonfinite(const rp_chunk *c, const float *m, const float *v,
+                                   const char **which) {
+  const float *arrays[3] = {c->params, m, v};
+  static const char *const names[3] = {"weights", "AdamW m", "AdamW v"};
+  for (int i = 0; i < c->num_tensors; i++) {
+    const rp_tensor *tn = &c->tensors[i];
+    for (int k = 0; k < 3; k++) {
+      if (!arrays[k]) continue;
+      const float *x = arrays[k] + tn->offset;
+      for (size_t j = 0; j < tn->numel; j++)
+        if (!isfinite(x[j])) {
+          *which = names[k];
+          return tn->name;
+        }
+    }
+  }
+  return NULL;
+}
+
+/* RP_EINVAL naming the tensor when this rank's state is not finite. */
+static rp_status check_finite(const rp_trainer *t, const gathered *g, const char *when) {
+  for (int c = 0; c < t->nchunks; c++) {
+    const char *which = NULL;
+    const char *name = first_nonfinite(&t->chunks[c], g->mine_m[c], g->mine_v[c], &which);
+    if (name)
+      return rp_err(RP_EINVAL, "%s: the %s of '%s' hold non-finite values (NaN or infinity)",
+                    when, which, name);
+  }
+  return RP_OK;
+}
+
 rp_status rp_trainer_save(rp_trainer *t, const char *dir) {
   gathered g;
   memset(&g, 0, sizeof g);
   rp_status s = full_optim_state(t, &g);
+  /* Never replace a good checkpoint with a diverged state: every rank checks
+   * its own, and all agree before the gather. */
+  char when[64];
+  snprintf(when, sizeof when, "refusing to save step %d", t->step);
+  int bad = 0;
+  if (s == RP_OK) {
+    s = check_finite(t, &g, when);
+    bad = s != RP_OK;
+  }
+  rp_allreduce_watched(&bad, 1, MPI_INT, MPI_MAX, t->grid.world, "finite-state check");
+  s = rp_train_agree(t, s, "agreement before the checkpoint gather", NULL);
+  if (bad) t->diverged = 1;
   if (s == RP_OK && t->grid.dp_rank == 0 && t->grid.cp_rank == 0) {
     s = gather_chunks(t, &g);
     if (s == RP_OK && t->grid.world_rank == 0) s = write_meta_and_save(t, dir, &g);
@@ -162,6 +214,34 @@ static rp_status check_same_shape(const rp_gpt_config *file, const rp_gpt_config
   return RP_OK;
 }
 
+/* A checkpoint with NaN weights or AdamW state would train to NaN: refused at
+ * resume (a damaged file: status 2), before any step. */
+static rp_status check_resumed_finite(const rp_trainer *t, const gathered *g, const char *dir) {
+  if (check_finite(t, g, "") == RP_OK) return RP_OK;
+  char why[512];
+  snprintf(why, sizeof why, "%s", rp_errmsg() + 2);  /* past the empty "when: " */
+  return rp_err(RP_EFORMAT, "checkpoint '%s' cannot be resumed: %s; it is damaged or was saved "
+                "from a diverged run: resume from an earlier checkpoint", dir, why);
+}
+
+/* Any layout resumes any checkpoint; the continuation equals the run that
+ * never stopped when the global batch is the same, so a change is pointed out. */
+static void note_layout_change(const rp_trainer *t, const char *meta, const char *dir) {
+  int64_t dp, pp, cp, mb, b;
+  if (rp_json_get_int64(meta, "layout.dp", &dp) != RP_OK ||
+      rp_json_get_int64(meta, "layout.pp", &pp) != RP_OK ||
+      rp_json_get_int64(meta, "layout.cp", &cp) != RP_OK ||
+      rp_json_get_int64(meta, "options.microbatches", &mb) != RP_OK ||
+      rp_json_get_int64(meta, "options.batch", &b) != RP_OK || t->grid.world_rank != 0)
+    return;
+  if (dp == t->grid.dp && pp == t->grid.pp && cp == t->grid.cp) return;
+  long was = (long)(dp * mb * b), now = (long)t->grid.dp * t->o.microbatches * t->o.batch;
+  printf("resuming %s, saved under dp %d x pp %d x cp %d, as dp %d x pp %d x cp %d; global "
+         "batch %ld sequences then, %ld now%s\n", dir, (int)dp, (int)pp, (int)cp, t->grid.dp,
+         t->grid.pp, t->grid.cp, was, now,
+         was == now ? "" : " (the continuation differs from the run that never stopped)");
+}
+
 rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
   char *meta = NULL;
   RP_TRY(rp_ckpt_read_meta(dir, &meta));
@@ -188,13 +268,16 @@ rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
     int n = t->nchunks < 64 ? t->nchunks : 64;
     for (int c = 0; c < n; c++) parts[c] = (rp_ckpt_load_part){&t->chunks[c], g.mine_m[c], g.mine_v[c]};
     if (s == RP_OK) s = rp_ckpt_load(dir, parts, n);
+    if (s == RP_OK) s = check_resumed_finite(t, &g, dir);
     for (int c = 0; c < n && s == RP_OK; c++) rp_dp_scatter_optim(t->dp, c, g.mine_m[c], g.mine_v[c]);
     gathered_free(&g);
   }
   if (s == RP_OK) t->step = (int)step;
+  if (s == RP_OK) note_layout_change(t, meta, dir);
   free(meta);
   return s;
 }
+
 
 static int is_dir(const char *p) {
   struct stat st;

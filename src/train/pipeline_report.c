@@ -3,9 +3,11 @@
  * micro-batches and activation memory per rank, and an optional Chrome trace. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_train.h"
+#include "io/io_fs.h"
 #include "train_internal.h"
 
 /* Mean duration of F, B, I and W over the measured timeline, scaled to one
@@ -27,6 +29,18 @@ static rp_costs measured_costs(const rp_sim *sim, int v) {
   return (rp_costs){f * v, b * v, w * v, 0.0};
 }
 
+/* --trace was checked at start (its directory exists or can be created). */
+static rp_status write_trace(rp_trainer *t) {
+  char parent[RP_OPT_STRLEN];
+  snprintf(parent, sizeof parent, "%s", t->o.trace);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent && t->grid.world_rank == 0) {
+    *slash = '\0';
+    RP_TRY(rp_io_mkdir_p(parent));
+  }
+  return rp_pipeline_write_trace(t->pipe, t->o.trace);
+}
+
 rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   const rp_pipeline_stats *st = rp_pipeline_last(t->pipe);
   int p = t->grid.pp, root = t->grid.pp_rank == 0;
@@ -38,7 +52,7 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   MPI_Gather(mine, 3, MPI_DOUBLE, mem, 3, MPI_DOUBLE, 0, t->grid.pp_comm);
   rp_sim *measured = NULL;
   RP_TRY(rp_pipeline_gather_timeline(t->pipe, &measured));
-  if (t->o.trace[0]) RP_TRY(rp_pipeline_write_trace(t->pipe, t->o.trace));
+  if (t->o.trace[0]) RP_TRY(write_trace(t));
   if (!root || t->grid.world_rank != 0) {
     free(live);
     free(mem);

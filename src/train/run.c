@@ -5,6 +5,7 @@
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_train.h"
 #include "train_internal.h"
 
@@ -112,93 +113,139 @@ static void print_sample(rp_trainer *t, const char *ckpt_dir) {
   printf("\n----\n");
 }
 
-rp_status rp_trainer_run(rp_trainer *t) {
+/* A save of the current step: OUT/ckpt or OUT/ckpt-NNNNNN (then the link
+ * and pruning); every failure is agreed, so all ranks return the same status. */
+static rp_status save_checkpoint(rp_trainer *t, char *dir, size_t cap) {
+  int root = t->grid.world_rank == 0;
+  rp_ckpt_dir_for(t, t->step, dir, cap);
+  RP_TRY(rp_train_agree(t, root ? rp_ckpt_before_save(t) : RP_OK, "before saving", NULL));
+  RP_TRY(rp_trainer_save(t, dir));
+  return rp_train_agree(t, root ? rp_ckpt_after_save(t, t->step, dir) : RP_OK, "after saving",
+                        NULL);
+}
+
+static rp_status write_step_metrics(FILE *metrics, int s, const rp_step_stats *st) {
+  char mfu[32]; /* null when the peak was not measured */
+  if (st->mfu < 0) snprintf(mfu, sizeof mfu, "null");
+  else snprintf(mfu, sizeof mfu, "%.4f", st->mfu);
+  fprintf(metrics,
+          "{\"step\":%d,\"loss\":%.17g,\"lr\":%.6g,\"grad_norm\":%.6f,\"seconds\":%.6f,"
+          "\"tokens_per_s\":%.1f,\"mfu\":%s}\n",
+          s, st->loss, st->lr, st->grad_norm, st->seconds, st->tokens_per_s, mfu);
+  if (fflush(metrics) != 0 || ferror(metrics))
+    return rp_err(RP_EIO, "cannot append to metrics.jsonl at step %d (disk full?); free space "
+                  "and resume from the last checkpoint", s);
+  return RP_OK;
+}
+
+static void print_step(const rp_trainer *t, const rp_step_stats *st, int first, double t_start) {
+  int s = t->step;
+  char eta[32], mfu[16];
+  double per = (rp_now() - t_start) / (s - first);
+  format_eta(eta, sizeof eta, per * (t->o.steps - s));
+  printf("step %5d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | MFU %s | ETA %s\n",
+         s, t->o.steps, st->loss, st->lr, st->grad_norm, st->tokens_per_s,
+         rp_format_mfu(mfu, sizeof mfu, st->mfu), eta);
+  fflush(stdout);
+}
+
+/* Validation at step s; its status (one rank's read error, say) is folded
+ * into the step-boundary agreement. */
+static rp_status eval_step(rp_trainer *t, FILE *metrics, double *val) {
+  rp_status s = rp_trainer_eval(t, t->o.eval_batches, val);
+  if (s != RP_OK || !metrics) return s;
+  fprintf(metrics, "{\"step\":%d,\"val_loss\":%.17g}\n", t->step, *val);
+  if (fflush(metrics) != 0) return rp_err(RP_EIO, "cannot append to metrics.jsonl");
+  if (!t->o.quiet) printf("step %5d/%d | val loss %.4f\n", t->step, t->o.steps, *val);
+  return RP_OK;
+}
+
+/* The one line a signal stop prints (world rank 0). */
+static void print_stop(const rp_trainer *t, int sig, int first, const char *dir) {
+  if (t->step > first)
+    printf("stopped by %s at step %d of %d; checkpoint saved to %s; continue with --resume %s "
+           "(or --resume auto)\n", rp_stop_signal_name(sig), t->step, t->o.steps, dir, dir);
+  else
+    printf("stopped by %s before step %d of %d; nothing new to save%s\n",
+           rp_stop_signal_name(sig), t->step + 1, t->o.steps,
+           t->step > 0 ? " (the checkpoint resumed from holds this step)" : "");
+  fflush(stdout);
+}
+
+static void print_summary(rp_trainer *t, int first, int last, double t_start, double last_loss,
+                          double val) {
   const rp_train_opts *o = &t->o;
-  int root = t->grid.world_rank == 0, talk = root && !o->quiet;
-  FILE *metrics = NULL;
-  if (root) {
-    char path[RP_OPT_STRLEN + 32];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-    metrics = fopen(path, t->step > 0 ? "a" : "w");
-    if (!metrics) return rp_err(RP_EIO, "cannot write %s; pass a writable --out", path);
-  }
-  if (talk) print_banner(t);
-  double t_start = rp_now(), last_loss = 0, val = -1;
-  int first = t->step;
-  rp_mem_reset_peaks();
-  int last = o->stop_after > 0 && first + o->stop_after < o->steps ? first + o->stop_after
-                                                                   : o->steps;
-  while (t->step < last) {
-    rp_step_stats st;
-    RP_TRY(rp_trainer_step(t, &st));
-    last_loss = st.loss;
-    int s = t->step;
-    char mfu_json[32], mfu_text[16];
-    if (st.mfu < 0) snprintf(mfu_json, sizeof mfu_json, "null");
-    else snprintf(mfu_json, sizeof mfu_json, "%.4f", st.mfu);
-    if (root) {
-      fprintf(metrics,
-              "{\"step\":%d,\"loss\":%.17g,\"lr\":%.6g,\"grad_norm\":%.6f,\"seconds\":%.6f,"
-              "\"tokens_per_s\":%.1f,\"mfu\":%s}\n",
-              s, st.loss, st.lr, st.grad_norm, st.seconds, st.tokens_per_s, mfu_json);
-      fflush(metrics);
-    }
-    if (talk && (s % o->log_every == 0 || s == o->steps || s == first + 1)) {
-      char eta[32];
-      double per = (rp_now() - t_start) / (s - first);
-      format_eta(eta, sizeof eta, per * (o->steps - s));
-      printf("step %5d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | MFU %s | "
-             "ETA %s\n",
-             s, o->steps, st.loss, st.lr, st.grad_norm, st.tokens_per_s,
-             rp_format_mfu(mfu_text, sizeof mfu_text, st.mfu), eta);
-      fflush(stdout);
-    }
-    if ((o->eval_every > 0 && s % o->eval_every == 0) || s == last) {
-      RP_TRY(rp_trainer_eval(t, o->eval_batches, &val));
-      if (root) {
-        fprintf(metrics, "{\"step\":%d,\"val_loss\":%.17g}\n", s, val);
-        fflush(metrics);
-      }
-      if (talk) printf("step %5d/%d | val loss %.4f\n", s, o->steps, val);
-    }
-    if (o->ckpt_every > 0 && s % o->ckpt_every == 0 && s != last) {
-      char dir[RP_OPT_STRLEN + 16];
-      snprintf(dir, sizeof dir, "%s/ckpt", o->out);
-      RP_TRY(rp_trainer_save(t, dir));
-      if (talk) printf("step %5d/%d | saved checkpoint %s\n", s, o->steps, dir);
-    }
-  }
-  if (root && t->grid.dp * t->grid.cp > 1 && last > first) {
+  if (t->grid.dp * t->grid.cp > 1 && last > first) {
     rp_dp_stats ds = rp_dp_last_stats(t->dp);
     printf("data parallel (last step): %d buckets, %s, reduction %.2f ms from first launch, "
            "%.2f ms exposed after backward (overlap %s)\n", ds.buckets,
            o->zero ? "ZeRO-1 reduce-scatter + all-gather" : "all-reduce", ds.reduce_s * 1e3,
            ds.exposed_s * 1e3, o->dp_overlap ? "on" : "off");
   }
-  if (t->pipe && last > first && t->grid.dp_rank == 0 && t->grid.cp_rank == 0)
-    RP_TRY(rp_pipeline_report(t, root ? metrics : NULL));
-  if (last > first) {
-    char dir[RP_OPT_STRLEN + 16];
-    snprintf(dir, sizeof dir, "%s/ckpt", o->out);
-    RP_TRY(rp_trainer_save(t, dir));
-    if (talk) printf("saved checkpoint %s (step %d)\n", dir, t->step);
-  }
-  if (root) {
-    char mem[512];
-    rp_mem_report(mem, sizeof mem);
-    double secs = rp_now() - t_start;
-    printf("done: %d steps in %.1f s, final loss %.4f, val loss %.4f\n", t->step - first, secs,
-           last_loss, val);
-    printf("peak memory (rank 0): %s\n", mem);
-    if (last < o->steps)
-      printf("stopped at step %d of %d (--stop-after); continue with --resume %s/ckpt\n",
-             t->step, o->steps, o->out);
-    if (o->sample_tokens > 0 && !o->quiet) {
-      char dir[RP_OPT_STRLEN + 16];
-      snprintf(dir, sizeof dir, "%s/ckpt", o->out);
-      print_sample(t, dir);
+  char mem[512];
+  rp_mem_report(mem, sizeof mem);
+  printf("done: %d steps in %.1f s, final loss %.4f, val loss %.4f\n", t->step - first,
+         rp_now() - t_start, last_loss, val);
+  printf("peak memory (rank 0): %s\n", mem);
+}
+
+rp_status rp_trainer_run(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  int root = t->grid.world_rank == 0, talk = root && !o->quiet;
+  FILE *metrics = NULL;
+  /* From here a stop signal waits for a step boundary (before, during set-up,
+   * it ends the process: nothing has been trained that a save could keep). */
+  rp_stop_install();
+  RP_TRY(rp_train_agree(t, root ? rp_metrics_open(o->out, t->step, &metrics) : RP_OK,
+                        "opening metrics.jsonl", NULL));
+  if (talk) print_banner(t);
+  double t_start = rp_now(), last_loss = 0, val = -1;
+  int first = t->step, stop = 0;
+  rp_mem_reset_peaks();
+  int last = o->stop_after > 0 && first + o->stop_after < o->steps ? first + o->stop_after
+                                                                   : o->steps;
+  char dir[RP_OPT_STRLEN + 16];
+  rp_ckpt_dir_for(t, t->step, dir, sizeof dir);
+  /* a signal during the banner stops before the first step */
+  rp_status s = rp_train_agree(t, RP_OK, "start-up agreement", &stop);
+  while (s == RP_OK && !stop && t->step < last) {
+    rp_step_stats st;
+    s = rp_trainer_step(t, &st);   /* agreed: the same status on every rank */
+    if (s != RP_OK) break;
+    last_loss = st.loss;
+    int at = t->step;
+    rp_status local = root ? write_step_metrics(metrics, at, &st) : RP_OK;
+    if (talk && (at % o->log_every == 0 || at == o->steps || at == first + 1))
+      print_step(t, &st, first, t_start);
+    if (local == RP_OK && ((o->eval_every > 0 && at % o->eval_every == 0) || at == last))
+      local = eval_step(t, metrics, &val);
+    /* one agreement per step: any rank's error, any rank's stop signal */
+    s = rp_train_agree(t, local, "step-boundary agreement", &stop);
+    if (s == RP_OK && !stop && o->ckpt_every > 0 && at % o->ckpt_every == 0 && at != last) {
+      s = save_checkpoint(t, dir, sizeof dir);
+      if (s == RP_OK && talk) printf("step %5d/%d | saved checkpoint %s\n", at, o->steps, dir);
     }
-    fclose(metrics);
   }
-  return RP_OK;
+  /* the final save comes before the reports, so that nothing after training
+   * can cost the checkpoint */
+  if (s == RP_OK && t->step > first) {
+    s = save_checkpoint(t, dir, sizeof dir);
+    if (s == RP_OK && talk && !stop) printf("saved checkpoint %s (step %d)\n", dir, t->step);
+  }
+  if (s == RP_OK && stop && root) print_stop(t, stop, first, dir);
+  if (s == RP_OK && t->pipe && t->step > first) {
+    int reporter = t->grid.dp_rank == 0 && t->grid.cp_rank == 0;
+    s = rp_train_agree(t, reporter ? rp_pipeline_report(t, root ? metrics : NULL) : RP_OK,
+                       "pipeline report", NULL);
+  }
+  rp_stop_uninstall();
+  if (s == RP_OK && root) {
+    print_summary(t, first, last, t_start, last_loss, val);
+    if (!stop && last < o->steps)
+      printf("stopped at step %d of %d (--stop-after); continue with --resume %s\n", t->step,
+             o->steps, dir);
+    if (!stop && o->sample_tokens > 0 && !o->quiet) print_sample(t, dir);
+  }
+  if (metrics) fclose(metrics);
+  return s;
 }

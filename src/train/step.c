@@ -8,7 +8,9 @@
 #include "ringpipe/rp_cp.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_train.h"
+#include "ringpipe/rp_wait.h"
 #include "train_internal.h"
 
 /* Micro-batch mb of the step from the loader; every context-parallel rank
@@ -38,8 +40,11 @@ static void load_microbatch(rp_trainer *t, int mb) {
 double rp_grad_sumsq(rp_trainer *t) {
   double s = rp_dp_local_sumsq(t->dp, 0);
   if (t->o.zero && t->grid.dp * t->grid.cp > 1)
-    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm);
-  if (t->grid.pp > 1) MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm);
+    rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
+                         "all-reduce of the gradient norm over the replicas");
+  if (t->grid.pp > 1)
+    rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
+                         "all-reduce of the gradient norm over the pipeline");
   return s;
 }
 
@@ -62,7 +67,8 @@ static rp_status run_microbatches(rp_trainer *t, float dscale, double *loss_sum)
   if (t->grid.pp > 1) {
     RP_TRY(rp_pipeline_run(t->pipe, t->batch_tokens, t->batch_targets, t->batch_pos, dscale,
                            loss_sum));
-    MPI_Allreduce(MPI_IN_PLACE, loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm);
+    rp_allreduce_watched(loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
+                         "all-reduce of the loss over the pipeline");
     return RP_OK;
   }
   rp_chunk *m = &t->chunks[0];
@@ -74,29 +80,53 @@ static rp_status run_microbatches(rp_trainer *t, float dscale, double *loss_sum)
   return RP_OK;
 }
 
+rp_status rp_train_agree(rp_trainer *t, rp_status local, const char *what, int *stop) {
+  int v[2] = {-(int)local, stop ? rp_stop_requested() : 0};  /* statuses are <= 0 */
+  rp_allreduce_watched(v, 2, MPI_INT, MPI_MAX, t->grid.world, what);
+  if (stop) *stop = v[1];
+  return v[0] ? rp_grid_agree(t->grid.world, local) : RP_OK;
+}
+
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   double t0 = rp_now();
   const rp_train_opts *o = &t->o;
   int m = o->microbatches, N = o->batch * t->T_local;
-  for (int mb = 0; mb < m; mb++) RP_TRY(rp_trainer_load_batch(t, t->train, mb));
+  rp_wait_set_step(t->step + 1);
+  rp_status loaded = RP_OK;
+  for (int mb = 0; mb < m && loaded == RP_OK; mb++)
+    loaded = rp_trainer_load_batch(t, t->train, mb);
+  /* a shard that fails to read on one rank stops every rank with its message */
+  RP_TRY(rp_train_agree(t, loaded, "agreement on the step's data", NULL));
   /* The loss is the mean over every valid target of the global batch, whatever
    * the layout, so each micro-batch's gradient is scaled by 1 / global count. */
   long valid = 0;
   for (long i = 0; i < (long)m * N; i++) valid += t->batch_targets[i] >= 0;
   if (t->grid.dp * t->grid.cp > 1)
-    MPI_Allreduce(MPI_IN_PLACE, &valid, 1, MPI_LONG, MPI_SUM, t->grid.dpcp_comm);
+    rp_allreduce_watched(&valid, 1, MPI_LONG, MPI_SUM, t->grid.dpcp_comm,
+                         "all-reduce of the target count over the replicas");
   float dscale = valid > 0 ? 1.0f / (float)valid : 0.0f;
 
   for (int c = 0; c < t->nchunks; c++)
     rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool);
   double loss_sum = 0;
   rp_dp_begin_step(t->dp);
+  if (t->grid.pp == 1) rp_test_hang_point();
   RP_TRY(run_microbatches(t, dscale, &loss_sum));
   /* sums over replicas (and the tied wte between first and last stage) */
   RP_TRY(rp_dp_finish(t->dp));
   if (t->grid.dp * t->grid.cp > 1)
-    MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm);
+    rp_allreduce_watched(&loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
+                         "all-reduce of the loss over the replicas");
   double norm = sqrt(rp_grad_sumsq(t));
+  /* Both are global sums, the same on every rank, so every rank stops here
+   * together, before the update: the weights and AdamW state stay finite. */
+  if (!isfinite(loss_sum) || !isfinite(norm)) {
+    t->diverged = 1;
+    return rp_err(RP_EINVAL, "step %d: the loss is %g and the gradient norm %g: training "
+                  "diverged; nothing was saved and the last checkpoint is left as it was; "
+                  "resume from it with a lower --lr (or --grad-clip)",
+                  t->step + 1, loss_sum / (valid ? valid : 1), norm);
+  }
   float scale = 1.0f;
   if (o->grad_clip > 0 && norm > o->grad_clip) scale = (float)(o->grad_clip / norm);
   float lr = current_lr(t);

@@ -16,6 +16,33 @@ double rp_grad_sumsq(rp_trainer *t);
 /* Collective over the pipeline group; rank 0 prints (and appends to metrics). */
 rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics);
 
+/* Every rank's local status agreed over the world in one watched all-reduce:
+ * when any rank failed, all return the lowest failing rank's status and
+ * message (so one message is printed and the exit status is the same). With
+ * stop non-NULL the stop signals ride along: *stop is a signal any rank got. */
+rp_status rp_train_agree(rp_trainer *t, rp_status local, const char *what, int *stop);
+
+/* Checkpoint directories in --out (ckpt_dirs.c; the file system calls are
+ * world rank 0's): where a save of `step` goes, what happens around it
+ * (OUT/ckpt symlink, pruning to --keep-ckpts), --resume auto (*resolved ""
+ * when there is none; note: the line to print), stale temporaries of dead
+ * processes (the count, their names in list). */
+void rp_ckpt_dir_for(const rp_trainer *t, int step, char *buf, size_t cap);
+rp_status rp_ckpt_before_save(const rp_trainer *t);
+rp_status rp_ckpt_after_save(const rp_trainer *t, int step, const char *dir);
+rp_status rp_resume_auto(const char *out, char *resolved, size_t cap, char *note, size_t ncap);
+int rp_reclaim_stale(const char *out, char *list, size_t lcap);
+
+/* OUT/metrics.jsonl opened for appending; on resume (step > 0) first cut to
+ * the lines up to that step. */
+rp_status rp_metrics_open(const char *out, int step, FILE **f);
+
+/* Output paths checked before anything is created: a directory that exists or
+ * can be created and is writable; a file that can be written (its directory
+ * as for a directory). flag names the option in messages. */
+rp_status rp_check_out_dir(const char *dir, const char *flag);
+rp_status rp_check_out_file(const char *path, const char *flag);
+
 struct rp_loader;
 /* Loads micro-batch mb from l into the full and the local (cp shard) buffers. */
 rp_status rp_trainer_load_batch(rp_trainer *t, struct rp_loader *l, int mb);

@@ -44,7 +44,8 @@ const rp_opt rp_train_opt_table[] = {
     {"out", RP_OPT_STR, O(out), "runs/default", 0, 0, NULL,
      "output directory: metrics.jsonl, checkpoints (created if missing)"},
     {"resume", RP_OPT_STR, O(resume), "", 0, 0, NULL,
-     "checkpoint directory to resume from (continues bitwise identically)"},
+     "checkpoint directory to resume from (continues bitwise identically), or 'auto': the "
+     "newest complete checkpoint in --out (a fresh start when there is none)"},
     {"init-from", RP_OPT_STR, O(init_from), "", 0, 0, NULL,
      "start from weights: an llm.c model .bin or a ringpipe checkpoint directory"},
     {"attention", RP_OPT_CHOICE, O(attention), "flash", 0, 0, "naive|flash",
@@ -61,7 +62,11 @@ const rp_opt rp_train_opt_table[] = {
     {"eval-batches", RP_OPT_INT, O(eval_batches), "8", 1, 1000000, NULL,
      "validation windows of --batch sequences: the same windows in every layout"},
     {"ckpt-every", RP_OPT_INT, O(ckpt_every), "0", 0, 100000000, NULL,
-     "save a checkpoint every N steps into OUT/ckpt (0: only at the end)"},
+     "save a checkpoint every N steps into OUT/ckpt (OUT/ckpt-NNNNNN with --keep-ckpts; 0: "
+     "only at the end)"},
+    {"keep-ckpts", RP_OPT_INT, O(keep_ckpts), "0", 0, 1000000, NULL,
+     "keep the last K checkpoints as OUT/ckpt-NNNNNN (step-numbered) with OUT/ckpt a "
+     "symlink to the newest; 0: one checkpoint, OUT/ckpt, replaced at each save"},
     {"sample-tokens", RP_OPT_INT, O(sample_tokens), "120", 0, 100000, NULL,
      "tokens to sample at the end of training (0: none)"},
     {"stop-after", RP_OPT_INT, O(stop_after), "0", 0, 100000000, NULL,
@@ -108,6 +113,9 @@ const rp_opt rp_train_opt_table[] = {
      "tF,tB,tW in milliseconds: pipeline actions sleep this long (per rank's share) instead "
      "of computing, communication stays real; for schedule experiments with more ranks than "
      "cores (losses are then meaningless)"},
+    {"comm-timeout", RP_OPT_FLOAT, O(comm_timeout), "600", 0, 1e9, NULL,
+     "seconds a rank may wait on another rank in a step before the job is aborted with a "
+     "message naming the action, the peer and the step (exit status 3); 0: wait forever"},
     {"trace", RP_OPT_STR, O(trace), "", 0, 0, NULL,
      "write a Chrome trace JSON of the last step's pipeline timeline to this file"},
 };

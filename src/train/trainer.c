@@ -14,7 +14,9 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pipeline.h"
 #include "ringpipe/rp_schedule.h"
+#include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_train.h"
+#include "ringpipe/rp_wait.h"
 #include "train_internal.h"
 
 int rp_default_threads(void) {
@@ -183,9 +185,10 @@ static rp_status setup_data(rp_trainer *t) {
   if (strcmp(o->data, "builtin") == 0) {
     snprintf(t->data_dir, sizeof t->data_dir, "%s/data", o->out);
     /* Every rank of a node would write the same files: rank 0 prepares, the
-     * others wait. */
+     * others wait. This is the first thing the run creates. */
     rp_status s = RP_OK;
-    if (t->grid.world_rank == 0) s = rp_builtin_prepare(t->data_dir);
+    if (t->grid.world_rank == 0) s = make_dir(o->out);
+    if (s == RP_OK && t->grid.world_rank == 0) s = rp_builtin_prepare(t->data_dir);
     RP_TRY(rp_grid_agree(t->grid.world, s));
   } else {
     snprintf(t->data_dir, sizeof t->data_dir, "%s", o->data);
@@ -200,19 +203,54 @@ static rp_status setup_data(rp_trainer *t) {
   return RP_OK;
 }
 
+/* --resume auto: world rank 0 picks the checkpoint and tells the others, so
+ * that every rank loads the same one. */
+static void resolve_resume_auto(rp_trainer *t, char *note, size_t ncap) {
+  note[0] = '\0';
+  if (strcmp(t->o.resume, "auto") != 0) return;
+  char path[RP_OPT_STRLEN];
+  if (rp_mpi_world_rank() == 0) rp_resume_auto(t->o.out, path, sizeof path, note, ncap);
+  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+  snprintf(t->o.resume, sizeof t->o.resume, "%s", path);
+}
+
+/* Everything checked that can be checked before the run creates anything:
+ * options, output paths, the checkpoint to resume (the data shards are
+ * opened before --out is created). */
+static rp_status check_before_creating(rp_trainer *t, int *changed, int *model_T) {
+  const rp_train_opts *o = &t->o;
+  if (o->init_from[0]) RP_TRY(rp_init_config_into_opts(o->init_from, &t->o, changed, model_T));
+  RP_TRY(rp_train_opts_check(o));
+  RP_TRY(rp_check_out_dir(o->out, "--out"));
+  if (o->trace[0]) RP_TRY(rp_check_out_file(o->trace, "--trace"));
+  if (o->resume[0]) {
+    char *meta = NULL;
+    rp_status s = rp_ckpt_read_meta(o->resume, &meta);
+    free(meta);
+    RP_TRY(s);
+  }
+  return RP_OK;
+}
+
+/* Rank 0 removes what processes that died while saving left in --out. */
+static void reclaim_stale(const rp_trainer *t) {
+  if (t->grid.world_rank != 0) return;
+  char list[1024];
+  int n = rp_reclaim_stale(t->o.out, list, sizeof list);
+  if (n > 0)
+    printf("removed %d stale temporar%s of processes that died while writing to %s: %s\n", n,
+           n == 1 ? "y" : "ies", t->o.out, list);
+}
+
 rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   memset(t, 0, sizeof *t);
   t->o = *o;
   t->tie_comm = MPI_COMM_NULL;
+  rp_wait_set_timeout(o->comm_timeout);
   int model_T = o->seq, changed = 0;
-  rp_status s = RP_OK;
-  if (o->init_from[0]) s = rp_init_config_into_opts(o->init_from, &t->o, &changed, &model_T);
-  if (s == RP_OK) s = rp_train_opts_check(&t->o);
-  if (s == RP_OK && o->resume[0]) { /* fail before anything is written */
-    char *meta = NULL;
-    s = rp_ckpt_read_meta(o->resume, &meta);
-    free(meta);
-  }
+  char note[RP_OPT_STRLEN + 160];
+  resolve_resume_auto(t, note, sizeof note);
+  rp_status s = check_before_creating(t, &changed, &model_T);
   if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
   if (s == RP_OK && o->cp > 1) {
     rp_cp_layout layout;
@@ -223,8 +261,8 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
                  "--cp-impl ring or a head count that --cp divides", o->heads, o->cp);
   }
   t->T_local = o->seq / o->cp;
-  if (s == RP_OK && t->grid.world_rank == 0) s = make_dir(o->out);
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));
+  if (note[0] && t->grid.world_rank == 0) printf("%s\n", note);
   if (changed && t->grid.world_rank == 0)
     printf("model shape taken from %s: L=%d C=%d NH=%d V=%d\n", o->init_from, t->o.layers,
            t->o.channels, t->o.heads, t->o.vocab);
@@ -236,6 +274,10 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   for (int c = 0; c < t->nchunks && o->init_from[0]; c++)
     RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], o->init_from)));
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_trainer_resume(t, o->resume)));
+  /* shards, weights and checkpoint are good: now --out may be created */
+  if (strcmp(o->data, "builtin") != 0)
+    RP_TRY(rp_grid_agree(MPI_COMM_WORLD, t->grid.world_rank == 0 ? make_dir(o->out) : RP_OK));
+  reclaim_stale(t);
   if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
   if (o->measure_peak)
     t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool, t->acts_mem,
@@ -244,6 +286,7 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
 }
 
 void rp_trainer_free(rp_trainer *t) {
+  rp_stop_uninstall();
   if (t->train) rp_loader_close(t->train);
   if (t->val) rp_loader_close(t->val);
   if (t->cp_attn) rp_cp_destroy(t->cp_attn);
