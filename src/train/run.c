@@ -184,8 +184,10 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
   }
   char mem[512];
   rp_mem_report(mem, sizeof mem);
-  printf("done: %d steps in %.1f s, final loss %.4f, val loss %.4f\n", t->step - first,
-         rp_now() - t_start, last_loss, val);
+  char vtext[32] = "n/a (no validation ran)";
+  if (val >= 0) snprintf(vtext, sizeof vtext, "%.4f", val);
+  printf("done: %d steps in %.1f s, final loss %.4f, val loss %s\n", t->step - first,
+         rp_now() - t_start, last_loss, vtext);
   printf("peak memory (rank 0): %s\n", mem);
 }
 
