@@ -199,6 +199,15 @@ double rp_chunk_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec
  * Layers: consume w->dres (gradient w.r.t. a->output), leave the gradient w.r.t.
  * a->input in w->dres. Embed: consumes w->dres. */
 void rp_chunk_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x);
+/* Head backward from dlogits a loss head of the caller's choice computed
+ * (policy gradient, KL, a value loss...): a->logits holds d loss / d logits
+ * [N, Vp] instead of the logits; dlnf_extra [N, C] (may be NULL) is a second
+ * head's gradient w.r.t. the final LayerNorm output a->lnf. Accumulates wte,
+ * lnf gradients, writes w->dres, reports RP_UNIT_HEAD to the grads-ready hook;
+ * rp_chunk_layers_backward and rp_chunk_embed_backward finish the job. Same
+ * kernels (bf16, profiling) as the language-model head. */
+void rp_chunk_head_backward_from_dlogits(rp_chunk *m, rp_acts *a, rp_grad_ws *w,
+                                         const float *dlnf_extra, const rp_exec *x);
 void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
 void rp_chunk_embed_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
 void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, const rp_exec *x);

@@ -142,16 +142,6 @@ void rp_gae(const float *rewards, const float *values, int n, float gamma, float
  * *clipped whether the clipped term was the larger. */
 double rp_value_loss(float v, float v_old, float ret, float clip, double *dv, int *clipped);
 
-/* Head backward from given dlogits: a->logits holds d loss / d logits [N, Vp]
- * (not the logits); accumulates wte, lnfw, lnfb grads and writes w->dres.
- * Then rp_chunk_layers_backward and rp_chunk_embed_backward finish the job. */
-void rp_chunk_head_backward_from_dlogits(rp_chunk *m, rp_acts *a, rp_grad_ws *w,
-                                         const rp_exec *x);
-/* Same, with an extra gradient w.r.t. the final LayerNorm output a->lnf
- * (dlnf_extra [N, C], may be NULL) from a head that reads it (PPO's value head). */
-void rp_rl_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const float *dlnf_extra,
-                         const rp_exec *x);
-
 /* ============================================================ runs (CLI) */
 
 typedef struct {

@@ -91,21 +91,33 @@ static rp_layer_douts scratch_douts(rp_grad_ws *w) {
 
 /* Head: dlogits in place; with split, dlnf goes to the stash and weight
  * gradients wait for W. */
-static void head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf, int split,
-                          float dscale, const rp_exec *x) {
-  RP_CHECK(m->spec.has_head);
+/* The head's backward from dlogits (in a->logits): the tied LM head's matmul
+ * into dlnf (written) and wte's gradient, plus dlnf_extra (may be NULL: the
+ * gradient w.r.t. lnf of a second head that reads it, PPO's value head), then
+ * the final LayerNorm into w->dres. split: W's share is left for later. */
+static void head_backward_dlogits(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf,
+                                  const float *dlnf_extra, int split, const rp_exec *x) {
   int N = a->B * a->T, C = m->cfg.C;
-  float *dlogits = a->logits;  /* logits are not needed after this point */
-  RP_PROF(RP_PROF_BWD_XENT, rp_xent_backward(dlogits, NULL, a->logits, a->targets, dscale, N,
-                                             m->cfg.V, m->cfg.Vp, x->pool));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(dlnf, split ? NULL : m->g.wte, NULL,
-                                                     dlogits, a->lnf, m->p.wte, N, C,
+                                                     a->logits, a->lnf, m->p.wte, N, C,
                                                      m->cfg.Vp, x->pool));
+  if (dlnf_extra) rp_add_inplace(dlnf, dlnf_extra, (long)N * C, x->pool);
   zero(w->dres, (long)N * C, x->pool);
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(w->dres, split ? NULL : m->g.lnfw, split ? NULL : m->g.lnfb,
                                 dlnf, a->output, m->p.lnfw, a->lnf_mean, a->lnf_rstd, N, C,
                                 x->pool));
+}
+
+/* Language-model loss: cross-entropy's dlogits over the logits, then the rest. */
+static void head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf, int split,
+                          float dscale, const rp_exec *x) {
+  RP_CHECK(m->spec.has_head);
+  int N = a->B * a->T;
+  float *dlogits = a->logits;  /* logits are not needed after this point */
+  RP_PROF(RP_PROF_BWD_XENT, rp_xent_backward(dlogits, NULL, a->logits, a->targets, dscale, N,
+                                             m->cfg.V, m->cfg.Vp, x->pool));
+  head_backward_dlogits(m, a, w, dlnf, NULL, split, x);
 }
 
 static void grads_ready(const rp_exec *x, const rp_chunk *m, int unit) {
@@ -115,6 +127,13 @@ static void grads_ready(const rp_exec *x, const rp_chunk *m, int unit) {
 void rp_chunk_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale,
                             const rp_exec *x) {
   head_backward(m, a, w, w->dln, 0, dscale, x);
+  grads_ready(x, m, RP_UNIT_HEAD);
+}
+
+void rp_chunk_head_backward_from_dlogits(rp_chunk *m, rp_acts *a, rp_grad_ws *w,
+                                         const float *dlnf_extra, const rp_exec *x) {
+  RP_CHECK(m->spec.has_head);
+  head_backward_dlogits(m, a, w, w->dln, dlnf_extra, 0, x);
   grads_ready(x, m, RP_UNIT_HEAD);
 }
 

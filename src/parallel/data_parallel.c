@@ -396,6 +396,8 @@ size_t rp_dp_optim_floats(const rp_dp *d) {
 
 static void gather_state(rp_dp *d, int c, float *full, const float *owned, int scatter) {
   if (!d->cfg.zero) {
+    /* the checkpoint code may pass the optimizer's own arrays as `full` */
+    if (owned == full) return;
     if (scatter)
       memcpy((float *)owned, full, d->cfg.chunks[c]->num_params * sizeof(float));
     else

@@ -59,7 +59,8 @@ void rp_rl_policy_pass(rp_rl_state *s, int record_old, const rp_pg_params *pg,
       }
     }
     if (s->has_vh) rp_value_head_backward(&s->vh, a->lnf, s->dvalue, N, s->dlnf);
-    rp_rl_head_backward(&s->model, a, &s->ws, s->has_vh ? s->dlnf : NULL, &s->exec);
+    rp_chunk_head_backward_from_dlogits(&s->model, a, &s->ws, s->has_vh ? s->dlnf : NULL,
+                                        &s->exec);
     rp_chunk_layers_backward(&s->model, a, &s->ws, &s->exec);
     rp_chunk_embed_backward(&s->model, a, &s->ws, &s->exec);
   }

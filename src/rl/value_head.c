@@ -1,7 +1,8 @@
 /* PPO's value head: one linear map from the final LayerNorm output to a scalar
  * per position, kept in src/rl because only PPO needs it. Its gradient w.r.t.
- * the LayerNorm output joins the LM head's in rp_rl_head_backward, so the
- * value loss shapes the shared trunk as in the usual actor-critic setup. */
+ * the LayerNorm output joins the LM head's in the model's head backward from
+ * dlogits, so the value loss shapes the shared trunk as in the usual
+ * actor-critic setup. */
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"

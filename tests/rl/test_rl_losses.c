@@ -332,7 +332,7 @@ static void test_head_from_dlogits_matches(void **state) {
   rp_chunk_forward(&m, &a, NULL, &x);
   rp_chunk_zero_grads(&m);
   rp_xent_backward(a.logits, NULL, a.logits, a.targets, 0.125f, N, tiny.V, tiny.Vp, NULL);
-  rp_chunk_head_backward_from_dlogits(&m, &a, &w, &x);
+  rp_chunk_head_backward_from_dlogits(&m, &a, &w, NULL, &x);
   rp_chunk_layers_backward(&m, &a, &w, &x);
   rp_chunk_embed_backward(&m, &a, &w, &x);
   assert_memory_equal(g1, m.grads, m.num_params * sizeof(float));
