@@ -43,6 +43,9 @@ void rp_dp_destroy(rp_dp *d);
 
 
 void rp_dp_begin_step(rp_dp *d);
+/* Reports per unit from the next step on (a job whose number of micro-batches
+ * varies from step to step, as RL's rollouts do; ranks may differ). */
+void rp_dp_set_microbatches(rp_dp *d, int microbatches);
 /* unit: a layer index within the chunk, RP_UNIT_HEAD or RP_UNIT_EMBED (rp_model.h). */
 void rp_dp_grads_ready(rp_dp *d, const rp_chunk *m, int unit);
 void rp_dp_progress(rp_dp *d);

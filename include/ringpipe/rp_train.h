@@ -72,6 +72,7 @@ typedef struct {
   void *acts_mem;
   size_t acts_bytes;       /* size of acts_mem */
   rp_grad_ws ws;
+  float *dlnf_extra;            /* pp == 1: a loss head's d loss / d lnf, batch x T x C */
   struct rp_loader *train, *val;
   int T_local;                  /* tokens of each sequence on this rank: seq / cp */
   int32_t *full_tokens, *full_targets;  /* microbatches x B x seq, as loaded */
@@ -93,6 +94,52 @@ typedef struct {
 } rp_step_stats;
 
 rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o);
+
+/* ---- the engine: what pre-training, SFT, GRPO and PPO share (engine.c).
+ * rp_trainer_init builds it with pre-training's data, output directory and
+ * resume; rp_engine_init builds only the engine (grid, model, pool, attention,
+ * activations, gradient reduction with ZeRO-1 and overlapped buckets, AdamW,
+ * bf16) for a caller that brings its own batches, loss and checkpoints (one
+ * pipeline stage: --pp 1, --cp 1). Activations hold o->batch sequences of
+ * o->seq positions; --init-from weights are loaded. */
+rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o);
+
+/* A loss head of the caller's choice: after the forward of a bound batch it
+ * writes d loss / d logits over a->logits (zero rows for positions that add
+ * nothing) and returns the loss it adds; a second head reading the final
+ * LayerNorm output (PPO's value head) adds its gradient into dlnf [N, C]
+ * (zeroed by the engine) and sets *use_dlnf. */
+typedef struct {
+  double (*dlogits)(void *ctx, rp_acts *a, float *dlnf, int *use_dlnf);
+  void *ctx;
+} rp_loss_head;
+
+/* Zeroes the gradients and arms the data-parallel buckets for a step of
+ * `microbatches` forward/backward calls on this rank. */
+void rp_engine_begin_step(rp_trainer *t, int microbatches);
+/* The activation buffer bound for chunk m (the model, or a reference copy of
+ * it) with B <= o->batch sequences of T <= o->seq positions; the caller fills
+ * tokens, targets and positions. */
+rp_acts *rp_engine_bind(rp_trainer *t, const rp_chunk *m, int B, int T);
+/* Forward only (a reference model's log-probs, say); the loss sum. */
+double rp_engine_forward(rp_trainer *t, const rp_chunk *m, rp_acts *a);
+/* Forward and backward of the bound batch through the model: head NULL is the
+ * language-model loss (its sum returned, gradients scaled by dscale), else the
+ * head's loss; gradients accumulate and buckets launch as they fill. */
+double rp_engine_forward_backward(rp_trainer *t, rp_acts *a, const rp_loss_head *head,
+                                  float dscale);
+/* Completes the reductions; *sumsq: the squared global gradient norm. */
+rp_status rp_engine_reduce(rp_trainer *t, double *sumsq);
+/* The clipping factor for a gradient norm (--grad-clip). */
+float rp_engine_clip_scale(const rp_trainer *t, double norm);
+/* AdamW at lr on the gradients times grad_scale (what this rank owns), the
+ * ZeRO-1 all-gather, the bf16 copies; t->step counts optimizer steps. */
+void rp_engine_apply(rp_trainer *t, float lr, float grad_scale);
+/* The model and its full AdamW state (gathered under ZeRO-1) into dir, with
+ * meta.json made of the caller's fields (a JSON object body, no braces); and
+ * back (scattered). Collective; world rank 0 writes. */
+rp_status rp_engine_save(rp_trainer *t, const char *dir, const char *meta_fields);
+rp_status rp_engine_load(rp_trainer *t, const char *dir);
 void rp_trainer_free(rp_trainer *t);
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
 rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss);

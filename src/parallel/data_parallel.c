@@ -216,6 +216,8 @@ void rp_dp_destroy(rp_dp *d) {
   free(d);
 }
 
+void rp_dp_set_microbatches(rp_dp *d, int microbatches) { d->cfg.microbatches = microbatches; }
+
 void rp_dp_begin_step(rp_dp *d) {
   for (int i = 0; i < d->nb; i++) {
     d->b[i].reports = 0;

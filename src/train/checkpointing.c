@@ -166,7 +166,9 @@ static rp_status check_finite(const rp_trainer *t, const gathered *g, const char
   return RP_OK;
 }
 
-rp_status rp_trainer_save(rp_trainer *t, const char *dir) {
+/* The whole model and its AdamW state gathered on world rank 0 and written
+ * with meta.json: the trainer's own (meta_fields NULL) or the caller's. */
+static rp_status save_gathered(rp_trainer *t, const char *dir, const char *meta_fields) {
   gathered g;
   memset(&g, 0, sizeof g);
   rp_status s = full_optim_state(t, &g);
@@ -184,10 +186,18 @@ rp_status rp_trainer_save(rp_trainer *t, const char *dir) {
   if (bad) t->diverged = 1;
   if (s == RP_OK && t->grid.dp_rank == 0 && t->grid.cp_rank == 0) {
     s = gather_chunks(t, &g);
-    if (s == RP_OK && t->grid.world_rank == 0) s = write_meta_and_save(t, dir, &g);
+    if (s == RP_OK && t->grid.world_rank == 0)
+      s = meta_fields ? rp_ckpt_save(dir, g.parts, g.n, meta_fields)
+                      : write_meta_and_save(t, dir, &g);
   }
   gathered_free(&g);
   return rp_grid_agree(t->grid.world, s);
+}
+
+rp_status rp_trainer_save(rp_trainer *t, const char *dir) { return save_gathered(t, dir, NULL); }
+
+rp_status rp_engine_save(rp_trainer *t, const char *dir, const char *meta_fields) {
+  return save_gathered(t, dir, meta_fields);
 }
 
 static rp_status read_config(const char *meta, const char *where, rp_gpt_config *c) {
@@ -242,6 +252,30 @@ static void note_layout_change(const rp_trainer *t, const char *meta, const char
          was == now ? "" : " (the continuation differs from the run that never stopped)");
 }
 
+/* Weights and the full AdamW state from dir; each replica keeps its part. */
+static rp_status load_state(rp_trainer *t, const char *dir) {
+  gathered g;
+  memset(&g, 0, sizeof g);
+  rp_status s = full_optim_state(t, &g);
+  rp_ckpt_load_part parts[64];
+  int n = t->nchunks < 64 ? t->nchunks : 64;
+  for (int c = 0; c < n && s == RP_OK; c++)
+    parts[c] = (rp_ckpt_load_part){&t->chunks[c], g.mine_m[c], g.mine_v[c]};
+  if (s == RP_OK) s = rp_ckpt_load(dir, parts, n);
+  if (s == RP_OK) s = check_resumed_finite(t, &g, dir);
+  for (int c = 0; c < n && s == RP_OK; c++)
+    rp_dp_scatter_optim(t->dp, c, g.mine_m[c], g.mine_v[c]);
+  gathered_free(&g);
+  return s;
+}
+
+rp_status rp_engine_load(rp_trainer *t, const char *dir) {
+  RP_TRY(load_state(t, dir));
+  if (t->bf16.n)
+    rp_bf16_ctx_refresh(&t->bf16, t->o.bf16_stochastic, (uint64_t)t->o.seed, t->pool);
+  return RP_OK;
+}
+
 rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
   char *meta = NULL;
   RP_TRY(rp_ckpt_read_meta(dir, &meta));
@@ -259,19 +293,7 @@ rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
     snprintf(key, sizeof key, "sample_rng.%d", i);
     s = rp_json_get_u64(meta, key, &t->sample_rng.s[i]);
   }
-  if (s == RP_OK) {
-    /* full AdamW state from the file, then each replica keeps its part */
-    gathered g;
-    memset(&g, 0, sizeof g);
-    s = full_optim_state(t, &g);
-    rp_ckpt_load_part parts[64];
-    int n = t->nchunks < 64 ? t->nchunks : 64;
-    for (int c = 0; c < n; c++) parts[c] = (rp_ckpt_load_part){&t->chunks[c], g.mine_m[c], g.mine_v[c]};
-    if (s == RP_OK) s = rp_ckpt_load(dir, parts, n);
-    if (s == RP_OK) s = check_resumed_finite(t, &g, dir);
-    for (int c = 0; c < n && s == RP_OK; c++) rp_dp_scatter_optim(t->dp, c, g.mine_m[c], g.mine_v[c]);
-    gathered_free(&g);
-  }
+  if (s == RP_OK) s = load_state(t, dir);
   if (s == RP_OK) t->step = (int)step;
   if (s == RP_OK) note_layout_change(t, meta, dir);
   free(meta);

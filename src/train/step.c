@@ -71,11 +71,9 @@ static rp_status run_microbatches(rp_trainer *t, float dscale, double *loss_sum)
                          "all-reduce of the loss over the pipeline");
     return RP_OK;
   }
-  rp_chunk *m = &t->chunks[0];
   for (int mb = 0; mb < t->o.microbatches; mb++) {
     load_microbatch(t, mb);
-    *loss_sum += rp_chunk_forward(m, &t->acts, NULL, &t->exec);
-    rp_chunk_backward(m, &t->acts, &t->ws, dscale, &t->exec);
+    *loss_sum += rp_engine_forward_backward(t, &t->acts, NULL, dscale);
   }
   return RP_OK;
 }
@@ -106,18 +104,16 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
                          "all-reduce of the target count over the replicas");
   float dscale = valid > 0 ? 1.0f / (float)valid : 0.0f;
 
-  for (int c = 0; c < t->nchunks; c++)
-    rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool);
   double loss_sum = 0;
-  rp_dp_begin_step(t->dp);
+  rp_engine_begin_step(t, m);
   if (t->grid.pp == 1) rp_test_hang_point();
   RP_TRY(run_microbatches(t, dscale, &loss_sum));
-  /* sums over replicas (and the tied wte between first and last stage) */
-  RP_TRY(rp_dp_finish(t->dp));
+  double sumsq;
+  RP_TRY(rp_engine_reduce(t, &sumsq));
   if (t->grid.dp * t->grid.cp > 1)
     rp_allreduce_watched(&loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
                          "all-reduce of the loss over the replicas");
-  double norm = sqrt(rp_grad_sumsq(t));
+  double norm = sqrt(sumsq);
   /* Both are global sums, the same on every rank, so every rank stops here
    * together, before the update: the weights and AdamW state stay finite. */
   if (!isfinite(loss_sum) || !isfinite(norm)) {
@@ -127,14 +123,8 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
                   "resume from it with a lower --lr (or --grad-clip)",
                   t->step + 1, loss_sum / (valid ? valid : 1), norm);
   }
-  float scale = 1.0f;
-  if (o->grad_clip > 0 && norm > o->grad_clip) scale = (float)(o->grad_clip / norm);
   float lr = current_lr(t);
-  rp_optimizer_step(t, lr, scale);
-  t->step++;
-  if (t->bf16.n)
-    rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,
-                        t->pool);
+  rp_engine_apply(t, lr, rp_engine_clip_scale(t, norm));
 
   double dt = rp_now() - t0;
   double tokens = (double)m * o->batch * o->seq * t->grid.dp;

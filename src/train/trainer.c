@@ -160,6 +160,8 @@ static rp_status setup_compute(rp_trainer *t) {
     if (!t->acts_mem || !t->layer_views) return RP_ENOMEM;
     rp_acts_bind(&t->acts, t->layer_views, m, t->exec.attn, t->acts_mem, B, T);
     RP_TRY(rp_grad_ws_init(&t->ws, m, B, T));
+    t->dlnf_extra = rp_alloc((size_t)B * T * t->cfg.C * sizeof(float), RP_MEM_WORKSPACE);
+    if (!t->dlnf_extra) return RP_ENOMEM;
   }
   RP_TRY(setup_data_parallel(t));
   size_t n = (size_t)o->microbatches * B * T, full = (size_t)o->microbatches * B * o->seq;
@@ -242,6 +244,36 @@ static void reclaim_stale(const rp_trainer *t) {
            n == 1 ? "y" : "ies", t->o.out, list);
 }
 
+/* Model, compute and gradient reduction, and the --init-from weights: the
+ * engine every job shares. */
+static rp_status build_engine(rp_trainer *t, int model_T) {
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(t, model_T)));
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(t)));
+  for (int c = 0; c < t->nchunks && t->o.init_from[0]; c++)
+    RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], t->o.init_from)));
+  return RP_OK;
+}
+
+rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
+  memset(t, 0, sizeof *t);
+  t->o = *o;
+  t->tie_comm = MPI_COMM_NULL;
+  rp_wait_set_timeout(o->comm_timeout);
+  int model_T = o->seq, changed = 0;
+  rp_status s = RP_OK;
+  if (o->init_from[0]) s = rp_init_config_into_opts(o->init_from, &t->o, &changed, &model_T);
+  if (s == RP_OK) s = rp_train_opts_check(&t->o);
+  if (s == RP_OK && (o->pp != 1 || o->cp != 1))
+    s = rp_err(RP_EINVAL, "this job runs one pipeline stage and no context parallelism (--pp 1 "
+               "--cp 1); data parallelism takes every rank");
+  if (s == RP_OK) s = rp_grid_init(&t->grid, 1, 1);
+  t->T_local = o->seq;
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));
+  RP_TRY(build_engine(t, model_T));
+  if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
+  return RP_OK;
+}
+
 rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   memset(t, 0, sizeof *t);
   t->o = *o;
@@ -267,12 +299,9 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
     printf("model shape taken from %s: L=%d C=%d NH=%d V=%d\n", o->init_from, t->o.layers,
            t->o.channels, t->o.heads, t->o.vocab);
   o = &t->o;
-  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(t, model_T)));
-  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(t)));
+  RP_TRY(build_engine(t, model_T));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_data(t)));
   rp_rng_seed(&t->sample_rng, (uint64_t)o->seed ^ 0x5eedULL);
-  for (int c = 0; c < t->nchunks && o->init_from[0]; c++)
-    RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], o->init_from)));
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_trainer_resume(t, o->resume)));
   /* shards, weights and checkpoint are good: now --out may be created */
   if (strcmp(o->data, "builtin") != 0)
@@ -296,6 +325,7 @@ void rp_trainer_free(rp_trainer *t) {
   rp_free(t->batch_targets);
   rp_free(t->batch_pos);
   rp_grad_ws_free(&t->ws);
+  rp_free(t->dlnf_extra);
   rp_free(t->acts_mem);
   free(t->layer_views);
   if (t->pipe) rp_pipeline_destroy(t->pipe);

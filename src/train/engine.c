@@ -1,0 +1,76 @@
+/* The engine's step API: one object (rp_trainer) under pre-training, SFT, GRPO
+ * and PPO. A step is
+ *
+ *   rp_engine_begin_step            zero gradients, arm the data-parallel buckets
+ *   rp_engine_bind + forward_backward, once per micro-batch, with a loss head
+ *                                   of the caller's choice (the LM loss, a
+ *                                   policy-gradient or value loss)
+ *   rp_engine_reduce                finish the bucketed reductions (all-reduce
+ *                                   or ZeRO-1 reduce-scatter): the global norm
+ *   rp_engine_apply                 clip, AdamW on what this rank owns (ZeRO-1:
+ *                                   its shard, then the all-gather), bf16 copies
+ *
+ * Pre-training's rp_trainer_step (step.c) is these calls around the pipeline
+ * executor or the local micro-batch loop; src/rl calls them around rollouts. */
+#include <string.h>
+
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_train.h"
+#include "ringpipe/rp_wait.h"
+#include "train_internal.h"
+
+void rp_engine_begin_step(rp_trainer *t, int microbatches) {
+  for (int c = 0; c < t->nchunks; c++)
+    rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool);
+  rp_dp_set_microbatches(t->dp, microbatches);
+  rp_dp_begin_step(t->dp);
+}
+
+rp_acts *rp_engine_bind(rp_trainer *t, const rp_chunk *m, int B, int T) {
+  RP_CHECK(t->grid.pp == 1 && B >= 1 && B <= t->o.batch && T >= 1 && T <= t->T_local);
+  rp_acts_bind(&t->acts, t->layer_views, m, t->exec.attn, t->acts_mem, B, T);
+  return &t->acts;
+}
+
+double rp_engine_forward(rp_trainer *t, const rp_chunk *m, rp_acts *a) {
+  return rp_chunk_forward(m, a, NULL, &t->exec);
+}
+
+double rp_engine_forward_backward(rp_trainer *t, rp_acts *a, const rp_loss_head *head,
+                                  float dscale) {
+  rp_chunk *m = &t->chunks[0];
+  double loss = rp_chunk_forward(m, a, NULL, &t->exec);
+  if (!head) {
+    rp_chunk_backward(m, a, &t->ws, dscale, &t->exec);
+    return loss;
+  }
+  int use_dlnf = 0;
+  long NC = (long)a->B * a->T * t->cfg.C;
+  rp_zero(t->dlnf_extra, NC, t->pool);
+  loss = head->dlogits(head->ctx, a, t->dlnf_extra, &use_dlnf);
+  rp_chunk_head_backward_from_dlogits(m, a, &t->ws, use_dlnf ? t->dlnf_extra : NULL, &t->exec);
+  rp_chunk_layers_backward(m, a, &t->ws, &t->exec);
+  rp_chunk_embed_backward(m, a, &t->ws, &t->exec);
+  return loss;
+}
+
+rp_status rp_engine_reduce(rp_trainer *t, double *sumsq) {
+  /* sums over replicas (and the tied wte between first and last stage) */
+  RP_TRY(rp_dp_finish(t->dp));
+  *sumsq = rp_grad_sumsq(t);
+  return RP_OK;
+}
+
+void rp_engine_apply(rp_trainer *t, float lr, float grad_scale) {
+  const rp_train_opts *o = &t->o;
+  rp_optimizer_step(t, lr, grad_scale);
+  t->step++;
+  if (t->bf16.n)
+    rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,
+                        t->pool);
+}
+
+float rp_engine_clip_scale(const rp_trainer *t, double norm) {
+  return t->o.grad_clip > 0 && norm > t->o.grad_clip ? (float)(t->o.grad_clip / norm) : 1.0f;
+}
