@@ -153,9 +153,12 @@ typedef struct {
   float format_bonus;
   int eval_n, eval_every;
   /* optimizer */
-  float lr, min_lr, weight_decay, beta1, beta2, grad_clip;
+  float lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
   int warmup;
   char lr_schedule[RP_OPT_STRLEN];
+  /* data parallel (the training engine's) */
+  int zero, dp_overlap;
+  float bucket_mb;
   /* run */
   int steps, seed, threads, pin, log_every, ckpt_every, quiet;
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];

@@ -98,9 +98,9 @@ rp_status rp_grpo_step(rp_rl_state *s, rp_rl_report *rep) {
   double norm = 0, first_pass[8] = {0}, all[8] = {0};
   for (int pass = 0; pass < o->mu && cnt[0] > 0; pass++) {
     rp_pass_stats ps = {0};
-    rp_rl_zero_grads(s);
+    rp_rl_zero_grads(s, rp_rl_microbatches(s, r->nseq));
     rp_rl_policy_pass(s, pass == 0, &pg, &ps);
-    norm = rp_rl_optimizer_step(s, lr);
+    RP_TRY(rp_rl_optimizer_step(s, lr, &norm));
     /* kl_old of the last pass: how far the passes moved from the rollout policy */
     double v[8] = {ps.pg_loss, ps.tokens, ps.clipped, ps.kl, ps.kl_old, ps.ratio, 0, 0};
     for (int i = 0; i < 6; i++) {

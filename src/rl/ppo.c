@@ -17,14 +17,14 @@ static void prepass(rp_rl_state *s) {
   const int C = s->cfg.C;
   for (int first = 0; first < r->nseq; first += s->micro) {
     int nb = RP_MIN(s->micro, r->nseq - first);
-    rp_rl_forward_seqs(s, &s->model, r, first, nb, 0);
+    rp_rl_forward_seqs(s, s->model, r, first, nb, 0);
     rp_rl_gather_logp(s, r, first, nb, r->old_logp);
-    int T = s->acts.T;
+    int T = s->acts->T;
     for (int b = 0; b < nb; b++) {
       int q = first + b;
       for (int j = 0; j < r->clen[q]; j++) {
         int t = r->plen[q] - 1 + j;
-        rp_value_head_forward(&s->vh, s->acts.lnf + ((size_t)b * T + t) * C, 1,
+        rp_value_head_forward(&s->vh, s->acts->lnf + ((size_t)b * T + t) * C, 1,
                               r->value + (size_t)q * r->T + t);
       }
     }
@@ -93,9 +93,9 @@ rp_status rp_ppo_step(rp_rl_state *s, rp_rl_report *rep) {
   double norm = 0, first_pass[8] = {0}, all[3] = {0}, last[2] = {0};
   for (int pass = 0; pass < o->mu && st[2] > 0; pass++) {
     rp_pass_stats ps = {0};
-    rp_rl_zero_grads(s);
+    rp_rl_zero_grads(s, rp_rl_microbatches(s, r->nseq));
     rp_rl_policy_pass(s, 0, &pg, &ps);
-    norm = rp_rl_optimizer_step(s, lr);
+    RP_TRY(rp_rl_optimizer_step(s, lr, &norm));
     if (pass == 0) {
       double v[8] = {ps.pg_loss, ps.v_loss, ps.tokens, ps.ratio, 0, 0, 0, 0};
       memcpy(first_pass, v, sizeof v);

@@ -50,49 +50,56 @@ static rp_status get_floats(const char *json, const char *path, float *x, int n)
   return RP_OK;
 }
 
-rp_status rp_rl_save(rp_rl_state *s, const char *dir) {
-  rp_status st = RP_OK;
-  if (s->grid.world_rank == 0) {
-    int nvh = s->has_vh ? s->vh.C + 1 : 0, nopt;
-    const rp_opt *tab = rp_rl_opt_table(s->algo, &nopt);
-    char *opts = malloc(1 << 16), *meta = NULL;
-    size_t cap = 0;
-    st = opts ? rp_opts_to_json(tab, nopt, &s->o, opts, 1 << 16)
-              : rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
-    if (st == RP_OK) {
-      /* options, the fixed fields, and up to 3 x (C + 1) floats of 16 chars */
-      cap = strlen(opts) + 1024 + (size_t)nvh * 3 * 20;
-      meta = malloc(cap);
-      if (!meta) st = rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
-    }
-    if (st == RP_OK) {
-      const rp_gpt_config *c = &s->cfg;
-      size_t len = 0;
-      app(meta, cap, &len,
-          "\"kind\":\"%s\",\"step\":%d,\"opt_steps\":%d,\"cursor\":%llu,"
-          "\"config\":{\"L\":%d,\"C\":%d,\"NH\":%d,\"T\":%d,\"V\":%d,\"Vp\":%d},"
-          "\"task\":{\"name\":\"%s\",\"size\":%d},\"options\":%s",
-          rp_rl_algo_name(s->algo), s->step, s->opt_steps, (unsigned long long)s->cursor, c->L,
-          c->C, c->NH, c->T, c->V, c->Vp, rp_task_name(s->task.kind), s->task.size, opts);
-      if (nvh) {
-        app(meta, cap, &len, ",\"value_head\":{");
-        put_floats(meta, cap, &len, "p", s->vh.p, nvh);
-        app(meta, cap, &len, ",");
-        put_floats(meta, cap, &len, "m", s->vh.m, nvh);
-        app(meta, cap, &len, ",");
-        put_floats(meta, cap, &len, "v", s->vh.v, nvh);
-        app(meta, cap, &len, "}");
-      }
-      if (len >= cap) st = rp_err(RP_EINTERNAL, "checkpoint metadata overflowed %zu bytes", cap);
-    }
-    if (st == RP_OK) {
-      rp_ckpt_part part = {.chunk = &s->model, .m = s->adam_m, .v = s->adam_v};
-      st = rp_ckpt_save(dir, &part, 1, meta);
-    }
-    free(meta);
-    free(opts);
+/* The job's fields of meta.json (world rank 0 builds them): kind, counters,
+ * config, task, options and the value head. *out is malloc'd. */
+static rp_status job_meta(rp_rl_state *s, char **out) {
+  int nvh = s->has_vh ? s->vh.C + 1 : 0, nopt;
+  const rp_opt *tab = rp_rl_opt_table(s->algo, &nopt);
+  char *opts = malloc(1 << 16), *meta = NULL;
+  size_t cap = 0;
+  rp_status st = opts ? rp_opts_to_json(tab, nopt, &s->o, opts, 1 << 16)
+                      : rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
+  if (st == RP_OK) {
+    /* options, the fixed fields, and up to 3 x (C + 1) floats of 16 chars */
+    cap = strlen(opts) + 1024 + (size_t)nvh * 3 * 20;
+    meta = malloc(cap);
+    if (!meta) st = rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
   }
-  return rp_grid_agree(s->grid.world, st);
+  if (st == RP_OK) {
+    const rp_gpt_config *c = &s->cfg;
+    size_t len = 0;
+    app(meta, cap, &len,
+        "\"kind\":\"%s\",\"step\":%d,\"opt_steps\":%d,\"cursor\":%llu,"
+        "\"config\":{\"L\":%d,\"C\":%d,\"NH\":%d,\"T\":%d,\"V\":%d,\"Vp\":%d},"
+        "\"task\":{\"name\":\"%s\",\"size\":%d},\"options\":%s",
+        rp_rl_algo_name(s->algo), s->step, s->opt_steps, (unsigned long long)s->cursor, c->L,
+        c->C, c->NH, c->T, c->V, c->Vp, rp_task_name(s->task.kind), s->task.size, opts);
+    if (nvh) {
+      app(meta, cap, &len, ",\"value_head\":{");
+      put_floats(meta, cap, &len, "p", s->vh.p, nvh);
+      app(meta, cap, &len, ",");
+      put_floats(meta, cap, &len, "m", s->vh.m, nvh);
+      app(meta, cap, &len, ",");
+      put_floats(meta, cap, &len, "v", s->vh.v, nvh);
+      app(meta, cap, &len, "}");
+    }
+    if (len >= cap) st = rp_err(RP_EINTERNAL, "checkpoint metadata overflowed %zu bytes", cap);
+  }
+  free(opts);
+  if (st != RP_OK) free(meta);
+  *out = st == RP_OK ? meta : NULL;
+  return st;
+}
+
+/* The engine writes the model and the full AdamW state (gathered from the
+ * ZeRO-1 shards when sharded); the job's fields ride in meta.json. */
+rp_status rp_rl_save(rp_rl_state *s, const char *dir) {
+  char *meta = NULL;
+  rp_status st = s->grid.world_rank == 0 ? job_meta(s, &meta) : RP_OK;
+  RP_TRY(rp_grid_agree(s->grid.world, st));
+  st = rp_engine_save(&s->eng, dir, meta ? meta : "");
+  free(meta);
+  return st;
 }
 
 rp_status rp_rl_resume(rp_rl_state *s, const char *dir) {
@@ -124,13 +131,11 @@ rp_status rp_rl_resume(rp_rl_state *s, const char *dir) {
     if (st == RP_OK) st = get_floats(meta, "value_head.m", s->vh.m, n);
     if (st == RP_OK) st = get_floats(meta, "value_head.v", s->vh.v, n);
   }
-  if (st == RP_OK) {
-    rp_ckpt_load_part part = {.chunk = &s->model, .m = s->adam_m, .v = s->adam_v};
-    st = rp_ckpt_load(dir, &part, 1);
-  }
+  if (st == RP_OK) st = rp_engine_load(&s->eng, dir);
   if (st == RP_OK) {
     s->step = (int)step;
     s->opt_steps = (int)opt_steps;
+    s->eng.step = (int)opt_steps;
     s->cursor = cursor;
   }
   free(meta);

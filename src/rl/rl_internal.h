@@ -7,6 +7,7 @@
 
 #include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_rl.h"
+#include "ringpipe/rp_train.h"
 
 uint64_t rp_rl_mix(uint64_t x);
 
@@ -45,32 +46,33 @@ typedef struct {
 rp_status rp_rollout_init(rp_rollout *r, int cap, int T);
 void rp_rollout_free(rp_rollout *r);
 
-/* ---- job state */
+/* ---- job state: the job's own parts around the shared training engine
+ * (rp_trainer: grid, pool, model, activations, gradient reduction with ZeRO-1
+ * and overlapped buckets, AdamW, bf16). grid, model, pool, exec and micro
+ * are views of the engine's. */
 typedef struct {
   rp_rl_algo algo;
   rp_rl_opts o;
-  rp_grid grid;
+  rp_trainer eng;
+  rp_grid grid;              /* = eng.grid (read-only copy) */
   rp_task task;
   rp_gpt_config cfg;
-  rp_chunk model, ref;
+  rp_chunk *model;           /* = &eng.chunks[0] */
+  rp_chunk ref;
   int has_ref;
-  float *adam_m, *adam_v;
   rp_value_head vh;
   int has_vh;
-  rp_pool *pool;
-  rp_exec exec;
-  void *acts_mem;
-  rp_layer_acts *lv;
-  rp_acts acts;
-  rp_grad_ws ws;
-  int micro;                 /* rows of the activation buffer */
+  rp_pool *pool;             /* = eng.pool */
+  rp_exec exec;              /* = eng.exec */
+  rp_acts *acts;             /* the engine's activations, as last bound */
+  int micro;                 /* rows of the activation buffer (= eng.o.batch) */
   rp_kv_cache kv;
   rp_rollout ro;
   rp_loss_agg agg;
   int step, opt_steps;       /* rollout/SFT steps done; optimizer steps done */
   uint64_t cursor;           /* next global problem index of the train stream */
   FILE *metrics;             /* rank 0 */
-  float *dvalue, *dlnf;      /* PPO scratch: micro x T, micro x T x C */
+  float *dvalue;             /* PPO scratch: micro x T */
 } rp_rl_state;
 
 rp_status rp_rl_state_init(rp_rl_state *s, rp_rl_algo algo, const rp_rl_opts *o);
@@ -81,16 +83,23 @@ rp_status rp_rl_resume(rp_rl_state *s, const char *dir);
 /* Held-out exact-match accuracy (and mean reward) by greedy decoding of the
  * first eval_n held-out problems, split over dp ranks. */
 rp_status rp_rl_eval(rp_rl_state *s, double *acc, double *mean_reward);
-/* Global gradient sync, clipping and AdamW over model (+ value head);
- * returns the gradient norm before clipping. */
-double rp_rl_optimizer_step(rp_rl_state *s, float lr);
+/* The engine's gradient reduction (buckets, ZeRO-1), clipping and AdamW over
+ * the model, and the value head's beside it; *norm: the gradient norm before
+ * clipping. */
+rp_status rp_rl_optimizer_step(rp_rl_state *s, float lr, double *norm);
 float rp_rl_lr(const rp_rl_state *s);
-void rp_rl_zero_grads(rp_rl_state *s);
+/* Zero gradients and arm the engine for `microbatches` forward/backward calls
+ * on this rank (rp_rl_microbatches of its sequences). */
+void rp_rl_zero_grads(rp_rl_state *s, int microbatches);
+int rp_rl_microbatches(const rp_rl_state *s, int nseq);
 
-/* Binds the activation buffer for sequences [first, first+n) of the rollout
- * (T = the longest input among them; shorter ones padded) and runs the forward
- * through `m`. Targets are the answer tokens when sft_targets (prompt and
- * padding masked), else all masked. Returns the summed loss over targets. */
+/* Binds the engine's activations for sequences [first, first+n) of the
+ * rollout (T = the longest input among them; shorter ones padded) through
+ * chunk `m` and fills tokens, targets and positions: targets are the answer
+ * tokens when sft_targets (prompt and padding masked), else all masked. */
+rp_acts *rp_rl_bind_seqs(rp_rl_state *s, const rp_chunk *m, const rp_rollout *r, int first,
+                         int n, int sft_targets);
+/* The same, then the forward through `m`; returns the summed loss over targets. */
 double rp_rl_forward_seqs(rp_rl_state *s, const rp_chunk *m, const rp_rollout *r, int first,
                           int n, int sft_targets);
 

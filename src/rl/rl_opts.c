@@ -46,6 +46,13 @@
   {"attention", RP_OPT_CHOICE, O(attention), "naive", 0, 0, "naive|flash", "attention kernel"}, \
   {"beta1", RP_OPT_FLOAT, O(beta1), "0.9", 0, 0.999999, NULL, "AdamW beta1"},                  \
   {"beta2", RP_OPT_FLOAT, O(beta2), "0.95", 0, 0.999999, NULL, "AdamW beta2"},                 \
+  {"eps", RP_OPT_FLOAT, O(eps), "1e-8", 0, 1, NULL, "AdamW epsilon"},                          \
+  {"zero", RP_OPT_INT, O(zero), "0", 0, 1, NULL,                                               \
+   "ZeRO stage: 1 shards the AdamW state over the data-parallel ranks"},                       \
+  {"bucket-mb", RP_OPT_FLOAT, O(bucket_mb), "4", 0.001, 4096, NULL,                            \
+   "data-parallel gradient bucket size in MiB"},                                               \
+  {"dp-overlap", RP_OPT_BOOL, O(dp_overlap), "1", 0, 0, NULL,                                  \
+   "reduce each gradient bucket as soon as backward fills it (--no-dp-overlap: after)"},      \
   {"grad-clip", RP_OPT_FLOAT, O(grad_clip), "1.0", 0, 1e30, NULL,                              \
    "clip the global gradient norm to this (0: no clipping)"},                                  \
   {"lr-schedule", RP_OPT_CHOICE, O(lr_schedule), LRS, 0, 0, "cosine|constant",                 \

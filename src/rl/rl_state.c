@@ -19,16 +19,6 @@
 #define RL_EVAL_SEED 0x5eed5eedULL
 #define RL_EVAL_SLOTS 64
 
-static int default_threads(void) {
-  cpu_set_t allowed;
-  int ncpu = 1;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) ncpu = CPU_COUNT(&allowed);
-  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  int local = ls ? atoi(ls) : 1;
-  if (local < 1) local = 1;
-  return ncpu / local > 0 ? ncpu / local : 1;
-}
-
 static rp_status make_dirs(const char *path) {
   char tmp[RP_OPT_STRLEN];
   snprintf(tmp, sizeof tmp, "%s", path);
@@ -86,23 +76,35 @@ static rp_status check_opts(rp_rl_algo algo, const rp_rl_opts *o) {
   return RP_OK;
 }
 
-/* Model shape: from --init-from's file when given, else the options. */
-static rp_status setup_model(rp_rl_state *s) {
+/* The training engine's options: the model, AdamW, data parallelism and
+ * threads of this job; a micro-batch of --micro sequences of --seq positions
+ * is the activation buffer. */
+static rp_status engine_opts(const rp_rl_opts *o, rp_train_opts *t) {
+  RP_TRY(rp_opts_defaults(rp_train_opt_table, rp_train_opt_count, t));
+  t->layers = o->layers, t->channels = o->channels, t->heads = o->heads, t->seq = o->seq;
+  t->vocab = 256;
+  t->batch = o->micro, t->microbatches = 1, t->steps = o->steps;
+  t->lr = o->lr, t->min_lr = o->min_lr, t->weight_decay = o->weight_decay;
+  t->beta1 = o->beta1, t->beta2 = o->beta2, t->eps = o->eps, t->grad_clip = o->grad_clip;
+  t->warmup = o->warmup;
+  snprintf(t->lr_schedule, sizeof t->lr_schedule, "%s", o->lr_schedule);
+  snprintf(t->attention, sizeof t->attention, "%s", o->attention);
+  snprintf(t->init_from, sizeof t->init_from, "%s", o->init_from);
+  snprintf(t->out, sizeof t->out, "%s", o->out);
+  t->seed = o->seed, t->threads = o->threads, t->pin = o->pin, t->quiet = o->quiet;
+  t->zero = o->zero, t->dp_overlap = o->dp_overlap, t->bucket_mb = o->bucket_mb;
+  t->measure_peak = 0;
+  return RP_OK;
+}
+
+/* Model shape: from --init-from's file when given (the engine reads it), else
+ * the options; the task must fit its positions. */
+static rp_status check_model(rp_rl_state *s) {
   const rp_rl_opts *o = &s->o;
-  rp_gpt_config c = {.L = o->layers, .C = o->channels, .NH = o->heads, .T = o->seq, .V = 256};
-  if (o->init_from[0]) {
-    rp_train_opts to = {.layers = o->layers, .channels = o->channels, .heads = o->heads,
-                        .vocab = 256, .seq = o->seq};
-    int changed = 0, model_T = o->seq;
-    RP_TRY(rp_init_config_into_opts(o->init_from, &to, &changed, &model_T));
-    c = (rp_gpt_config){.L = to.layers, .C = to.channels, .NH = to.heads, .T = model_T,
-                        .V = to.vocab};
-    s->o.layers = c.L, s->o.channels = c.C, s->o.heads = c.NH;
-  }
+  rp_gpt_config c = s->eng.cfg;
+  s->o.layers = c.L, s->o.channels = c.C, s->o.heads = c.NH;
   if (c.V < 256)
     return rp_err(RP_EINVAL, "the model's vocabulary is %d tokens; tasks use bytes (256)", c.V);
-  c.Vp = rp_pad_vocab(c.V);
-  RP_TRY(rp_gpt_config_validate(&c));
   s->cfg = c;
   int need = rp_task_max_prompt(&s->task) + rp_task_max_answer(&s->task);
   if (need > o->seq)
@@ -112,47 +114,41 @@ static rp_status setup_model(rp_rl_state *s) {
   if (o->max_new < rp_task_max_answer(&s->task))
     rp_warn("--max-new %d is shorter than the longest answer of task %s (%d tokens)", o->max_new,
             o->task, rp_task_max_answer(&s->task));
-  rp_stage_spec spec = {.first_layer = 0, .num_layers = c.L, .has_embed = 1, .has_head = 1};
-  RP_TRY(rp_chunk_init(&s->model, &c, &spec));
-  rp_chunk_init_weights(&s->model, (uint64_t)o->seed);
-  if (o->init_from[0]) RP_TRY(rp_load_weights(&s->model, o->init_from));
+  return RP_OK;
+}
+
+/* The job's parts beside the engine: the reference policy, the value head. */
+static rp_status setup_model(rp_rl_state *s) {
+  const rp_rl_opts *o = &s->o;
+  s->model = &s->eng.chunks[0];
+  s->grid = s->eng.grid;
+  s->pool = s->eng.pool;
+  s->exec = s->eng.exec;
+  s->micro = s->eng.o.batch;
+  RP_TRY(check_model(s));
   /* The reference is the starting policy, also after a resume. */
   s->has_ref = (s->algo == RP_RL_GRPO && o->beta > 0) || (s->algo == RP_RL_PPO && o->kl_coef > 0);
   if (s->has_ref) {
-    RP_TRY(rp_chunk_init(&s->ref, &c, &spec));
-    memcpy(s->ref.params, s->model.params, s->model.num_params * sizeof(float));
+    RP_TRY(rp_chunk_init(&s->ref, &s->cfg, &s->model->spec));
+    memcpy(s->ref.params, s->model->params, s->model->num_params * sizeof(float));
   }
-  size_t bytes = s->model.num_params * sizeof(float);
-  s->adam_m = rp_alloc(bytes, RP_MEM_OPTIM);
-  s->adam_v = rp_alloc(bytes, RP_MEM_OPTIM);
-  if (!s->adam_m || !s->adam_v) return rp_err(RP_ENOMEM, "out of memory for AdamW state");
   s->has_vh = s->algo == RP_RL_PPO;
-  if (s->has_vh) RP_TRY(rp_value_head_init(&s->vh, c.C));
+  if (s->has_vh) RP_TRY(rp_value_head_init(&s->vh, s->cfg.C));
   return RP_OK;
 }
 
 static rp_status setup_compute(rp_rl_state *s) {
   const rp_rl_opts *o = &s->o;
-  int threads = o->threads > 0 ? o->threads : default_threads();
-  RP_TRY(rp_pool_create(&s->pool, threads, o->pin));
-  s->exec.pool = s->pool;
-  s->exec.attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference();
   int T = o->seq;
-  s->micro = o->micro;
-  s->lv = calloc((size_t)s->cfg.L, sizeof *s->lv);
-  s->acts_mem = rp_alloc(rp_acts_bytes(&s->model, s->exec.attn, s->micro, T), RP_MEM_ACTS);
-  if (!s->lv || !s->acts_mem) return rp_err(RP_ENOMEM, "out of memory for activations");
-  RP_TRY(rp_grad_ws_init(&s->ws, &s->model, s->micro, T));
   int dp = s->grid.dp;
   int per_rank = s->algo == RP_RL_SFT ? 0 : RP_CEIL_DIV(o->prompts, dp) * o->group;
-  RP_TRY(rp_kv_init(&s->kv, &s->model, s->exec.attn, RP_MAX(per_rank, RL_EVAL_SLOTS), T));
+  RP_TRY(rp_kv_init(&s->kv, s->model, s->exec.attn, RP_MAX(per_rank, RL_EVAL_SLOTS), T));
   int rounds = s->algo == RP_RL_GRPO && o->dynamic_sampling ? o->ds_rounds : 1;
   int cap = s->algo == RP_RL_SFT ? RP_CEIL_DIV(o->batch, dp) : per_rank * rounds;
   RP_TRY(rp_rollout_init(&s->ro, cap, T));
   if (s->has_vh) {
     s->dvalue = rp_alloc((size_t)s->micro * T * sizeof(float), RP_MEM_WORKSPACE);
-    s->dlnf = rp_alloc((size_t)s->micro * T * s->cfg.C * sizeof(float), RP_MEM_WORKSPACE);
-    if (!s->dvalue || !s->dlnf) return rp_err(RP_ENOMEM, "out of memory for PPO scratch");
+    if (!s->dvalue) return rp_err(RP_ENOMEM, "out of memory for PPO scratch");
   }
   return RP_OK;
 }
@@ -161,14 +157,17 @@ rp_status rp_rl_state_init(rp_rl_state *s, rp_rl_algo algo, const rp_rl_opts *o)
   memset(s, 0, sizeof *s);
   s->algo = algo;
   s->o = *o;
+  rp_train_opts to;
   rp_status st = check_opts(algo, o);
   if (st == RP_OK) st = rp_task_init(&s->task, o->task, o->task_size);
   if (st == RP_OK) s->task.format_bonus = o->format_bonus;
   if (st == RP_OK && algo != RP_RL_SFT) st = rp_loss_agg_parse(o->loss_agg, &s->agg);
-  if (st == RP_OK) st = rp_grid_init(&s->grid, 1, 1);
-  if (st == RP_OK && s->grid.world_rank == 0) st = make_dirs(o->out);
+  if (st == RP_OK) st = engine_opts(o, &to);
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, st));
+  RP_TRY(rp_engine_init(&s->eng, &to));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(s)));
+  if (s->grid.world_rank == 0) st = make_dirs(o->out);
+  RP_TRY(rp_grid_agree(MPI_COMM_WORLD, st));
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_rl_resume(s, o->resume)));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(s)));
   if (s->grid.world_rank == 0) {
@@ -183,19 +182,11 @@ rp_status rp_rl_state_init(rp_rl_state *s, rp_rl_algo algo, const rp_rl_opts *o)
 void rp_rl_state_free(rp_rl_state *s) {
   if (s->metrics) fclose(s->metrics);
   rp_free(s->dvalue);
-  rp_free(s->dlnf);
   rp_rollout_free(&s->ro);
   rp_kv_free(&s->kv);
-  rp_grad_ws_free(&s->ws);
-  rp_free(s->acts_mem);
-  free(s->lv);
   if (s->has_vh) rp_value_head_free(&s->vh);
-  rp_free(s->adam_m);
-  rp_free(s->adam_v);
   if (s->has_ref) rp_chunk_free(&s->ref);
-  if (s->model.params) rp_chunk_free(&s->model);
-  if (s->pool) rp_pool_destroy(s->pool);
-  if (s->grid.world_size) rp_grid_free(&s->grid);
+  if (s->eng.grid.world_size) rp_trainer_free(&s->eng);
   memset(s, 0, sizeof *s);
 }
 
@@ -211,56 +202,52 @@ float rp_rl_lr(const rp_rl_state *s) {
   return rp_lr_cosine(s->step, o->warmup, o->steps, o->lr, end);
 }
 
-void rp_rl_zero_grads(rp_rl_state *s) {
-  rp_chunk_zero_grads(&s->model);
+void rp_rl_zero_grads(rp_rl_state *s, int microbatches) {
+  rp_engine_begin_step(&s->eng, microbatches);
   if (s->has_vh) memset(s->vh.g, 0, (size_t)(s->vh.C + 1) * sizeof(float));
 }
 
-double rp_rl_optimizer_step(rp_rl_state *s, float lr) {
-  rp_chunk *m = &s->model;
-  const rp_rl_opts *o = &s->o;
-  int nvh = s->has_vh ? s->vh.C + 1 : 0;
-  if (s->grid.dp > 1) {
-    /* Losses are normalised by global counts, so the sum over ranks is the
-     * gradient of the global objective. */
-    MPI_Allreduce(MPI_IN_PLACE, m->grads, (int)m->num_params, MPI_FLOAT, MPI_SUM,
-                  s->grid.dp_comm);
-    if (nvh) MPI_Allreduce(MPI_IN_PLACE, s->vh.g, nvh, MPI_FLOAT, MPI_SUM, s->grid.dp_comm);
-  }
-  double ss = rp_sumsq(m->grads, (long)m->num_params, s->pool);
-  if (nvh) ss += rp_sumsq(s->vh.g, nvh, NULL);
-  double norm = sqrt(ss);
-  float scale = 1.0f;
-  if (o->grad_clip > 0 && norm > o->grad_clip) scale = (float)(o->grad_clip / norm);
-  if (scale != 1.0f) {
-    rp_scale(m->grads, scale, (long)m->num_params, s->pool);
-    if (nvh) rp_scale(s->vh.g, scale, nvh, NULL);
-  }
-  rp_adamw_hparams h = {.lr = lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8f,
-                        .weight_decay = o->weight_decay};
-  int t = s->opt_steps + 1;
-  for (int i = 0; i < m->num_tensors; i++) {
-    const rp_tensor *ts = &m->tensors[i];
-    rp_adamw_update(m->params + ts->offset, m->grads + ts->offset, s->adam_m + ts->offset,
-                    s->adam_v + ts->offset, (long)ts->numel, &h,
-                    ts->decay ? o->weight_decay : 0.0f, t, s->pool);
-  }
-  if (nvh) {
-    rp_adamw_hparams hv = h;
-    hv.lr = lr * o->vf_lr_mult;
-    rp_adamw_update(s->vh.p, s->vh.g, s->vh.m, s->vh.v, nvh, &hv, 0.0f, t, NULL);
-  }
-  s->opt_steps++;
-  return norm;
+int rp_rl_microbatches(const rp_rl_state *s, int nseq) { return RP_CEIL_DIV(nseq, s->micro); }
+
+/* The value head (PPO) is C + 1 floats beside the model: its gradient is
+ * summed over the replicas here, and its AdamW step taken here, with the
+ * same clipping factor as the model's. */
+static double value_head_reduce(rp_rl_state *s) {
+  int nvh = s->vh.C + 1;
+  if (s->grid.dp > 1)
+    MPI_Allreduce(MPI_IN_PLACE, s->vh.g, nvh, MPI_FLOAT, MPI_SUM, s->grid.dp_comm);
+  return rp_sumsq(s->vh.g, nvh, NULL);
 }
 
-double rp_rl_forward_seqs(rp_rl_state *s, const rp_chunk *m, const rp_rollout *r, int first,
-                          int n, int sft_targets) {
+rp_status rp_rl_optimizer_step(rp_rl_state *s, float lr, double *norm_out) {
+  const rp_rl_opts *o = &s->o;
+  /* Losses are normalised by global counts, so the sum over ranks is the
+   * gradient of the global objective. */
+  double ss;
+  RP_TRY(rp_engine_reduce(&s->eng, &ss));
+  if (s->has_vh) ss += value_head_reduce(s);
+  double norm = sqrt(ss);
+  float scale = rp_engine_clip_scale(&s->eng, norm);
+  s->eng.step = s->opt_steps;  /* AdamW's bias correction counts optimizer steps */
+  rp_engine_apply(&s->eng, lr, scale);
+  if (s->has_vh) {
+    int nvh = s->vh.C + 1;
+    if (scale != 1.0f) rp_scale(s->vh.g, scale, nvh, NULL);
+    rp_adamw_hparams hv = {.lr = lr * o->vf_lr_mult, .beta1 = o->beta1, .beta2 = o->beta2,
+                           .eps = o->eps, .weight_decay = 0.0f};
+    rp_adamw_update(s->vh.p, s->vh.g, s->vh.m, s->vh.v, nvh, &hv, 0.0f, s->opt_steps + 1, NULL);
+  }
+  s->opt_steps++;
+  *norm_out = norm;
+  return RP_OK;
+}
+
+rp_acts *rp_rl_bind_seqs(rp_rl_state *s, const rp_chunk *m, const rp_rollout *r, int first,
+                         int n, int sft_targets) {
   RP_CHECK(n >= 1 && n <= s->micro);
   int T = 1;
   for (int i = first; i < first + n; i++) T = RP_MAX(T, r->plen[i] + r->clen[i] - 1);
-  rp_acts *a = &s->acts;
-  rp_acts_bind(a, s->lv, m, s->exec.attn, s->acts_mem, n, T);
+  rp_acts *a = rp_engine_bind(&s->eng, m, n, T);
   for (int b = 0; b < n; b++) {
     const int32_t *tok = r->tokens + (size_t)(first + b) * r->T;
     int plen = r->plen[first + b], len = plen + r->clen[first + b];
@@ -271,16 +258,22 @@ double rp_rl_forward_seqs(rp_rl_state *s, const rp_chunk *m, const rp_rollout *r
       a->pos[i] = t;
     }
   }
-  return rp_chunk_forward(m, a, NULL, &s->exec);
+  s->acts = a;
+  return a;
+}
+
+double rp_rl_forward_seqs(rp_rl_state *s, const rp_chunk *m, const rp_rollout *r, int first,
+                          int n, int sft_targets) {
+  return rp_engine_forward(&s->eng, m, rp_rl_bind_seqs(s, m, r, first, n, sft_targets));
 }
 
 /* Data parallelism keeps every replica's parameters identical (same reduced
  * gradients, same AdamW step); checked bitwise at each evaluation. */
 static rp_status check_params_in_sync(rp_rl_state *s) {
   if (s->grid.dp == 1) return RP_OK;
-  const uint32_t *w = (const uint32_t *)s->model.params;
+  const uint32_t *w = (const uint32_t *)s->model->params;
   unsigned long long h = 0xcbf29ce484222325ULL, lo, hi;
-  for (size_t i = 0; i < s->model.num_params; i++) h = (h ^ w[i]) * 0x100000001b3ULL;
+  for (size_t i = 0; i < s->model->num_params; i++) h = (h ^ w[i]) * 0x100000001b3ULL;
   if (s->has_vh)
     for (int i = 0; i <= s->vh.C; i++) h = (h ^ ((const uint32_t *)s->vh.p)[i]) * 0x100000001b3ULL;
   MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, s->grid.dp_comm);

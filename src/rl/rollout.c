@@ -64,7 +64,7 @@ rp_status rp_rl_rollout(rp_rl_state *s, uint64_t first, int np, int G, int *adde
 }
 
 void rp_rl_gather_logp(rp_rl_state *s, const rp_rollout *r, int first, int n, float *dst) {
-  const rp_acts *a = &s->acts;
+  const rp_acts *a = s->acts;
   int T = a->T, V = s->cfg.V, Vp = s->cfg.Vp;
   for (int b = 0; b < n; b++) {
     int q = first + b, plen = r->plen[q];

@@ -29,15 +29,16 @@ rp_status rp_sft_step(rp_rl_state *s, rp_rl_report *rep) {
   for (int i = 0; i < n; i++) tot[0] += r->clen[i];
   rp_rl_allreduce(s, tot, 1);
   float dscale = tot[0] > 0 ? (float)(1.0 / tot[0]) : 0.0f;
-  rp_rl_zero_grads(s);
+  rp_rl_zero_grads(s, rp_rl_microbatches(s, n));
   for (int first = 0; first < n; first += s->micro) {
     int nb = RP_MIN(s->micro, n - first);
-    tot[1] += rp_rl_forward_seqs(s, &s->model, r, first, nb, 1);
-    rp_chunk_backward(&s->model, &s->acts, &s->ws, dscale, &s->exec);
+    rp_acts *a = rp_rl_bind_seqs(s, s->model, r, first, nb, 1);
+    tot[1] += rp_engine_forward_backward(&s->eng, a, NULL, dscale);  /* the LM loss */
   }
   rp_rl_allreduce(s, tot + 1, 1);
   float lr = rp_rl_lr(s);
-  double norm = rp_rl_optimizer_step(s, lr);
+  double norm;
+  RP_TRY(rp_rl_optimizer_step(s, lr, &norm));
   s->step++;
   double loss = tot[0] > 0 ? tot[1] / tot[0] : 0.0, dt = rp_now() - t0;
   snprintf(rep->json, sizeof rep->json,

@@ -18,6 +18,7 @@
 #include "rl/rl_internal.h"
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_rl.h"
 
 enum { V = 13, VP = 64, K = 8 };
@@ -349,6 +350,24 @@ typedef struct {
   rp_rl_opts o;
 } mini_job;
 
+/* The job's engine: the tiny model on one rank, a one-thread pool, the
+ * reference attention, micro-batches of 2 sequences. */
+static void mini_engine(rp_rl_state *s) {
+  rp_train_opts to;
+  assert_int_equal(rp_opts_defaults(rp_train_opt_table, rp_train_opt_count, &to), RP_OK);
+  to.layers = tiny.L, to.channels = tiny.C, to.heads = tiny.NH, to.seq = tiny.T;
+  to.vocab = tiny.V, to.batch = 2, to.microbatches = 1, to.seed = 21, to.threads = 1;
+  to.measure_peak = 0;
+  snprintf(to.attention, sizeof to.attention, "naive");
+  assert_int_equal(rp_engine_init(&s->eng, &to), RP_OK);
+  assert_int_equal(s->eng.cfg.Vp, tiny.Vp);
+  s->model = &s->eng.chunks[0];
+  s->grid = s->eng.grid;
+  s->pool = s->eng.pool;
+  s->exec = s->eng.exec;
+  s->micro = 2;
+}
+
 static void mini_init(mini_job *j, int with_value) {
   memset(j, 0, sizeof *j);
   rp_rl_state *s = &j->s;
@@ -356,14 +375,7 @@ static void mini_init(mini_job *j, int with_value) {
   s->o.vf_clip = 0.2f;
   s->o.vf_coef = 0.5f;
   s->cfg = tiny;
-  rp_stage_spec spec = {0, tiny.L, 1, 1};
-  assert_int_equal(rp_chunk_init(&s->model, &tiny, &spec), RP_OK);
-  rp_chunk_init_weights(&s->model, 21);
-  s->exec = (rp_exec){.pool = NULL, .attn = rp_attn_reference()};
-  s->micro = 2;
-  s->lv = calloc(tiny.L, sizeof *s->lv);
-  s->acts_mem = rp_alloc(rp_acts_bytes(&s->model, s->exec.attn, 2, tiny.T), RP_MEM_ACTS);
-  assert_int_equal(rp_grad_ws_init(&s->ws, &s->model, 2, tiny.T), RP_OK);
+  mini_engine(s);
   assert_int_equal(rp_rollout_init(&s->ro, 3, tiny.T), RP_OK);
   s->has_vh = with_value;
   if (with_value) {
@@ -372,7 +384,6 @@ static void mini_init(mini_job *j, int with_value) {
     rp_rng_seed(&r, 8);
     for (int c = 0; c <= tiny.C; c++) s->vh.p[c] = 0.3f * rp_rng_normal(&r);
     s->dvalue = rp_alloc((size_t)2 * tiny.T * sizeof(float), RP_MEM_WORKSPACE);
-    s->dlnf = rp_alloc((size_t)2 * tiny.T * tiny.C * sizeof(float), RP_MEM_WORKSPACE);
   }
   rp_rollout *ro = &s->ro;
   const int plen[3] = {3, 5, 2}, clen[3] = {4, 2, 6};
@@ -385,9 +396,9 @@ static void mini_init(mini_job *j, int with_value) {
     ro->seq_w[q] = 0.1f + 0.05f * q;
   }
   /* old/ref log-probs and values offset from the current ones, away from kinks */
-  rp_rl_forward_seqs(s, &s->model, ro, 0, 2, 0);
+  rp_rl_forward_seqs(s, s->model, ro, 0, 2, 0);
   rp_rl_gather_logp(s, ro, 0, 2, ro->old_logp);
-  rp_rl_forward_seqs(s, &s->model, ro, 2, 1, 0);
+  rp_rl_forward_seqs(s, s->model, ro, 2, 1, 0);
   rp_rl_gather_logp(s, ro, 2, 1, ro->old_logp);
   static const float off[6] = {0.0f, 0.5f, -0.1f, -0.5f, 0.35f, 0.1f};
   static const float voff[6] = {0.0f, 0.6f, -0.05f, -0.5f, 0.1f, 0.45f};
@@ -406,21 +417,17 @@ static void mini_init(mini_job *j, int with_value) {
 static void mini_free(mini_job *j) {
   rp_rl_state *s = &j->s;
   rp_rollout_free(&s->ro);
-  rp_grad_ws_free(&s->ws);
-  rp_free(s->acts_mem);
-  free(s->lv);
   if (s->has_vh) {
     rp_value_head_free(&s->vh);
     rp_free(s->dvalue);
-    rp_free(s->dlnf);
   }
-  rp_chunk_free(&s->model);
+  rp_trainer_free(&s->eng);
 }
 
 static double pass_objective(mini_job *j, const rp_pg_params *pg, rp_pass_stats *ps) {
   rp_rl_state *s = &j->s;
   memset(ps, 0, sizeof *ps);
-  rp_rl_zero_grads(s);
+  rp_rl_zero_grads(s, rp_rl_microbatches(s, s->ro.nseq));
   rp_rl_policy_pass(s, 0, pg, ps);
   return ps->pg_loss + s->o.vf_coef * ps->v_loss;
 }
@@ -433,18 +440,18 @@ static void check_pass_gradient(mini_job *j, const rp_pg_params *pg) {
   pass_objective(j, pg, &ps);
   assert_true(ps.clipped > 0 && ps.clipped < ps.tokens);
   if (s->has_vh) assert_true(ps.v_clipped > 0 && ps.v_clipped < ps.tokens);
-  size_t np = s->model.num_params;
+  size_t np = s->model->num_params;
   float *grads = malloc(np * sizeof(float)), vg[64];
-  memcpy(grads, s->model.grads, np * sizeof(float));
+  memcpy(grads, s->model->grads, np * sizeof(float));
   if (s->has_vh) memcpy(vg, s->vh.g, (size_t)(tiny.C + 1) * sizeof(float));
   rp_rng r;
   rp_rng_seed(&r, 77);
-  int ntens = s->model.num_tensors + s->has_vh;
+  int ntens = s->model->num_tensors + s->has_vh;
   for (int ti = 0; ti < ntens; ti++) {
-    int is_vh = ti == s->model.num_tensors;
-    const rp_tensor *t = is_vh ? NULL : &s->model.tensors[ti];
+    int is_vh = ti == s->model->num_tensors;
+    const rp_tensor *t = is_vh ? NULL : &s->model->tensors[ti];
     size_t n = is_vh ? (size_t)tiny.C + 1 : t->is_wte ? (size_t)tiny.V * tiny.C : t->numel;
-    float *p = is_vh ? s->vh.p : s->model.params + t->offset;
+    float *p = is_vh ? s->vh.p : s->model->params + t->offset;
     const float *g = is_vh ? vg : grads + t->offset;
     float *dir = malloc(n * sizeof(float)), *saved = malloc(n * sizeof(float));
     double norm = 0, dot = 0;
@@ -499,7 +506,7 @@ static void test_first_pass_on_policy(void **state) {
   mini_init(&j, 0);
   rp_pg_params pg = {.clip_low = 0.2f, .clip_high = 0.2f, .beta = 0};
   rp_pass_stats ps = {0};
-  rp_rl_zero_grads(&j.s);
+  rp_rl_zero_grads(&j.s, rp_rl_microbatches(&j.s, j.s.ro.nseq));
   rp_rl_policy_pass(&j.s, 1, &pg, &ps);
   assert_true(ps.tokens == 12);
   assert_true(ps.ratio == ps.tokens); /* sum of ratios, each exactly 1 */
@@ -507,7 +514,7 @@ static void test_first_pass_on_policy(void **state) {
   mini_free(&j);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pg_formula),          cmocka_unit_test(test_grpo_dlogits_fd),
       cmocka_unit_test(test_ppo_dlogits_fd),      cmocka_unit_test(test_value_loss),
@@ -517,5 +524,8 @@ int main(void) {
       cmocka_unit_test(test_grpo_pass_gradient),  cmocka_unit_test(test_ppo_pass_gradient),
       cmocka_unit_test(test_first_pass_on_policy),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  if (rp_mpi_init(&argc, &argv) != RP_OK) return 1;
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  rp_mpi_finalize();
+  return rc;
 }
