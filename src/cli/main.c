@@ -40,9 +40,9 @@ int rp_cli_fail(const char *cmd, rp_status s) {
 
 /* --isa is taken by main() for every subcommand, before its own options. */
 static void print_isa_help(FILE *f) {
-  fprintf(f, "  --isa LEVEL   ceiling for the SIMD kernels: scalar|avx2|avx512|avx512bf16 (also\n"
-             "                %s=LEVEL; default and most: this CPU's %s); above the CPU is an\n"
-             "                error\n",
+  fprintf(f, "\noptions of every command:\n"
+             "  --isa LEVEL  ceiling for the SIMD kernels, scalar|avx2|avx512|avx512bf16 (also\n"
+             "               %s=LEVEL); default: this CPU's best, %s; above it is an error\n",
           RP_ISA_ENV, rp_isa_name(rp_isa_cpu()));
 }
 
@@ -73,6 +73,7 @@ static void usage(FILE *f) {
   for (int i = 0; i < ncommands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
   fprintf(f, "\nexample: ringpipe train --steps 200        (built-in Shakespeare excerpt)\n"
              "         mpirun -n 2 ringpipe train --steps 50\n");
+  print_isa_help(f);
 }
 
 /* Takes "--isa LEVEL" / "--isa=LEVEL" out of argv (any position after the
