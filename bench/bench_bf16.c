@@ -12,8 +12,10 @@
  *              trainer would run it
  * and the ratio best bf16 / sgemm. Every variant runs once per round, in an order
  * that rotates per round, so load from other processes hits all alike; the best
- * round counts. The peak multiply-add rates of the CPU (register-only loops) are
- * printed first: they bound what each kernel can reach.
+ * round counts. The peak multiply-add rates of each SIMD level (register-only
+ * loops: ymm FMA, zmm FMA, vdpbf16ps) are printed first: they bound what each
+ * kernel can reach. A level the CPU or RINGPIPE_ISA excludes is n/a, with why;
+ * so are the kernels that need it.
  *
  * OpenBLAS picks its kernels by CPU; print OPENBLAS_CORETYPE so that the run
  * says which it was (this program never sets it).
@@ -31,6 +33,7 @@
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_bf16.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
@@ -110,6 +113,36 @@ static double run(const variant *v, const shape *s, bufs *m, rp_bf16_wpack *wp,
   return now() - t0;
 }
 
+/* The multiply-add peak of every SIMD level, measured where the CPU and the
+ * RINGPIPE_ISA ceiling allow it and n/a (with why) where not: they bound what
+ * each kernel can reach. */
+static void print_peaks(void) {
+  static const char *const what[RP_ISA_LEVELS] = {"", "fp32 FMA ymm (avx2)",
+                                                  "fp32 FMA zmm (avx512)",
+                                                  "vdpbf16ps zmm (avx512bf16)"};
+  printf("peak multiply-add rate, one thread (register-only loops):\n");
+  for (int l = RP_ISA_AVX2; l < RP_ISA_LEVELS; l++) {
+    double g = rp_isa_peak_gflops((rp_isa)l);
+    if (g > 0.0)
+      printf("  %-28s %8.1f GFLOP/s\n", what[l], g);
+    else
+      printf("  %-28s      n/a (%s)\n", what[l], rp_isa_why_not((rp_isa)l));
+  }
+}
+
+/* Which code each bf16 column measures, and the kernels that cannot run. */
+static void print_kernels(rp_bf16_kernel autok) {
+  printf("bf16 kernels (ceiling %s from %s): portable = plain C compiled for %s; avx512-fma = "
+         "zmm FMA on widened operands; avx512-bf16 = vdpbf16ps\n",
+         rp_isa_name(rp_isa_active()), rp_isa_source(), rp_isa_build_target());
+  if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_FMA))
+    printf("  avx512-fma: n/a (%s)\n", rp_isa_why_not(RP_ISA_AVX512));
+  if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16))
+    printf("  avx512-bf16: n/a (%s)\n", rp_isa_why_not(RP_ISA_AVX512BF16));
+  printf("  auto kernel (what training uses, and the 'packed' column): %s; conversions: %s\n",
+         rp_bf16_kernel_name(autok), rp_bf16_conversions_name());
+}
+
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 2;
   int rounds = argc > 2 ? atoi(argv[2]) : 7;
@@ -126,9 +159,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   rp_gemm_set_mode(RP_GEMM_BLAS_THREADS);
+  if (rp_isa_init() != RP_OK) {
+    fprintf(stderr, "bench_bf16: %s\n", rp_errmsg());
+    return 2;
+  }
 
-  double peak_fma, peak_dp;
-  rp_bf16_peak_gflops(&peak_fma, &peak_dp);
   rp_bf16_kernel autok = rp_bf16_kernel_active();
 
   variant vs[MAXV];
@@ -158,10 +193,8 @@ int main(int argc, char **argv) {
   printf("bench_bf16: %d threads (pin=%d), best of %d rounds, %s clock, "
          "OPENBLAS_CORETYPE=%s\n", threads, pin, rounds, g_cpu_clock ? "process CPU" : "wall",
          ct ? ct : "(unset)");
-  printf("peak multiply-add rate, one thread: fp32 FMA %.1f GFLOP/s, vdpbf16ps %.1f GFLOP/s"
-         " (ratio %.2f); auto kernel: %s\n",
-         peak_fma, peak_dp, peak_fma > 0 ? peak_dp / peak_fma : 0.0,
-         rp_bf16_kernel_name(autok));
+  print_peaks();
+  print_kernels(autok);
 
   for (int fwd_only = 1; fwd_only >= 0; fwd_only--) {
     printf("\n%s, GFLOP/s (%s flops)\n", fwd_only ? "forward" : "forward + backward",

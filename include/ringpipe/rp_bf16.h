@@ -23,9 +23,9 @@
  *
  * Kernels (rp_bf16_kernel): a portable plain-C kernel, an AVX-512F kernel that
  * widens bf16 to fp32 while packing and runs fp32 FMAs, and an AVX512-BF16 kernel
- * (vdpbf16ps on packed bf16 pairs). AUTO picks, once, among those the CPU runs
- * (detected with __builtin_cpu_supports), the one whose measured peak
- * multiply-add rate is higher: vdpbf16ps does twice the work of an fp32 FMA per
+ * (vdpbf16ps on packed bf16 pairs). AUTO picks, among those the CPU runs under
+ * the rp_isa.h ceiling (RINGPIPE_ISA), the one whose measured peak multiply-add
+ * rate (rp_isa_peak_gflops, probed once) is higher: vdpbf16ps does twice the work of an fp32 FMA per
  * instruction but on some CPUs (Sapphire Rapids) issues at half the rate. Results
  * do not depend on the choice (see summation order).
  *
@@ -87,19 +87,22 @@ typedef enum {
 typedef enum { RP_BF16_FMT_F32 = 0, RP_BF16_FMT_PAIRS = 1 } rp_bf16_fmt;
 
 /* Select the kernel for GEMMs that follow. Returns RP_EINVAL (and keeps the
- * current one) if this CPU cannot run it. Called from the main thread between
- * GEMMs. */
+ * current one) if this CPU cannot run it or the rp_isa.h ceiling is below it; a
+ * kernel set here yields to AUTO while a later, lower ceiling excludes it.
+ * Called from the main thread between GEMMs. */
 rp_status rp_bf16_set_kernel(rp_bf16_kernel k);
 /* The kernel that runs now (AUTO resolved; PORTABLE while forced). */
 rp_bf16_kernel rp_bf16_kernel_active(void);
 const char *rp_bf16_kernel_name(rp_bf16_kernel k);
-int rp_bf16_kernel_supported(rp_bf16_kernel k);   /* by this CPU and build */
+int rp_bf16_kernel_supported(rp_bf16_kernel k);   /* by this CPU, under the ceiling */
+/* The code the array conversions run: "avx512" or "plain C". */
+const char *rp_bf16_conversions_name(void);
 /* on != 0: every conversion and GEMM uses the plain-C code, whatever was set or
  * packed (packed weights are then read by the portable kernel of their format). */
 void rp_bf16_force_portable(int on);
-/* Peak multiply-add rates of this CPU in GFLOP/s (2 flops per multiply-add),
- * from register-only loops run once and remembered (0 where unsupported). AUTO
- * uses them. */
+/* Peak multiply-add rates of one thread in GFLOP/s (2 flops per multiply-add):
+ * rp_isa_peak_gflops of avx512 (zmm FMA) and avx512bf16 (vdpbf16ps); 0 where
+ * the CPU or the ceiling excludes them. AUTO uses them. */
 void rp_bf16_peak_gflops(double *fma_f32, double *dpbf16);
 
 /* ---- GEMMs on row-major bf16 operands (packed inside each call)

@@ -113,7 +113,7 @@ rp_status rp_flash_job_finish(rp_flash_job *job);
 
 /* ---- configuration (process-wide; set it before launching work, not during) */
 typedef enum {
-  RP_FLASH_ISA_AUTO = 0,   /* best the CPU supports (checked at run time) */
+  RP_FLASH_ISA_AUTO = 0,   /* best path at or below the rp_isa.h ceiling */
   RP_FLASH_ISA_SCALAR,     /* portable C */
   RP_FLASH_ISA_AVX2,       /* AVX2 + FMA */
   RP_FLASH_ISA_AVX512      /* AVX-512F */
@@ -133,13 +133,15 @@ typedef struct {
   long l2_bytes;       /* 0 = sysconf(_SC_LEVEL2_CACHE_SIZE), else /sys, else 1 MiB */
 } rp_flash_config;
 
-/* Validates (blocks 0 or 1..1024, ISA supported by this CPU) and installs cfg. */
+/* Validates (blocks 0 or 1..1024, ISA allowed by the rp_isa.h ceiling) and
+ * installs cfg. */
 rp_status rp_flash_configure(const rp_flash_config *cfg);
 void rp_flash_get_config(rp_flash_config *cfg);
 /* Block sizes that a problem with head size HS and Tq/Tk rows will use. */
 void rp_flash_block_sizes(int HS, int Tq, int Tk, int *bq, int *bk);
-int rp_flash_isa_supported(rp_flash_isa isa);
-rp_flash_isa rp_flash_isa_active(void);      /* what AUTO resolves to, or the forced one */
+int rp_flash_isa_supported(rp_flash_isa isa);  /* by the CPU and under the ceiling */
+/* What AUTO resolves to, or the configured one while the ceiling allows it. */
+rp_flash_isa rp_flash_isa_active(void);
 const char *rp_flash_isa_name(rp_flash_isa isa);
 long rp_flash_l2_bytes(void);                /* the L2 size in use */
 

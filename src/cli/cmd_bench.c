@@ -6,6 +6,7 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_grid.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_train.h"
 
@@ -73,6 +74,9 @@ static int bench_train(int argc, char **argv) {
     printf("bench train: L=%d C=%d NH=%d T=%d B=%d, %d threads, attention %s, gemm %s\n",
            o.layers, o.channels, o.heads, o.seq, o.batch, rp_pool_size(t.pool), t.exec.attn->name,
            rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas");
+    char isa[512];
+    rp_isa_kernel_summary(isa, sizeof isa);
+    printf("  instruction sets: %s\n", isa);
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
     double rate = rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs;
@@ -97,10 +101,11 @@ int rp_cmd_bench(int argc, char **argv) {
       if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
         printf("usage: ringpipe bench attention [--tmin 256] [--tmax 8192] [--causal both|yes|no]\n"
                "         [--threads N] [--batch 1] [--heads 6] [--head-size 64] [--bq N] [--bk N]\n"
-               "         [--naive-max-gib 2] [--min-seconds S]\n"
+               "         [--naive-max-gib 2] [--min-seconds S] [--isa LEVEL]\n"
                "Flash vs naive attention for T from tmin to tmax (doubling): forward and\n"
                "forward+backward time ratios, attention FLOP/s as a fraction of the sgemm\n"
-               "peak measured in the same run, and peak attention memory of each.\n");
+               "peak measured in the same run, and peak attention memory of each.\n"
+               "--isa (or RINGPIPE_ISA) caps the flash kernel: scalar|avx2|avx512.\n");
         return 0;
       }
     return rp_bench_attention(argc, argv);  /* it skips argv[0], "attention" */

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "ringpipe/rp_grid.h"
+#include "ringpipe/rp_isa.h"
 
 typedef struct {
   const char *name;
@@ -37,12 +38,23 @@ int rp_cli_fail(const char *cmd, rp_status s) {
   return rp_cli_exit_code(s);
 }
 
+/* --isa is taken by main() for every subcommand, before its own options. */
+static void print_isa_help(FILE *f) {
+  fprintf(f, "\noptions of every command:\n"
+             "  --isa LEVEL  ceiling for the SIMD kernels, scalar|avx2|avx512|avx512bf16 (also\n"
+             "               %s=LEVEL); default: this CPU's best, %s; above it is an error\n",
+          RP_ISA_ENV, rp_isa_name(rp_isa_cpu()));
+}
+
 int rp_cli_parse(const char *cmd, const char *usage, const char *desc, const rp_opt *t, int n,
                  void *opts, int argc, char **argv) {
   int help = 0;
   rp_status s = rp_opts_parse(t, n, opts, argc, argv, &help, NULL, NULL);
   if (help) {
-    if (rp_mpi_world_rank() == 0) rp_opts_help(stdout, usage, desc, t, n);
+    if (rp_mpi_world_rank() == 0) {
+      rp_opts_help(stdout, usage, desc, t, n);
+      print_isa_help(stdout);
+    }
     return 0;
   }
   if (s != RP_OK) {
@@ -61,6 +73,37 @@ static void usage(FILE *f) {
   for (int i = 0; i < ncommands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
   fprintf(f, "\nexample: ringpipe train --steps 200        (built-in Shakespeare excerpt)\n"
              "         mpirun -n 2 ringpipe train --steps 50\n");
+  print_isa_help(f);
+}
+
+/* Takes "--isa LEVEL" / "--isa=LEVEL" out of argv (any position after the
+ * command; the last one counts) into *level; RP_EINVAL when it has no value. */
+static rp_status take_isa_flag(int *argc, char **argv, const char **level) {
+  int out = 2;
+  for (int i = 2; i < *argc; i++) {
+    if (strcmp(argv[i], "--isa") == 0) {
+      if (i + 1 >= *argc)
+        return rp_err(RP_EINVAL, "--isa needs a value: scalar|avx2|avx512|avx512bf16");
+      *level = argv[++i];
+    } else if (strncmp(argv[i], "--isa=", 6) == 0) {
+      *level = argv[i] + 6;
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  argv[out] = NULL;
+  return RP_OK;
+}
+
+/* The instruction-set ceiling from --isa or RINGPIPE_ISA, agreed by every rank
+ * (a rank on another CPU may reject what the others accept): bad values end the
+ * run at start-up with one message and status 2 rather than later in a kernel. */
+static rp_status apply_isa(int *argc, char **argv) {
+  const char *level = NULL;
+  rp_status s = take_isa_flag(argc, argv, &level);
+  if (s == RP_OK) s = level ? rp_isa_request(level, "--isa") : rp_isa_init();
+  return rp_grid_agree(MPI_COMM_WORLD, s);
 }
 
 int main(int argc, char **argv) {
@@ -84,6 +127,12 @@ int main(int argc, char **argv) {
   if (rp_mpi_init(&argc, &argv) != RP_OK) {
     fprintf(stderr, "ringpipe: %s\n", rp_errmsg());
     return 1;
+  }
+  rp_status is = apply_isa(&argc, argv);
+  if (is != RP_OK) {
+    int code = rp_cli_fail(cmd->name, is);
+    rp_mpi_finalize();
+    return code;
   }
   int rc = cmd->fn(argc - 2, argv + 2);
   rp_mpi_finalize();

@@ -3,14 +3,15 @@
  *
  * The conversions are integer arithmetic on the fp32 bits, written as plain loops
  * that gcc vectorizes; each loop is compiled twice, once for the build's target
- * and once for AVX-512 (chosen at run time), with identical results. The
+ * and once for AVX-512 (chosen at run time under the rp_isa.h ceiling), with
+ * identical results. The
  * AVX512-BF16 instruction vcvtneps2bf16 is not used: it flushes denormals to
  * zero, and conversions here must not depend on the CPU. */
-#include <pthread.h>
 #include <string.h>
 
 #include "gemm_bf16_internal.h"
 #include "kern_util.h"
+#include "ringpipe/rp_isa.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RP_BF16_X86 1
@@ -108,11 +109,13 @@ T512 static void sr_512(uint16_t *restrict dst, const float *restrict src, long 
 
 static int use_avx512(void) {
 #ifdef RP_BF16_X86
-  return !rp_bf16_is_forced_portable() && rp_bf16_have_avx512f();
+  return !rp_bf16_is_forced_portable() && rp_isa_allows(RP_ISA_AVX512);
 #else
   return 0;
 #endif
 }
+
+const char *rp_bf16_conversions_name(void) { return use_avx512() ? "avx512" : "plain C"; }
 
 typedef struct {
   uint16_t *d16;
@@ -161,22 +164,21 @@ void rp_bf16_from_f32_stochastic(uint16_t *dst, const float *src, long n, uint64
   rp_kern_run(pool, conv_task, &c, n);
 }
 
-/* ---- kernel choice */
+/* ---- kernel choice, under the rp_isa.h ceiling */
 
 static rp_bf16_kernel g_kernel = RP_BF16_KERNEL_AUTO;
 static int g_forced_portable = 0;
-static pthread_once_t g_probe_once = PTHREAD_ONCE_INIT;
-static double g_peak_fma = 0.0, g_peak_dp = 0.0;
-static rp_bf16_kernel g_auto = RP_BF16_KERNEL_PORTABLE;
+
+static int allows(rp_bf16_kernel k) {
+  switch (k) {
+  case RP_BF16_KERNEL_AVX512_FMA: return rp_isa_allows(RP_ISA_AVX512);
+  case RP_BF16_KERNEL_AVX512_BF16: return rp_isa_allows(RP_ISA_AVX512BF16);
+  default: return 1;
+  }
+}
 
 int rp_bf16_kernel_supported(rp_bf16_kernel k) {
-  switch (k) {
-  case RP_BF16_KERNEL_AUTO:
-  case RP_BF16_KERNEL_PORTABLE: return 1;
-  case RP_BF16_KERNEL_AVX512_FMA: return rp_bf16_have_avx512f();
-  case RP_BF16_KERNEL_AVX512_BF16: return rp_bf16_have_avx512bf16();
-  }
-  return 0;
+  return k >= RP_BF16_KERNEL_AUTO && k <= RP_BF16_KERNEL_AVX512_BF16 && allows(k);
 }
 
 const char *rp_bf16_kernel_name(rp_bf16_kernel k) {
@@ -189,29 +191,32 @@ const char *rp_bf16_kernel_name(rp_bf16_kernel k) {
   return "?";
 }
 
-/* Runs once: the kernel with the higher peak multiply-add rate wins; vdpbf16ps
- * must beat the FMA loop by 10% to be chosen, since its packed operands are
- * cheaper but the measurement is noisy on a shared machine. */
-static void probe_once(void) {
-  rp_bf16_probe_gflops(&g_peak_fma, &g_peak_dp);
-  if (g_peak_dp > 0.0 && g_peak_dp >= 0.9 * g_peak_fma) g_auto = RP_BF16_KERNEL_AVX512_BF16;
-  else if (g_peak_fma > 0.0) g_auto = RP_BF16_KERNEL_AVX512_FMA;
-  else g_auto = RP_BF16_KERNEL_PORTABLE;
+/* Among the kernels the ceiling allows, the one whose multiply-add peak is
+ * higher (probed once per level); vdpbf16ps must beat the FMA loop by 10% to be
+ * chosen, since its packed operands are cheaper but the measurement is noisy on
+ * a shared machine. The portable kernel has no probe: any SIMD kernel beats it. */
+static rp_bf16_kernel auto_kernel(void) {
+  if (rp_isa_allows(RP_ISA_AVX512BF16) &&
+      rp_isa_peak_gflops(RP_ISA_AVX512BF16) >= 0.9 * rp_isa_peak_gflops(RP_ISA_AVX512))
+    return RP_BF16_KERNEL_AVX512_BF16;
+  if (rp_isa_allows(RP_ISA_AVX512)) return RP_BF16_KERNEL_AVX512_FMA;
+  return RP_BF16_KERNEL_PORTABLE;
 }
 
 void rp_bf16_peak_gflops(double *fma_f32, double *dpbf16) {
-  pthread_once(&g_probe_once, probe_once);
-  if (fma_f32) *fma_f32 = g_peak_fma;
-  if (dpbf16) *dpbf16 = g_peak_dp;
+  if (fma_f32) *fma_f32 = rp_isa_peak_gflops(RP_ISA_AVX512);
+  if (dpbf16) *dpbf16 = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
 }
 
 rp_status rp_bf16_set_kernel(rp_bf16_kernel k) {
   if (k < RP_BF16_KERNEL_AUTO || k > RP_BF16_KERNEL_AVX512_BF16)
     return rp_err(RP_EINVAL, "bf16 kernel %d is not one of auto, portable, avx512-fma, "
                              "avx512-bf16", (int)k);
-  if (!rp_bf16_kernel_supported(k))
-    return rp_err(RP_EINVAL, "bf16 kernel %s is not supported by this CPU; use auto or "
-                             "portable", rp_bf16_kernel_name(k));
+  if (!allows(k))
+    return rp_err(RP_EINVAL, "bf16 kernel %s cannot run here (%s); use auto or portable",
+                  rp_bf16_kernel_name(k),
+                  rp_isa_why_not(k == RP_BF16_KERNEL_AVX512_FMA ? RP_ISA_AVX512
+                                                                 : RP_ISA_AVX512BF16));
   g_kernel = k;
   return RP_OK;
 }
@@ -219,11 +224,12 @@ rp_status rp_bf16_set_kernel(rp_bf16_kernel k) {
 void rp_bf16_force_portable(int on) { g_forced_portable = on != 0; }
 int rp_bf16_is_forced_portable(void) { return g_forced_portable; }
 
+/* A kernel set by name counts only while the ceiling allows it (a test lowering
+ * the ceiling later must not leave a kernel above it running). */
 rp_bf16_kernel rp_bf16_kernel_active(void) {
   if (g_forced_portable) return RP_BF16_KERNEL_PORTABLE;
-  if (g_kernel != RP_BF16_KERNEL_AUTO) return g_kernel;
-  pthread_once(&g_probe_once, probe_once);
-  return g_auto;
+  if (g_kernel != RP_BF16_KERNEL_AUTO && allows(g_kernel)) return g_kernel;
+  return auto_kernel();
 }
 
 const rp_bf16_kdesc *rp_bf16_kdesc_active(void) {
@@ -238,8 +244,8 @@ const rp_bf16_kdesc *rp_bf16_kdesc_for_fmt(rp_bf16_fmt fmt) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
   if (kd->fmt == fmt) return kd;
   if (fmt == RP_BF16_FMT_PAIRS)
-    return !g_forced_portable && rp_bf16_have_avx512bf16() ? &rp_bf16_kd_avx512_bf16
-                                                           : &rp_bf16_kd_portable_pairs;
-  return !g_forced_portable && rp_bf16_have_avx512f() ? &rp_bf16_kd_avx512_fma
-                                                      : &rp_bf16_kd_portable_f32;
+    return !g_forced_portable && allows(RP_BF16_KERNEL_AVX512_BF16) ? &rp_bf16_kd_avx512_bf16
+                                                                    : &rp_bf16_kd_portable_pairs;
+  return !g_forced_portable && allows(RP_BF16_KERNEL_AVX512_FMA) ? &rp_bf16_kd_avx512_fma
+                                                                 : &rp_bf16_kd_portable_f32;
 }

@@ -10,30 +10,29 @@
 
 #include "flash_attention_internal.h"
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_isa.h"
 
 static rp_flash_config g_cfg;   /* all zero: everything automatic */
 
-/* ---- instruction set */
+/* ---- instruction set: the best path at or below the process's ceiling (rp_isa.h) */
 
-int rp_flash_isa_supported(rp_flash_isa isa) {
+static rp_isa level_of(rp_flash_isa isa) {
   switch (isa) {
-    case RP_FLASH_ISA_AUTO:
-    case RP_FLASH_ISA_SCALAR: return 1;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    case RP_FLASH_ISA_AVX2:
-      __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case RP_FLASH_ISA_AVX512:
-      __builtin_cpu_init();
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-             __builtin_cpu_supports("fma");
-#endif
-    default: return 0;
+    case RP_FLASH_ISA_AVX2: return RP_ISA_AVX2;
+    case RP_FLASH_ISA_AVX512: return RP_ISA_AVX512;
+    default: return RP_ISA_SCALAR;
   }
 }
 
+int rp_flash_isa_supported(rp_flash_isa isa) {
+  if (isa < RP_FLASH_ISA_AUTO || isa > RP_FLASH_ISA_AVX512) return 0;
+  return rp_isa_allows(level_of(isa));
+}
+
+/* A configured ISA counts only while the ceiling allows it: lowering the ceiling
+ * later (a test looping over levels) must not leave a path above it running. */
 rp_flash_isa rp_flash_isa_active(void) {
-  if (g_cfg.isa != RP_FLASH_ISA_AUTO) return g_cfg.isa;
+  if (g_cfg.isa != RP_FLASH_ISA_AUTO && rp_flash_isa_supported(g_cfg.isa)) return g_cfg.isa;
   if (rp_flash_isa_supported(RP_FLASH_ISA_AVX512)) return RP_FLASH_ISA_AVX512;
   if (rp_flash_isa_supported(RP_FLASH_ISA_AVX2)) return RP_FLASH_ISA_AVX2;
   return RP_FLASH_ISA_SCALAR;
@@ -134,9 +133,12 @@ rp_status rp_flash_configure(const rp_flash_config *cfg) {
   if (cfg->bq < 0 || cfg->bq > 1024 || cfg->bk < 0 || cfg->bk > 1024)
     return rp_err(RP_EINVAL, "flash block sizes bq=%d bk=%d out of range; use 0 (auto) or 1..1024",
                   cfg->bq, cfg->bk);
+  if (cfg->isa < RP_FLASH_ISA_AUTO || cfg->isa > RP_FLASH_ISA_AVX512)
+    return rp_err(RP_EINVAL, "flash ISA %d unknown; use auto, scalar, avx2 or avx512",
+                  (int)cfg->isa);
   if (!rp_flash_isa_supported(cfg->isa))
-    return rp_err(RP_EINVAL, "flash ISA '%s' is not supported by this CPU; use auto",
-                  rp_flash_isa_name(cfg->isa));
+    return rp_err(RP_EINVAL, "flash ISA '%s' cannot run here (%s); use auto",
+                  rp_flash_isa_name(cfg->isa), rp_isa_why_not(level_of(cfg->isa)));
   if (cfg->split < RP_FLASH_SPLIT_AUTO || cfg->split > RP_FLASH_SPLIT_KEYBLOCK)
     return rp_err(RP_EINVAL, "flash split %d unknown; use auto, head or keyblock", cfg->split);
   if (cfg->l2_bytes < 0)

@@ -1,5 +1,5 @@
 /* AVX2 + FMA inner loops of flash attention (target attributes; called only
- * after __builtin_cpu_supports says avx2 and fma). Same structure as the AVX-512
+ * when the rp_isa.h ceiling allows avx2). Same structure as the AVX-512
  * file with 8-lane vectors and 16 registers: micro-kernel blocks of up to 6 x 16
  * (12 accumulators), masked loads/stores for ragged column edges. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

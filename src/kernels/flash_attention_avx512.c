@@ -1,6 +1,6 @@
 /* AVX-512F inner loops of flash attention, compiled for AVX-512 through target
- * attributes (whatever -march the build uses) and only called after
- * __builtin_cpu_supports("avx512f") said yes.
+ * attributes (whatever -march the build uses) and only called when the rp_isa.h
+ * ceiling allows avx512.
  *
  * The gemm is a register-blocked micro-kernel: an MR x (16*NV) block of C stays
  * in zmm registers while k runs over the whole inner dimension, B rows are loaded

@@ -1,6 +1,7 @@
-/* AVX-512 micro-kernels of the bf16 GEMM and the peak-rate probes that choose
- * between them. Compiled for their ISA through target attributes (whatever
- * -march the build uses) and only called after __builtin_cpu_supports said yes.
+/* AVX-512 micro-kernels of the bf16 GEMM. Compiled for their ISA through target
+ * attributes (whatever -march the build uses) and only called when the rp_isa.h
+ * ceiling allows avx512 (FMA kernel) or avx512bf16; the peak-rate probes that
+ * choose between them are in isa_probe.c.
  *
  * Both kernels hold a 6 x 64 tile of C in 24 zmm accumulators (6 rows broadcast
  * from the A panel, 4 vectors of 16 columns loaded from the B panel); 24
@@ -17,22 +18,10 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#include <time.h>
 
 #define T512F __attribute__((target("avx512f")))
 #define T512BF __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 #define AI static inline __attribute__((always_inline))
-
-int rp_bf16_have_avx512f(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") != 0;
-}
-
-int rp_bf16_have_avx512bf16(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-}
 
 AI __mmask16 col_mask(int nr, int v) {
   int n = nr - 16 * v;
@@ -115,75 +104,8 @@ T512BF void rp_bf16_ukr_avx512_bf16(long kp, const void *a_, const void *b_, flo
   TILE_STORE(acc, mk);
 }
 
-/* ---- peak probes: 24 independent register chains, no memory traffic. The
- * operands go through an empty asm each round so that the compiler cannot fold
- * the loop. Timed in thread CPU time, so that being descheduled on a shared
- * machine does not count; the two probes alternate and the best of 5 runs of
- * each counts, so that a busy sibling hyperthread slows both alike. */
-
-#define PROBE_ITERS 100000L
-
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-T512F static double probe_fma_once(void) {
-  __m512 acc[24];
-  for (int i = 0; i < 24; i++) acc[i] = _mm512_setzero_ps();
-  __m512 x = _mm512_set1_ps(1e-8f), y = _mm512_set1_ps(0.5f);
-  double t0 = cpu_now();
-  for (long it = 0; it < PROBE_ITERS; it++) {
-#pragma GCC unroll 24
-    for (int i = 0; i < 24; i++) acc[i] = _mm512_fmadd_ps(x, y, acc[i]);
-    __asm__ volatile("" : "+v"(x), "+v"(y));
-  }
-  double t = cpu_now() - t0;
-  __m512 s = acc[0];
-  for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
-  volatile float sink = _mm512_reduce_add_ps(s);
-  (void)sink;
-  return t > 0 ? PROBE_ITERS * 24.0 * 32.0 / t * 1e-9 : 0.0;
-}
-
-T512BF static double probe_dp_once(void) {
-  __m512 acc[24];
-  for (int i = 0; i < 24; i++) acc[i] = _mm512_setzero_ps();
-  __m512i x = _mm512_set1_epi16(0x3280), y = _mm512_set1_epi16(0x3f00);
-  double t0 = cpu_now();
-  for (long it = 0; it < PROBE_ITERS; it++) {
-#pragma GCC unroll 24
-    for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)x, (__m512bh)y);
-    __asm__ volatile("" : "+v"(x), "+v"(y));
-  }
-  double t = cpu_now() - t0;
-  __m512 s = acc[0];
-  for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
-  volatile float sink = _mm512_reduce_add_ps(s);
-  (void)sink;
-  return t > 0 ? PROBE_ITERS * 24.0 * 64.0 / t * 1e-9 : 0.0;
-}
-
-void rp_bf16_probe_gflops(double *fma, double *dp) {
-  const int have_dp = rp_bf16_have_avx512bf16();
-  *fma = *dp = 0.0;
-  if (!rp_bf16_have_avx512f()) return;
-  for (int r = 0; r < 5; r++) {
-    double g = probe_fma_once();
-    *fma = g > *fma ? g : *fma;
-    if (have_dp) {
-      g = probe_dp_once();
-      *dp = g > *dp ? g : *dp;
-    }
-  }
-}
-
 #else /* not x86-64 with GCC/clang: only the portable kernel exists */
 
-int rp_bf16_have_avx512f(void) { return 0; }
-int rp_bf16_have_avx512bf16(void) { return 0; }
-void rp_bf16_probe_gflops(double *fma, double *dp) { *fma = *dp = 0.0; }
 void rp_bf16_ukr_avx512_fma(long kp, const void *a, const void *b, float *c, long ldc,
                             int mr, int nr, const float *init, int load_c) {
   rp_fatal("rp_bf16_ukr_avx512_fma called on a build without AVX-512");

@@ -1,6 +1,6 @@
 /* Private to the bf16 files: micro-kernel descriptors, the panel packer and the
- * CPU-specific entry points (defined in gemm_bf16_avx512.c, only called after the
- * CPU said it runs them).
+ * CPU-specific entry points (defined in gemm_bf16_avx512.c, only called when the
+ * rp_isa.h ceiling allows them).
  *
  * A micro-kernel computes one MR x NR tile of C over kp pairs of k:
  *   C[0:mr, 0:nr] (ldc) = start + A_panel (MR rows, zero padded) * B_panel (NR cols)
@@ -57,16 +57,12 @@ const rp_bf16_kdesc *rp_bf16_kdesc_active(void);
 int rp_bf16_is_forced_portable(void);
 
 /* gemm_bf16_avx512.c */
-int rp_bf16_have_avx512f(void);
-int rp_bf16_have_avx512bf16(void);
 void rp_bf16_ukr_avx512_fma(long kp, const void *a, const void *b, float *c, long ldc,
                             int mr, int nr, const float *init, int load_c);
 void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, long ldc,
                              int mr, int nr, const float *init, int load_c);
 #define RP_BF16_MR_FMA 6
 #define RP_BF16_MR_DP 6
-/* Peak multiply-add GFLOP/s of one thread (0 where unsupported). */
-void rp_bf16_probe_gflops(double *fma, double *dp);
 
 /* gemm_bf16.c: the portable micro-kernels and their descriptors */
 extern const rp_bf16_kdesc rp_bf16_kd_portable_f32, rp_bf16_kd_portable_pairs;

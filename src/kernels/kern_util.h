@@ -89,6 +89,7 @@ static inline float rp_kern_max(const float *restrict x, long n) {
  * Inputs are clamped to [-87.3, 87]: outside, the result saturates at ~1e-38 or
  * ~6e37, which keeps the result and 1/(1 + result) normal floats (denormals are
  * slow) and which no softmax or sigmoid here can tell apart from the true value.
+ * NaN in gives NaN out; +-0 and denormals give exactly 1.
  * Plain arithmetic so that loops calling it vectorize; libm's expf does not
  * without -ffast-math. */
 static inline float rp_kern_expf(float x) {
@@ -96,7 +97,8 @@ static inline float rp_kern_expf(float x) {
   x = x > 87.0f ? 87.0f : x;
   /* round to nearest by the 1.5*2^23 trick: floorf does not vectorize without
    * -fno-trapping-math, and any integer near x*log2(e) keeps r small enough */
-  float n = RP_FMAF(x, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+  float shifted = RP_FMAF(x, 1.44269504088896341f, 12582912.0f);
+  float n = shifted - 12582912.0f;
   /* ln 2 split in two so that n*ln2 is subtracted without rounding error */
   float r = RP_FMAF(n, -0.693359375f, x);
   r = RP_FMAF(n, 2.12194440e-4f, r);
@@ -107,7 +109,14 @@ static inline float rp_kern_expf(float x) {
   p = RP_FMAF(p, r, 1.6666665459e-1f);
   p = RP_FMAF(p, r, 5.0000001201e-1f);
   p = RP_FMAF(p * r, r, r) + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
+  /* 2^n built from the low mantissa bits of `shifted` (1.5*2^23 + n, exact), in
+   * unsigned arithmetic: the exponent field is (n + 127) mod 2^9, in [1, 253]
+   * for every clamped x. A NaN x has arbitrary bits there; converting it to an
+   * int or shifting a negative value would be undefined, this just gives some
+   * scale, and p (NaN) carries the NaN to the result. */
+  uint32_t sbits;
+  memcpy(&sbits, &shifted, sizeof sbits);
+  uint32_t bits = (sbits + 127u) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
   return p * scale;

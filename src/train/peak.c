@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_train.h"
 
@@ -98,10 +99,12 @@ const char *rp_blas_advice(void) {
   int generic = strcmp(core, "Prescott") == 0 || strcmp(core, "Core2") == 0 ||
                 strcmp(core, "Nehalem") == 0 || strcmp(core, "Atom") == 0;
   if (!generic) return NULL;
-  if (__builtin_cpu_supports("avx512f"))
+  /* the advice follows the rp_isa.h ceiling: under RINGPIPE_ISA=avx2 an AVX-512
+   * coretype would break the AVX2-only behaviour the user asked for */
+  if (rp_isa_allows(RP_ISA_AVX512))
     return "OpenBLAS picked its generic kernels on an AVX-512 CPU; OPENBLAS_CORETYPE=SKYLAKEX "
            "typically makes GEMMs ~4x faster";
-  if (__builtin_cpu_supports("avx2"))
+  if (rp_isa_allows(RP_ISA_AVX2))
     return "OpenBLAS picked its generic kernels on an AVX2 CPU; OPENBLAS_CORETYPE=HASWELL "
            "typically makes GEMMs several times faster";
   return NULL;

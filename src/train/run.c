@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_train.h"
@@ -44,6 +45,11 @@ static void print_banner(const rp_trainer *t) {
     printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (OpenBLAS %s kernels; "
            "the MFU denominator)\n", t->gemm_peak / 1e9, rp_blas_core());
   if (rp_blas_advice()) printf("  note: %s\n", rp_blas_advice());
+  {
+    char isa[512];
+    rp_isa_kernel_summary(isa, sizeof isa);
+    printf("  instruction sets: %s\n", isa);
+  }
   {
     /* One layer's activations per micro-batch, measured from the layout against
      * the formula: 16 N C + 4 N floats + the attention's saved state S (none);

@@ -11,6 +11,7 @@
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
+#include "../isa_util.h"
 
 static inline void *bt_alloc(size_t bytes) {
   void *p = calloc(bytes ? bytes : 1, 1);
@@ -67,6 +68,14 @@ static inline const char *bt_kernel_set(int i) {
   }
   return NULL;
 }
+/* Prints a "skipped" line for each bf16 kernel and conversion path that cannot
+ * run here (the CPU lacks it or the RINGPIPE_ISA ceiling is below it). */
+static inline void bt_report_skipped(const char *test) {
+  ti_isa_runs(test, "kernel avx512-fma", RP_ISA_AVX512);
+  ti_isa_runs(test, "kernel avx512-bf16", RP_ISA_AVX512BF16);
+  ti_isa_runs(test, "avx512 conversions", RP_ISA_AVX512);
+}
+
 static inline void bt_kernel_reset(void) {
   rp_bf16_force_portable(0);
   rp_bf16_set_kernel(RP_BF16_KERNEL_AUTO);

@@ -11,6 +11,7 @@
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
+#include "../isa_util.h"
 
 #define FT_ATOL 1e-5  /* flash vs reference, fp32, absolute (DESIGN.md section 5) */
 
@@ -63,6 +64,22 @@ static inline void ft_configure(rp_flash_isa isa, rp_flash_split split, int bq, 
   if (rp_flash_configure(&cfg) != RP_OK) {
     fprintf(stderr, "rp_flash_configure: %s\n", rp_errmsg());
     abort();
+  }
+}
+
+/* Every flash ISA, lowest first, and the rp_isa level each needs. */
+static const rp_flash_isa ft_isas[3] = {RP_FLASH_ISA_SCALAR, RP_FLASH_ISA_AVX2,
+                                        RP_FLASH_ISA_AVX512};
+static inline rp_isa ft_isa_level(rp_flash_isa isa) {
+  return isa == RP_FLASH_ISA_AVX512 ? RP_ISA_AVX512
+         : isa == RP_FLASH_ISA_AVX2 ? RP_ISA_AVX2 : RP_ISA_SCALAR;
+}
+/* Prints a "skipped" line for each flash ISA that cannot run here, with why. */
+static inline void ft_report_skipped(const char *test) {
+  for (int i = 0; i < 3; i++) {
+    char path[32];
+    snprintf(path, sizeof path, "flash isa=%s", rp_flash_isa_name(ft_isas[i]));
+    ti_isa_runs(test, path, ft_isa_level(ft_isas[i]));
   }
 }
 

@@ -6,7 +6,7 @@
  * block backward with the final L and D, summed over pieces, must equal the whole
  * backward. Also: rows that see no key give O = 0 and L = -inf (never NaN), the
  * merge's -inf and extreme-L cases, NULL gradient skips, and the asynchronous
- * launch/finish path. */
+ * launch/finish path. Everything runs under each instruction-set level. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -347,5 +347,8 @@ int main(void) {
       cmocka_unit_test(test_async),          cmocka_unit_test(test_no_visible_key),
       cmocka_unit_test(test_merge_cases),    cmocka_unit_test(test_null_grads),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  /* rowdot, merge and the tile loops dispatch on the ISA: run everything once per
+   * level (avx512bf16 has no flash path of its own) */
+  return ti_run_group_per_isa("flash_blocks", tests, sizeof tests / sizeof tests[0], setup,
+                              teardown, RP_ISA_AVX512);
 }

@@ -4,6 +4,13 @@
 # usage: run_layout.sh RINGPIPE COMPARE WORKDIR NP LOSS_RTOL PARAM_RTOL "CHECKS" -- ARGS...
 #   ARGS after "--" are the layout flags (--pp 2 --schedule 1f1b ...); CHECKS are
 #   extra compare_runs options (may be empty).
+# lr 3e-3 is at the edge of stability for this model: measured (pp2 1f1b,
+# RINGPIPE_ISA=avx2) the layouts' loss difference is 1.5e-9 after 3 steps, 1.3e-8
+# after 10, then grows ~100x per 10 steps (1.1e-6 at 20, 3.7e-6 at 30), while at
+# lr 1e-3 it stays ~5e-9 through 30 steps. So the default 10 steps keep a wide
+# margin on every ISA and OpenBLAS kernel tried; a longer run (LAYOUT_STEPS)
+# needs LAYOUT_EXTRA="--lr 1e-3", as flash_vs_naive does. The shorter, steeper
+# run is kept because it is more sensitive to small optimizer differences.
 set -eu
 ringpipe=$1 compare=$2 work=$3 np=$4 ltol=$5 ptol=$6 checks=$7
 shift 7

@@ -1,0 +1,91 @@
+/* Instruction-set levels: what this CPU runs, and the ceiling every hand-written
+ * SIMD path obeys (flash attention, the bf16 GEMM and conversions, the FMA peak
+ * probes).
+ *
+ * Levels are ordered; each includes the ones below:
+ *   scalar      no hand-written SIMD (plain C; the compiler may still vectorize
+ *               it for the build's -march)
+ *   avx2        AVX2 + FMA                               (Haswell, AMD Zen 1-3)
+ *   avx512      AVX-512 F, BW, VL and DQ                 (Skylake-X, Zen 4)
+ *   avx512bf16  avx512 + AVX512-BF16 (vdpbf16ps)         (Cooper Lake, Sapphire
+ *               Rapids, Zen 4/5)
+ *
+ * The ceiling is the CPU's level unless RINGPIPE_ISA (or the CLI's --isa) names
+ * a lower one; dispatchers use the best path at or below it. A request above
+ * what the CPU runs is an error, not a clamp: the override exists to test a
+ * path, and a clamp would let "RINGPIPE_ISA=avx512 meson test" pass on an AVX2
+ * machine while testing nothing it asked for. An unknown name is an error too.
+ *
+ * The ceiling is process-wide; set it before launching work, not during (like
+ * rp_flash_configure). */
+#ifndef RP_ISA_H
+#define RP_ISA_H
+
+#include <stddef.h>
+
+#include "rp_base.h"
+
+typedef enum {
+  RP_ISA_SCALAR = 0,
+  RP_ISA_AVX2 = 1,
+  RP_ISA_AVX512 = 2,
+  RP_ISA_AVX512BF16 = 3,
+} rp_isa;
+#define RP_ISA_LEVELS 4
+
+/* The environment variable that sets the ceiling. */
+#define RP_ISA_ENV "RINGPIPE_ISA"
+
+const char *rp_isa_name(rp_isa level);          /* "scalar", "avx2", ... */
+/* Parses a level name; RP_EINVAL naming the value, `source` (e.g. "RINGPIPE_ISA"
+ * or "--isa") and the valid names for anything else. */
+rp_status rp_isa_parse(const char *name, const char *source, rp_isa *level);
+
+/* The best level this CPU (and this build: x86-64 with GCC or clang) runs. */
+rp_isa rp_isa_cpu(void);
+/* The check every request passes: RP_EINVAL, naming source=level and what a CPU
+ * of level `cpu` runs, when level > cpu (tests see an AVX2 machine's message). */
+rp_status rp_isa_check_cpu(rp_isa level, rp_isa cpu, const char *source);
+
+/* Applies RINGPIPE_ISA once (later calls return the same status): RP_EINVAL with
+ * a message when it is unknown or above rp_isa_cpu(). Unset or empty: the
+ * ceiling is the CPU's level. */
+rp_status rp_isa_init(void);
+
+/* Sets the ceiling by name (the CLI's --isa; source names it in messages), with
+ * the same checks as RINGPIPE_ISA. Overrides the environment. */
+rp_status rp_isa_request(const char *name, const char *source);
+/* Sets the ceiling to a level (tests loop over levels with it); RP_EINVAL if
+ * the CPU cannot run it. */
+rp_status rp_isa_set(rp_isa level);
+
+/* The ceiling in force. Calls rp_isa_init first; if RINGPIPE_ISA is invalid and
+ * nobody checked it (the CLI does, at start-up), this dies through rp_fatal
+ * with its message rather than silently running some other path. */
+rp_isa rp_isa_active(void);
+/* level <= rp_isa_active(): a dispatcher may run code of this level. */
+int rp_isa_allows(rp_isa level);
+/* Where the ceiling came from: "cpu", "RINGPIPE_ISA", or the request's source. */
+const char *rp_isa_source(void);
+/* Why level cannot run now (the CPU lacks it, or the ceiling is below it), for
+ * "n/a" and "skipped" lines; "" when it can. */
+const char *rp_isa_why_not(rp_isa level);
+
+/* What the compiler may use in plain C code, whatever the ceiling: the build's
+ * -march ("avx512", "avx2", "x86-64 baseline (SSE2)"). -Dnative=false builds
+ * for the baseline. */
+const char *rp_isa_build_target(void);
+
+/* ---- implemented in src/kernels (isa_kernels.c): they know the kernels */
+
+/* One thread's peak multiply-add rate in GFLOP/s (2 flops per multiply-add) at a
+ * SIMD level, from a register-only loop measured once: avx2 = ymm FMA, avx512 =
+ * zmm FMA, avx512bf16 = vdpbf16ps. 0 (not measured) for scalar and for a level
+ * the CPU or the ceiling excludes (rp_isa_why_not says which). */
+double rp_isa_peak_gflops(rp_isa level);
+
+/* One line naming the path each kernel family takes under the ceiling in force
+ * (flash attention, bf16 GEMM and conversions, the rest), for start-up output. */
+void rp_isa_kernel_summary(char *buf, size_t n);
+
+#endif

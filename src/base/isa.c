@@ -1,0 +1,154 @@
+/* Instruction-set detection and the ceiling (see rp_isa.h): the one place that
+ * asks the CPU what it runs, so that every dispatcher agrees and RINGPIPE_ISA
+ * can force any path the machine has. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringpipe/rp_isa.h"
+
+static const char *const level_names[RP_ISA_LEVELS] = {"scalar", "avx2", "avx512", "avx512bf16"};
+#define VALID_NAMES "scalar|avx2|avx512|avx512bf16"
+
+const char *rp_isa_name(rp_isa level) {
+  return level >= RP_ISA_SCALAR && level < RP_ISA_LEVELS ? level_names[level] : "?";
+}
+
+rp_status rp_isa_parse(const char *name, const char *source, rp_isa *level) {
+  for (int i = 0; i < RP_ISA_LEVELS; i++)
+    if (name && strcmp(name, level_names[i]) == 0) {
+      *level = (rp_isa)i;
+      return RP_OK;
+    }
+  return rp_err(RP_EINVAL, "%s '%s' is not an instruction set; use one of " VALID_NAMES,
+                source, name ? name : "(null)");
+}
+
+/* ---- what the CPU runs. __builtin_cpu_supports also checks that the OS saves
+ * the ymm/zmm state (XGETBV), so a level reported here is safe to execute. */
+
+static rp_isa detect(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return RP_ISA_SCALAR;
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+    return RP_ISA_AVX2;
+  if (!__builtin_cpu_supports("avx512bf16")) return RP_ISA_AVX512;
+  return RP_ISA_AVX512BF16;
+#else
+  return RP_ISA_SCALAR;
+#endif
+}
+
+static pthread_once_t g_detect_once = PTHREAD_ONCE_INIT;
+static rp_isa g_cpu = RP_ISA_SCALAR;
+static void detect_once(void) { g_cpu = detect(); }
+
+rp_isa rp_isa_cpu(void) {
+  pthread_once(&g_detect_once, detect_once);
+  return g_cpu;
+}
+
+/* ---- the ceiling */
+
+static rp_isa g_ceiling = RP_ISA_SCALAR;
+static char g_source[32] = "cpu";
+static rp_status g_env_status = RP_OK;
+static char g_env_msg[256];
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+
+rp_status rp_isa_check_cpu(rp_isa level, rp_isa cpu, const char *source) {
+  if (level <= cpu) return RP_OK;
+  return rp_err(RP_EINVAL,
+                "%s=%s asks for instructions this CPU does not have (it runs up to %s); "
+                "use a level up to %s, or unset it",
+                source, rp_isa_name(level), rp_isa_name(cpu), rp_isa_name(cpu));
+}
+
+static rp_status check_runs(rp_isa level, const char *source) {
+  return rp_isa_check_cpu(level, rp_isa_cpu(), source);
+}
+
+static void apply_env(void) {
+  g_ceiling = rp_isa_cpu();
+  const char *v = getenv(RP_ISA_ENV);
+  if (!v || !v[0]) return;
+  rp_isa level;
+  rp_status s = rp_isa_parse(v, RP_ISA_ENV, &level);
+  if (s == RP_OK) s = check_runs(level, RP_ISA_ENV);
+  if (s != RP_OK) {
+    g_env_status = s;
+    snprintf(g_env_msg, sizeof g_env_msg, "%s", rp_errmsg());
+    return;
+  }
+  g_ceiling = level;
+  snprintf(g_source, sizeof g_source, "%s", RP_ISA_ENV);
+}
+
+rp_status rp_isa_init(void) {
+  pthread_once(&g_env_once, apply_env);
+  if (g_env_status != RP_OK) return rp_err(g_env_status, "%s", g_env_msg);
+  return RP_OK;
+}
+
+static rp_status set_level(rp_isa level, const char *source) {
+  pthread_once(&g_env_once, apply_env);
+  if (level < RP_ISA_SCALAR || level >= RP_ISA_LEVELS)
+    return rp_err(RP_EINVAL, "instruction-set level %d unknown; use one of " VALID_NAMES,
+                  (int)level);
+  RP_TRY(check_runs(level, source));
+  /* an explicit setting replaces a bad RINGPIPE_ISA as well as a good one */
+  g_env_status = RP_OK;
+  g_ceiling = level;
+  snprintf(g_source, sizeof g_source, "%s", source);
+  return RP_OK;
+}
+
+rp_status rp_isa_request(const char *name, const char *source) {
+  rp_isa level;
+  RP_TRY(rp_isa_parse(name, source, &level));
+  return set_level(level, source);
+}
+
+rp_status rp_isa_set(rp_isa level) { return set_level(level, "rp_isa_set"); }
+
+rp_isa rp_isa_active(void) {
+  if (rp_isa_init() != RP_OK) rp_fatal("%s", g_env_msg);
+  return g_ceiling;
+}
+
+int rp_isa_allows(rp_isa level) { return level <= rp_isa_active(); }
+
+const char *rp_isa_source(void) {
+  rp_isa_active();
+  return g_source;
+}
+
+const char *rp_isa_why_not(rp_isa level) {
+  static const char *const cpu_lacks[RP_ISA_LEVELS] = {
+      "", "the CPU lacks AVX2/FMA", "the CPU lacks AVX-512 F/BW/VL/DQ",
+      "the CPU lacks AVX512-BF16"};
+  static _Thread_local char buf[96];
+  if (level < RP_ISA_SCALAR || level >= RP_ISA_LEVELS) return "unknown level";
+  if (level > rp_isa_cpu()) return cpu_lacks[level];
+  if (level > rp_isa_active()) {
+    snprintf(buf, sizeof buf, "above the ceiling %s (from %s)", rp_isa_name(rp_isa_active()),
+             rp_isa_source());
+    return buf;
+  }
+  return "";
+}
+
+const char *rp_isa_build_target(void) {
+#if defined(__AVX512F__)
+  return "avx512";
+#elif defined(__AVX2__) && defined(__FMA__)
+  return "avx2";
+#elif defined(__x86_64__)
+  return "x86-64 baseline (SSE2)";
+#else
+  return "this build's target";
+#endif
+}
