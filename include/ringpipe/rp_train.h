@@ -81,6 +81,8 @@ typedef struct {
   const rp_attn_backend *local_attn; /* the rank-local kernel (sampling) */
   int step;                     /* steps completed */
   double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped */
+  double fma_peak;              /* threads x one core's register-only FMA rate, 0 if skipped */
+  const char *fma_what;         /* which probe: "zmm FMA" or "ymm FMA" */
   rp_rng sample_rng;
   char data_dir[RP_OPT_STRLEN + 16]; /* resolved data directory */
   int diverged;                 /* a non-finite loss, gradient norm or state stopped the run */

@@ -44,6 +44,10 @@ static void print_banner(const rp_trainer *t) {
   if (t->gemm_peak > 0)
     printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (OpenBLAS %s kernels; "
            "the MFU denominator)\n", t->gemm_peak / 1e9, rp_blas_core());
+  if (t->gemm_peak > 0 && t->fma_peak > 0)
+    printf("  machine fp32 FMA peak: %.1f GFLOP/s (%d threads x one core's %s register-only "
+           "probe; hyperthreads share a core's units); sgemm reaches %.2f of it\n",
+           t->fma_peak / 1e9, rp_pool_size(t->pool), t->fma_what, t->gemm_peak / t->fma_peak);
   if (rp_blas_advice()) printf("  note: %s\n", rp_blas_advice());
   {
     char isa[512];

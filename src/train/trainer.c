@@ -11,6 +11,7 @@
 #include "ringpipe/rp_cp.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pipeline.h"
 #include "ringpipe/rp_schedule.h"
@@ -254,6 +255,14 @@ static rp_status build_engine(rp_trainer *t, int model_T) {
   return RP_OK;
 }
 
+/* The machine's fp32 multiply-add limit beside the sgemm peak: the widest
+ * FMA the instruction-set ceiling allows, one core's probe times the threads. */
+static void measure_fma_peak(rp_trainer *t) {
+  rp_isa lv = rp_isa_allows(RP_ISA_AVX512) ? RP_ISA_AVX512 : RP_ISA_AVX2;
+  t->fma_what = lv == RP_ISA_AVX512 ? "zmm FMA" : "ymm FMA";
+  t->fma_peak = rp_isa_peak_gflops(lv) * 1e9 * rp_pool_size(t->pool);
+}
+
 rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
   memset(t, 0, sizeof *t);
   t->o = *o;
@@ -308,9 +317,11 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
     RP_TRY(rp_grid_agree(MPI_COMM_WORLD, t->grid.world_rank == 0 ? make_dir(o->out) : RP_OK));
   reclaim_stale(t);
   if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
-  if (o->measure_peak)
+  if (o->measure_peak) {
     t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool, t->acts_mem,
                                         t->acts_mem ? t->acts_bytes : 0);
+    measure_fma_peak(t);
+  }
   return RP_OK;
 }
 
