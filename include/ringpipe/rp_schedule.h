@@ -65,6 +65,9 @@ typedef struct {
 /* ---- actions (schedule.c) ---- */
 const char *rp_op_name(int op); /* "F", "SEND_F", ...; "?" when out of range */
 int rp_op_is_compute(int op);   /* F, B, I, W */
+/* 1 when some rank's backward is split into I and W actions (zero bubble:
+ * W runs later and still needs the layer tensors a B would have consumed). */
+int rp_schedule_splits_backward(const rp_schedule *s);
 /* "0F3" into buf (NUL-terminated, truncated to n); returns the length. */
 int rp_action_str(rp_action a, char *buf, size_t n);
 /* Parses exactly `len` chars as <chunk><op><mb>; RP_EFORMAT naming the text. */

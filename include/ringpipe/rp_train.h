@@ -5,6 +5,7 @@
 #define RP_TRAIN_H
 
 #include <stdint.h>
+#include "rp_cp.h"
 #include "rp_dp.h"
 #include "rp_pipeline.h"
 #include "rp_schedule.h"
@@ -65,6 +66,8 @@ typedef struct {
   rp_pipeline *pipe;
   MPI_Comm tie_comm;            /* first and last stage: the tied wte gradient */
   rp_costs emulate;             /* --emulate-compute, seconds; tF == 0: real compute */
+  rp_recompute recompute;       /* --recompute, parsed once */
+  rp_cp_layout cp_layout;       /* --cp-layout, parsed once (contiguous when cp == 1) */
   rp_pool *pool;
   rp_exec exec;
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */

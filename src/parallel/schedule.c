@@ -18,6 +18,13 @@ const char *rp_op_name(int op) { return op >= 0 && op < RP_OP_COUNT ? op_names[o
 
 int rp_op_is_compute(int op) { return op >= RP_OP_F && op <= RP_OP_W; }
 
+int rp_schedule_splits_backward(const rp_schedule *s) {
+  for (int r = 0; r < s->p; r++)
+    for (int i = 0; i < s->n[r]; i++)
+      if (s->acts[r][i].op == RP_OP_I || s->acts[r][i].op == RP_OP_W) return 1;
+  return 0;
+}
+
 int rp_action_str(rp_action a, char *buf, size_t n) {
   int len = snprintf(buf, n, "%d%s%d", a.chunk, rp_op_name(a.op), a.mb);
   return len < 0 ? 0 : len;

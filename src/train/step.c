@@ -19,8 +19,7 @@ rp_status rp_trainer_load_batch(rp_trainer *t, rp_loader *l, int mb) {
   size_t full = (size_t)t->o.batch * t->o.seq, local = (size_t)t->o.batch * t->T_local;
   int32_t *tok = t->full_tokens + mb * full, *tgt = t->full_targets + mb * full;
   RP_TRY(rp_loader_next(l, tok, tgt));
-  rp_cp_layout layout = RP_CP_CONTIGUOUS;
-  if (t->grid.cp > 1) RP_TRY(rp_cp_layout_parse(t->o.cp_layout, &layout));
+  rp_cp_layout layout = t->cp_layout;
   RP_TRY(rp_cp_shard_tokens(t->batch_tokens + mb * local, tok, t->o.batch, layout, t->o.seq,
                             t->grid.cp, t->grid.cp_rank));
   return rp_cp_shard_tokens(t->batch_targets + mb * local, tgt, t->o.batch, layout, t->o.seq,

@@ -136,10 +136,6 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
                   "(--layers %d)", o->pp, o->vpp, o->pp * o->vpp, o->layers);
   if (o->pp == 1 && o->vpp > 1)
     return rp_err(RP_EINVAL, "--vpp %d needs pipeline parallelism (--pp 2 or more)", o->vpp);
-  if (strcmp(o->recompute, "none") != 0 && strcmp(o->schedule, "zb-h1") == 0 && o->pp > 1)
-    return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule zb-h1 (its W "
-                  "step needs the tensors recomputation drops); use --recompute none or "
-                  "another schedule", o->recompute);
   if (o->emulate[0]) {
     double f, b, w;
     if (sscanf(o->emulate, "%lf,%lf,%lf", &f, &b, &w) != 3 || f <= 0 || b <= 0 || w < 0 || w >= b)

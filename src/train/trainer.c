@@ -82,6 +82,12 @@ static rp_status setup_pipeline(rp_trainer *t) {
     return rp_err(RP_EINVAL, "schedule %s has v=%d m=%d but the run has --vpp %d "
                   "--microbatches %d", o->schedule, t->sched->v, t->sched->m, o->vpp,
                   o->microbatches);
+  /* decided by what the schedule holds, whatever its name or file */
+  if (t->recompute != RP_RECOMPUTE_NONE && rp_schedule_splits_backward(t->sched))
+    return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule %s: it splits "
+                  "backward into I and W actions, and W needs the tensors recomputation "
+                  "drops; use --recompute none or a schedule without I/W (1f1b, interleaved)",
+                  o->recompute, o->schedule);
   rp_chunk **chunks = malloc(t->nchunks * sizeof *chunks);
   for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
   rp_pipeline_cfg pc = {.sched = t->sched, .comm = t->grid.pp_comm, .chunks = chunks,
@@ -131,8 +137,7 @@ static rp_status setup_compute(rp_trainer *t) {
   t->exec.attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference();
   t->local_attn = t->exec.attn;
   if (t->grid.cp > 1) {
-    rp_cp_layout layout;
-    RP_TRY(rp_cp_layout_parse(o->cp_layout, &layout));
+    rp_cp_layout layout = t->cp_layout;
     if (strcmp(o->cp_impl, "ulysses") == 0)
       RP_TRY(rp_cp_ulysses_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->heads));
     else
@@ -140,9 +145,7 @@ static rp_status setup_compute(rp_trainer *t) {
     t->exec.attn = t->cp_attn;
   }
   int B = o->batch, T = t->T_local;
-  rp_recompute rc = strcmp(o->recompute, "full") == 0        ? RP_RECOMPUTE_FULL
-                    : strcmp(o->recompute, "selective") == 0 ? RP_RECOMPUTE_SELECTIVE
-                                                             : RP_RECOMPUTE_NONE;
+  rp_recompute rc = t->recompute;
   for (int c = 0; c < t->nchunks; c++)
     RP_TRY(rp_chunk_set_recompute(&t->chunks[c], rc, t->exec.attn, B, T));
   if (strcmp(o->precision, "bf16") == 0) {
@@ -175,8 +178,7 @@ static rp_status setup_compute(rp_trainer *t) {
       !t->full_targets)
     return RP_ENOMEM;
   /* Global position ids of this rank's rows: context-parallel shards keep them. */
-  rp_cp_layout layout = RP_CP_CONTIGUOUS;
-  if (t->grid.cp > 1) RP_TRY(rp_cp_layout_parse(o->cp_layout, &layout));
+  rp_cp_layout layout = t->cp_layout;
   for (int mb = 0; mb < o->microbatches; mb++)
     RP_TRY(rp_cp_positions(t->batch_pos + (size_t)mb * B * T, B, layout, o->seq, t->grid.cp,
                            t->grid.cp_rank));
@@ -245,6 +247,16 @@ static void reclaim_stale(const rp_trainer *t) {
            n == 1 ? "y" : "ies", t->o.out, list);
 }
 
+/* Choice options into their enums, once (the table has checked the spelling). */
+static rp_status parse_choices(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  t->recompute = strcmp(o->recompute, "full") == 0        ? RP_RECOMPUTE_FULL
+                 : strcmp(o->recompute, "selective") == 0 ? RP_RECOMPUTE_SELECTIVE
+                                                          : RP_RECOMPUTE_NONE;
+  t->cp_layout = RP_CP_CONTIGUOUS;
+  return o->cp > 1 ? rp_cp_layout_parse(o->cp_layout, &t->cp_layout) : RP_OK;
+}
+
 /* Model, compute and gradient reduction, and the --init-from weights: the
  * engine every job shares. */
 static rp_status build_engine(rp_trainer *t, int model_T) {
@@ -275,6 +287,7 @@ rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
   if (s == RP_OK && (o->pp != 1 || o->cp != 1))
     s = rp_err(RP_EINVAL, "this job runs one pipeline stage and no context parallelism (--pp 1 "
                "--cp 1); data parallelism takes every rank");
+  if (s == RP_OK) s = parse_choices(t);
   if (s == RP_OK) s = rp_grid_init(&t->grid, 1, 1);
   t->T_local = o->seq;
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));
@@ -293,10 +306,9 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   resolve_resume_auto(t, note, sizeof note);
   rp_status s = check_before_creating(t, &changed, &model_T);
   if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
+  if (s == RP_OK) s = parse_choices(t);
   if (s == RP_OK && o->cp > 1) {
-    rp_cp_layout layout;
-    s = rp_cp_layout_parse(o->cp_layout, &layout);
-    if (s == RP_OK) s = rp_cp_check(layout, o->seq, o->cp);
+    s = rp_cp_check(t->cp_layout, o->seq, o->cp);
     if (s == RP_OK && strcmp(o->cp_impl, "ulysses") == 0 && o->heads % o->cp != 0)
       s = rp_err(RP_EINVAL, "--cp-impl ulysses needs --heads %d divisible by --cp %d; use "
                  "--cp-impl ring or a head count that --cp divides", o->heads, o->cp);
