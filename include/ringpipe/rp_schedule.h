@@ -68,6 +68,9 @@ int rp_op_is_compute(int op);   /* F, B, I, W */
 /* 1 when some rank's backward is split into I and W actions (zero bubble:
  * W runs later and still needs the layer tensors a B would have consumed). */
 int rp_schedule_splits_backward(const rp_schedule *s);
+/* The same known of a generator before it builds anything: 1 or 0, and -1 for
+ * a name that is no generator (a CSV file: build it and ask the schedule). */
+int rp_schedule_generator_splits_backward(const char *name);
 /* "0F3" into buf (NUL-terminated, truncated to n); returns the length. */
 int rp_action_str(rp_action a, char *buf, size_t n);
 /* Parses exactly `len` chars as <chunk><op><mb>; RP_EFORMAT naming the text. */

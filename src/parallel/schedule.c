@@ -223,6 +223,11 @@ static kind kind_of(const char *name) {
   return K_NONE;
 }
 
+int rp_schedule_generator_splits_backward(const char *name) {
+  kind k = kind_of(name);
+  return k == K_NONE ? -1 : k == K_ZBH1;
+}
+
 /* The constraints, checked before anything is built. */
 static rp_status check_config(kind k, const char *name, int p, int v, int m) {
   if (p < 1) return rp_err(RP_EINVAL, "--pp %d: the pipeline needs at least 1 rank", p);
