@@ -37,17 +37,5 @@ void rp_mem_reset_peaks(void);     /* peak := current, for per-phase measurement
 /* Writes "params 1.2 MiB, grads ..., total peak ..." into buf. */
 void rp_mem_report(char *buf, size_t n);
 
-/* A bump arena over one rp_alloc block: carve many views, free once. */
-typedef struct {
-  char *base;
-  size_t cap, used;
-  rp_mem_cat cat;
-} rp_arena;
-
-rp_status rp_arena_init(rp_arena *a, size_t bytes, rp_mem_cat cat);
-void *rp_arena_take(rp_arena *a, size_t bytes);  /* 64-byte aligned; fatal if full */
-float *rp_arena_floats(rp_arena *a, size_t n);
-void rp_arena_reset(rp_arena *a);
-void rp_arena_free(rp_arena *a);
 
 #endif

@@ -149,7 +149,10 @@ long rp_flash_l2_bytes(void);                /* the L2 size in use */
 struct rp_attn_backend;
 const struct rp_attn_backend *rp_attn_flash(void);
 
-/* `ringpipe bench attention`: flash vs naive table (see src/kernels/flash_bench.c). */
+/* FLOP/s of the active ISA's flash GEMM micro-kernel on L2-resident 192 x 256
+ * x 192 tiles, every pool thread at once (flash_peak.c). */
+double rp_flash_kernel_peak(rp_pool *pool);
+/* `ringpipe bench attention`: flash vs naive table (src/cli/cmd_bench_attention.c). */
 int rp_bench_attention(int argc, char **argv);
 
 #endif

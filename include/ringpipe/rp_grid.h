@@ -32,8 +32,6 @@ typedef struct {
  * when the world size is not a multiple of pp * cp. */
 rp_status rp_grid_init(rp_grid *g, int pp, int cp);
 void rp_grid_free(rp_grid *g);
-/* World rank of the grid cell (dp_rank, pp_rank, cp_rank). */
-int rp_grid_rank_of(const rp_grid *g, int dp_rank, int pp_rank, int cp_rank);
 
 /* Every rank agrees on a status: if any rank failed, all return the worst (most
  * negative) code, and the failing rank's message is broadcast so that rank 0 can

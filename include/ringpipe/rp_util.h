@@ -5,6 +5,11 @@
 #include <stdint.h>
 
 double rp_now(void);               /* seconds, monotonic clock */
+/* Ranks of this job on this node (local_ranks.c): the MPI library's count once
+ * the grid has set it, else the launcher's variables (Open MPI, Slurm), else 1. */
+int rp_local_ranks(void);
+int rp_local_ranks_from_env(void);
+void rp_set_local_ranks(int n);
 
 typedef struct { uint64_t s[4]; } rp_rng;
 

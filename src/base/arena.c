@@ -111,30 +111,3 @@ size_t rp_mem_process_peak_rss(void) {
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return (size_t)ru.ru_maxrss * 1024;  /* Linux: KiB */
 }
-
-rp_status rp_arena_init(rp_arena *a, size_t bytes, rp_mem_cat cat) {
-  a->base = rp_alloc(bytes, cat);
-  a->cap = bytes;
-  a->used = 0;
-  a->cat = cat;
-  return a->base ? RP_OK : RP_ENOMEM;
-}
-
-void *rp_arena_take(rp_arena *a, size_t bytes) {
-  size_t need = (bytes + 63) & ~(size_t)63;
-  if (a->used + need > a->cap)
-    rp_fatal("arena (%s) overflow: %zu + %zu > %zu bytes", rp_mem_cat_name(a->cat), a->used,
-             need, a->cap);
-  void *p = a->base + a->used;
-  a->used += need;
-  return p;
-}
-
-float *rp_arena_floats(rp_arena *a, size_t n) { return rp_arena_take(a, n * sizeof(float)); }
-void rp_arena_reset(rp_arena *a) { a->used = 0; }
-
-void rp_arena_free(rp_arena *a) {
-  rp_free(a->base);
-  a->base = NULL;
-  a->cap = a->used = 0;
-}

@@ -94,9 +94,7 @@ static int pinning_allowed(int nthreads) {
   pthread_once(&process_cpus_once, read_process_cpus);
   if (!process_cpus_ok) return 0;
   const cpu_set_t allowed = process_cpus;
-  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  int local_size = ls ? atoi(ls) : 1;
-  return local_size <= 1 && nthreads <= CPU_COUNT(&allowed);
+  return rp_local_ranks() <= 1 && nthreads <= CPU_COUNT(&allowed);
 }
 
 /* 1 if the calling thread now owns task i of job g (the first to claim it). */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_grid.h"
+#include "ringpipe/rp_util.h"
 
 static int we_initialized;
 
@@ -27,6 +28,15 @@ rp_status rp_mpi_init(int *argc, char ***argv) {
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   rp_set_fatal_hook(mpi_fatal_hook);
+  /* ranks sharing this node, whatever launched them */
+  MPI_Comm node;
+  int local = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+  }
+  rp_set_local_ranks(local);
   if (rp_mpi_world_size() > 1) rp_log_set_rank(rp_mpi_world_rank());
   return RP_OK;
 }
@@ -48,10 +58,6 @@ int rp_mpi_world_size(void) {
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
-}
-
-int rp_grid_rank_of(const rp_grid *g, int dp_rank, int pp_rank, int cp_rank) {
-  return (dp_rank * g->pp + pp_rank) * g->cp + cp_rank;
 }
 
 rp_status rp_grid_init(rp_grid *g, int pp, int cp) {

@@ -24,9 +24,7 @@ int rp_default_threads(void) {
   cpu_set_t allowed;
   int ncpu = 1;
   if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) ncpu = CPU_COUNT(&allowed);
-  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  int local = ls ? atoi(ls) : 1;
-  if (local < 1) local = 1;
+  int local = rp_local_ranks();
   return ncpu / local > 0 ? ncpu / local : 1;
 }
 

@@ -1,6 +1,7 @@
-/* Base: pool runs every (ith, nth) exactly once, async launch, arena accounting,
- * error messages, rng determinism. */
+/* Base: pool runs every (ith, nth) exactly once, async launch, allocation
+ * accounting, ranks per node, error messages, rng determinism. */
 #include <setjmp.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdatomic.h>
@@ -79,11 +80,32 @@ static void test_alloc_accounting(void **state) {
   assert_int_equal(rp_mem_current(RP_MEM_ACTS), before + 4000);
   assert_true(rp_mem_peak(RP_MEM_ACTS) >= before + 4000 + (1 << 20));
   rp_free(a);
-  rp_arena ar;
-  assert_int_equal(rp_arena_init(&ar, 1024, RP_MEM_WORKSPACE), RP_OK);
-  float *x = rp_arena_floats(&ar, 3), *y = rp_arena_floats(&ar, 5);
-  assert_int_equal((char *)y - (char *)x, 64);
-  rp_arena_free(&ar);
+}
+
+/* Ranks per node: the grid's MPI count when set, else Open MPI's or Slurm's
+ * variables ("2(x3),1": nodes 0-2 run 2 tasks, node 3 runs 1). */
+static void test_local_ranks(void **state) {
+  (void)state;
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("SLURM_NTASKS_PER_NODE");
+  setenv("SLURM_TASKS_PER_NODE", "2(x3),1", 1);
+  setenv("SLURM_NODEID", "3", 1);
+  assert_int_equal(rp_local_ranks_from_env(), 1);
+  setenv("SLURM_NODEID", "1", 1);
+  assert_int_equal(rp_local_ranks_from_env(), 2);
+  setenv("SLURM_NTASKS_PER_NODE", "4", 1);
+  assert_int_equal(rp_local_ranks_from_env(), 4);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+  assert_int_equal(rp_local_ranks_from_env(), 3);
+  rp_set_local_ranks(5);
+  assert_int_equal(rp_local_ranks(), 5);
+  rp_set_local_ranks(0);
+  assert_int_equal(rp_local_ranks(), 3);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("SLURM_NTASKS_PER_NODE");
+  unsetenv("SLURM_TASKS_PER_NODE");
+  unsetenv("SLURM_NODEID");
+  assert_int_equal(rp_local_ranks(), 1);
 }
 
 static void test_errors_carry_message(void **state) {
@@ -114,6 +136,7 @@ int main(void) {
       cmocka_unit_test(test_pool_async_leaves_caller_free),
       cmocka_unit_test(test_split_covers_range),
       cmocka_unit_test(test_alloc_accounting),
+      cmocka_unit_test(test_local_ranks),
       cmocka_unit_test(test_errors_carry_message),
       cmocka_unit_test(test_rng_deterministic),
   };
