@@ -109,7 +109,8 @@ typedef struct {
   rp_sched_policy policy;
   long pe_token_limit;   /* skip PEs with more queued tokens than this */
   long de_token_limit;   /* skip DEs holding more tokens than this */
-  double short_queue;    /* a node's read queue is "short" at or below this many bytes */
+  double short_queue;    /* a node's read queue is "short" at or below this many bytes
+                            (< 0: at or below the engines' mean) */
   int rr_next_pe, rr_next_de;
 } rp_sched;
 
@@ -178,7 +179,8 @@ typedef struct {
   int agent, turn, pe, de;
   rp_read_side side;
   long prompt, hit, gen;
-  double t_arrive, t_first, t_done;  /* seconds since the start */
+  double t_arrive, t_first, t_decode, t_done;  /* seconds since the start: arrival, first
+                                                 token, decode start, last token */
 } rp_turn_record;
 
 typedef struct {

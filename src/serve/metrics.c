@@ -31,7 +31,7 @@ void rp_serve_summarize(const rp_turn_record *r, long n, int nnodes, const doubl
     hit += (double)r[i].hit;
     prompt += (double)r[i].prompt;
     if (r[i].gen > 1) {
-      tpot += (r[i].t_done - r[i].t_first) / (double)(r[i].gen - 1);
+      tpot += (r[i].t_done - r[i].t_decode) / (double)(r[i].gen - 1);
       ntpot++;
     }
   }
@@ -70,9 +70,9 @@ rp_status rp_serve_write_jsonl(const char *path, const rp_turn_record *r, long n
   if (!f) return rp_err(RP_EIO, "cannot write %s: %s", path, strerror(errno));
   for (long i = 0; i < n; i++)
     fprintf(f, "{\"agent\":%d,\"turn\":%d,\"pe\":%d,\"de\":%d,\"read\":\"%s\",\"prompt\":%ld,"
-            "\"hit\":%ld,\"gen\":%ld,\"arrive\":%.6f,\"first\":%.6f,\"done\":%.6f}\n",
+            "\"hit\":%ld,\"gen\":%ld,\"arrive\":%.6f,\"first\":%.6f,\"decode\":%.6f,\"done\":%.6f}\n",
             r[i].agent, r[i].turn, r[i].pe, r[i].de, side_name(r[i].side), r[i].prompt,
-            r[i].hit, r[i].gen, r[i].t_arrive, r[i].t_first, r[i].t_done);
+            r[i].hit, r[i].gen, r[i].t_arrive, r[i].t_first, r[i].t_decode, r[i].t_done);
   return fclose(f) == 0 ? RP_OK : rp_err(RP_EIO, "cannot write %s", path);
 }
 

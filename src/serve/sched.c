@@ -24,6 +24,10 @@ static int pick(const rp_engine_state *e, int n, long limit, long tokens, double
   /* keep[i]: still a candidate after the filters applied so far */
   unsigned char keep[1024];
   if (n > (int)sizeof keep) n = (int)sizeof keep;
+  if (short_q < 0) { /* "short": at or below the mean read queue */
+    short_q = 0;
+    for (int i = 0; i < n; i++) short_q += e[i].read_queue / n;
+  }
   for (int i = 0; i < n; i++) keep[i] = 1;
   for (int f = 0; f < 2; f++) {
     int any = 0;
