@@ -81,22 +81,6 @@ static rp_status make_trace(const simserve_opts *o, rp_trace *t) {
   return rp_trace_synth(t, &st, o->agents, o->scale, o->max_turns, (uint64_t)o->seed);
 }
 
-/* Steps of the ablation ladder (paper Fig. ablation): each adds one piece. */
-typedef struct {
-  const char *label;
-  rp_serve_mode mode;
-  int layerwise;
-  rp_sched_policy policy;
-} rung;
-static const rung ladder[] = {
-    {"basic", RP_MODE_BASIC, 0, RP_SCHED_ROUND_ROBIN},
-    {"+layerwise", RP_MODE_BASIC, 1, RP_SCHED_ROUND_ROBIN},
-    {"+dualpath", RP_MODE_DUALPATH, 1, RP_SCHED_ROUND_ROBIN},
-    {"+scheduler=DualPath", RP_MODE_DUALPATH, 1, RP_SCHED_PAPER},
-    {"oracle", RP_MODE_ORACLE, 1, RP_SCHED_PAPER},
-};
-enum { NRUNG = sizeof ladder / sizeof *ladder };
-
 /* Throughput bounds in turns per second of each resource, from the trace's
  * mean per-turn work: which one binds tells whether loading dominates. */
 static void print_bounds(const simserve_opts *o, const rp_trace *t) {
@@ -138,11 +122,11 @@ static rp_status run_ladder(const simserve_opts *o, const char *tag) {
          rp_trace_total_turns(&t), o->p_nodes, o->d_nodes, o->gpus);
   print_bounds(o, &t);
   double base = 0;
-  for (int i = 0; i < NRUNG; i++) {
+  for (int i = 0; i < RP_SERVE_RUNGS; i++) {
     rp_sim_config c = config_of(o);
-    c.mode = ladder[i].mode;
-    c.layerwise = ladder[i].layerwise;
-    c.policy = ladder[i].policy;
+    c.mode = rp_serve_ladder[i].mode;
+    c.layerwise = rp_serve_ladder[i].layerwise;
+    c.policy = rp_serve_ladder[i].policy;
     rp_sim_result r;
     rp_status s = rp_sim_run(&c, &t, &r, NULL);
     if (s != RP_OK) {
@@ -150,7 +134,7 @@ static rp_status run_ladder(const simserve_opts *o, const char *tag) {
       return s;
     }
     if (i == 0) base = r.sum.jct;
-    rp_serve_print_summary(stdout, ladder[i].label, &r.sum);
+    rp_serve_print_summary(stdout, rp_serve_ladder[i].label, &r.sum);
     printf("%-22s   JCT vs basic: %.3fx faster (%+.1f%%)\n", "", base / r.sum.jct,
            100 * (r.sum.jct - base) / base);
     rp_sim_result_free(&r);

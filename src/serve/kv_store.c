@@ -144,8 +144,17 @@ static int write_all(int fd, const void *p, size_t n) {
   return 1;
 }
 
+void rp_kvs_drop(rp_kv_store *s, uint64_t key) {
+  char path[600];
+  rp_kvs_path(s, key, path, sizeof path);
+  unlink(path);
+}
+
 rp_status rp_kvs_put(rp_kv_store *s, uint64_t key, const int32_t *tokens64, const float *block) {
-  if (index_has(s, key)) return RP_OK;
+  char path[600];
+  rp_kvs_path(s, key, path, sizeof path);
+  /* the index may know a block that a reader found damaged and dropped */
+  if (index_has(s, key) && access(path, F_OK) == 0) return RP_OK;
   kvs_header *h = calloc(1, RP_KVS_HEADER);
   if (!h) return rp_err(RP_ENOMEM, "out of memory writing a KV block");
   h->magic = KVS_MAGIC;
@@ -161,8 +170,7 @@ rp_status rp_kvs_put(rp_kv_store *s, uint64_t key, const int32_t *tokens64, cons
    * see the old name absent or the whole file, and the last of several
    * writers of identical content wins */
   static _Atomic unsigned long seq;
-  char path[600], tmp[640];
-  rp_kvs_path(s, key, path, sizeof path);
+  char tmp[640];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(), (unsigned long)seq++);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   int ok = fd >= 0 && write_all(fd, h, RP_KVS_HEADER) &&

@@ -7,6 +7,14 @@
 
 #include "ringpipe/rp_serve.h"
 
+const rp_serve_rung rp_serve_ladder[RP_SERVE_RUNGS] = {
+    {"basic", RP_MODE_BASIC, 0, RP_SCHED_ROUND_ROBIN},
+    {"+layerwise", RP_MODE_BASIC, 1, RP_SCHED_ROUND_ROBIN},
+    {"+dualpath", RP_MODE_DUALPATH, 1, RP_SCHED_ROUND_ROBIN},
+    {"+scheduler=DualPath", RP_MODE_DUALPATH, 1, RP_SCHED_PAPER},
+    {"oracle", RP_MODE_ORACLE, 1, RP_SCHED_PAPER},
+};
+
 const char *rp_serve_mode_name(rp_serve_mode m) {
   return m == RP_MODE_BASIC ? "basic" : m == RP_MODE_DUALPATH ? "dualpath" : "oracle";
 }
@@ -37,7 +45,7 @@ void rp_serve_summarize(const rp_turn_record *r, long n, int nnodes, const doubl
   }
   if (n > 0 && ttft) {
     qsort(ttft, (size_t)n, sizeof *ttft, cmp_double);
-    out->ttft_p99 = ttft[(long)floor(0.99 * (double)(n - 1))];
+    out->ttft_p99 = ttft[(long)ceil(0.99 * (double)(n - 1))];
   }
   free(ttft);
   out->tpot_mean = ntpot ? tpot / (double)ntpot : 0;
