@@ -195,6 +195,7 @@ typedef struct {
   double snic_util_mean;      /* busy / JCT, averaged over nodes */
   double *snic_bytes, *snic_busy; /* per node */
   double net_bytes;           /* compute-network bytes (DE->PE forwarding + PD handoff) */
+  double path_bytes[3];       /* storage->PE, storage->DE (forwarded to the PE), PE->DE hand-off */
 } rp_serve_summary;
 
 /* Summary of records (and per-node storage bytes / busy seconds). */
@@ -203,6 +204,14 @@ void rp_serve_summarize(const rp_turn_record *r, long n, int nnodes, const doubl
 void rp_serve_summary_free(rp_serve_summary *s);
 rp_status rp_serve_write_jsonl(const char *path, const rp_turn_record *r, long n);
 void rp_serve_print_summary(FILE *f, const char *label, const rp_serve_summary *s);
+
+/* SVG figures (no plotting library needed): the ladder's JCT bars with
+ * their SNIC balance, and the two loading paths of a Basic and a DualPath run
+ * with the bytes each path carried. */
+rp_status rp_serve_svg_ladder(const char *path, const char *title, const char *const *labels,
+                              const rp_serve_summary *sums, int n);
+rp_status rp_serve_svg_paths(const char *path, const rp_serve_summary *basic,
+                             const rp_serve_summary *dual);
 
 /* A Chrome trace (chrome://tracing, Perfetto): complete events per track. */
 typedef struct {
@@ -228,6 +237,8 @@ typedef struct {
   double tpot_s;             /* decode step time per DE */
   int de_batch;              /* sequences decoded together per DE */
   int layers;                /* layer-wise streaming granularity */
+  int pe_stage;              /* without layer-wise: prefixes a PE can hold in HBM at once
+                                (loading or waiting for compute); 0: no limit */
   rp_serve_mode mode;
   int layerwise;             /* 1: a layer's KV arrives while the previous layer computes */
   rp_sched_policy policy;

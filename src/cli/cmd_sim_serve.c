@@ -14,8 +14,8 @@
 
 typedef struct {
   char dataset[RP_OPT_STRLEN], trace[RP_OPT_STRLEN], mode[RP_OPT_STRLEN], sweep[RP_OPT_STRLEN];
-  char sched[RP_OPT_STRLEN], jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN];
-  int agents, max_turns, seed, p_nodes, d_nodes, gpus, de_batch, layers, layerwise;
+  char sched[RP_OPT_STRLEN], jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN], svg[RP_OPT_STRLEN];
+  int agents, max_turns, seed, p_nodes, d_nodes, gpus, de_batch, layers, layerwise, pe_stage;
   float scale, snic_gbps, cnic_gbps, kv_bytes, prefill_tps, prefill_ctx, tpot, append_scale;
   float pe_limit, de_limit;
 } simserve_opts;
@@ -48,6 +48,8 @@ static const rp_opt table[] = {
     {"tpot", RP_OPT_FLOAT, O(tpot), "0.05", 0, 100, NULL, "decode step time per DE GPU, s"},
     {"de-batch", RP_OPT_INT, O(de_batch), "64", 1, 1000000, NULL, "sequences decoded together per DE GPU"},
     {"layers", RP_OPT_INT, O(layers), "61", 1, 10000, NULL, "layers (layer-wise streaming granularity)"},
+    {"pe-stage", RP_OPT_INT, O(pe_stage), "1", 0, 1000000, NULL,
+     "without layer-wise streaming: whole prefixes a PE holds in HBM at once (0: no limit)"},
     {"pe-token-limit", RP_OPT_FLOAT, O(pe_limit), "65536", 0, 1e15, NULL,
      "scheduler: skip PEs with more queued new tokens than this"},
     {"de-token-limit", RP_OPT_FLOAT, O(de_limit), "4194304", 0, 1e15, NULL,
@@ -60,6 +62,8 @@ static const rp_opt table[] = {
     {"sweep", RP_OPT_CHOICE, O(sweep), "none", 0, 0, "none|pd|agents|append",
      "repeat the ladder over P/D ratios, agent counts or append lengths"},
     {"jsonl", RP_OPT_STR, O(jsonl), "", 0, 0, NULL, "per-turn records (single mode)"},
+    {"svg", RP_OPT_STR, O(svg), "", 0, 0, NULL,
+     "ablation: write PREFIX-ladder.svg (JCT per rung) and PREFIX-paths.svg (bytes per path)"},
     {"timeline", RP_OPT_STR, O(timeline), "", 0, 0, NULL, "Chrome trace of the run (single mode)"},
 };
 #undef O
@@ -70,7 +74,7 @@ static rp_sim_config config_of(const simserve_opts *o) {
       .p_nodes = o->p_nodes, .d_nodes = o->d_nodes, .gpus_per_node = o->gpus,
       .snic_gbps = o->snic_gbps, .cnic_gbps = o->cnic_gbps, .kv_bytes_per_token = o->kv_bytes,
       .prefill_tps = o->prefill_tps, .prefill_ctx_s = o->prefill_ctx, .tpot_s = o->tpot,
-      .de_batch = o->de_batch, .layers = o->layers, .pe_token_limit = (long)o->pe_limit,
+      .de_batch = o->de_batch, .layers = o->layers, .pe_stage = o->pe_stage, .pe_token_limit = (long)o->pe_limit,
       .de_token_limit = (long)o->de_limit, .short_queue_bytes = -1};
 }
 
@@ -122,6 +126,8 @@ static rp_status run_ladder(const simserve_opts *o, const char *tag) {
          rp_trace_total_turns(&t), o->p_nodes, o->d_nodes, o->gpus);
   print_bounds(o, &t);
   double base = 0;
+  rp_serve_summary sums[RP_SERVE_RUNGS];
+  const char *labels[RP_SERVE_RUNGS];
   for (int i = 0; i < RP_SERVE_RUNGS; i++) {
     rp_sim_config c = config_of(o);
     c.mode = rp_serve_ladder[i].mode;
@@ -137,10 +143,22 @@ static rp_status run_ladder(const simserve_opts *o, const char *tag) {
     rp_serve_print_summary(stdout, rp_serve_ladder[i].label, &r.sum);
     printf("%-22s   JCT vs basic: %.3fx faster (%+.1f%%)\n", "", base / r.sum.jct,
            100 * (r.sum.jct - base) / base);
+    sums[i] = r.sum;
+    labels[i] = rp_serve_ladder[i].label;
+    r.sum.snic_bytes = r.sum.snic_busy = NULL; /* kept in sums[i] */
     rp_sim_result_free(&r);
   }
   rp_trace_free(&t);
-  return RP_OK;
+  rp_status s = RP_OK;
+  if (o->svg[0]) {
+    char path[RP_OPT_STRLEN + 32];
+    snprintf(path, sizeof path, "%s-ladder.svg", o->svg);
+    s = rp_serve_svg_ladder(path, tag, labels, sums, RP_SERVE_RUNGS);
+    snprintf(path, sizeof path, "%s-paths.svg", o->svg);
+    if (s == RP_OK) s = rp_serve_svg_paths(path, &sums[0], &sums[3]);
+  }
+  for (int i = 0; i < RP_SERVE_RUNGS; i++) rp_serve_summary_free(&sums[i]);
+  return s;
 }
 
 static rp_status run_single(const simserve_opts *o) {

@@ -14,7 +14,11 @@
  *
  * Layer-wise streaming: a prefill may start once the first of the model's
  * layers has arrived and ends no earlier than one layer's compute after the
- * last layer arrived; without it the prefill waits for the whole prefix. */
+ * last layer arrived; without it the prefill waits for the whole prefix, and
+ * the whole prefix must sit in the PE's HBM from the start of its load to the
+ * end of its prefill: a PE holds pe_stage of them at once, so a load waits
+ * for the prefill pe_stage requests earlier on that PE to end. Layer-wise,
+ * only a layer at a time is staged and loads never wait for HBM. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +84,7 @@ typedef struct {
   double snic_rate, cnic_rate;       /* bytes/s; 0: infinite */
   double *snic_free, *snic_bytes, *snic_busy;
   double *pe_free, *pe_in_free, *de_in_free, *de_slot_free;
+  double *pe_stage_free;             /* per PE, pe_stage entries: when each HBM stage frees */
   rp_engine_state *pe, *de;
   rp_sched sched;
   event_heap heap;
@@ -87,7 +92,7 @@ typedef struct {
   long nrec;
   long *agent_first;                 /* record index of each agent's turn 0 */
   long *miss;                        /* per record: tokens the PE computes */
-  double net_bytes;
+  double net_bytes, path_bytes[3];
   rp_ctrace *tl;
 } sim_state;
 
@@ -106,6 +111,18 @@ static void refresh_read_queues(sim_state *s, double now) {
 
 /* Books the hit prefix's read (and forwarding) for record r: when its first
  * layer and its last layer are at the PE. */
+/* Without layer-wise loading, the earliest HBM stage of the PE (index in *k). */
+static double stage_ready(sim_state *s, int pe, int *k) {
+  const rp_sim_config *c = s->cfg;
+  *k = -1;
+  if (c->layerwise || c->pe_stage <= 0) return 0;
+  double *st = s->pe_stage_free + (size_t)pe * c->pe_stage;
+  *k = 0;
+  for (int j = 1; j < c->pe_stage; j++)
+    if (st[j] < st[*k]) *k = j;
+  return st[*k];
+}
+
 static void book_load(sim_state *s, rp_turn_record *r, double now, double *first, double *last) {
   const rp_sim_config *c = s->cfg;
   double bytes = (double)r->hit * c->kv_bytes_per_token, L = c->layers;
@@ -113,11 +130,14 @@ static void book_load(sim_state *s, rp_turn_record *r, double now, double *first
     *first = *last = now;
     return;
   }
+  int k;
+  now = fmax(now, stage_ready(s, r->pe, &k)); /* room in the PE's HBM for the prefix */
   int node = r->side == RP_READ_PE ? pe_node(s, r->pe) : de_node(s, r->de);
   double rs = fmax(now, s->snic_free[node]), re = rs + xfer(bytes, s->snic_rate);
   s->snic_free[node] = re;
   s->snic_bytes[node] += bytes;
   s->snic_busy[node] += re - rs;
+  s->path_bytes[r->side == RP_READ_PE ? 0 : 1] += bytes;
   rp_ctrace_event(s->tl, "read", node, 0, rs, re);
   if (r->side == RP_READ_PE) {
     *first = c->layerwise ? rs + (re - rs) / L : re;
@@ -162,15 +182,20 @@ static int start_turn(sim_state *s, long ri, double now) {
   double cs = fmax(fmax(now, s->pe_free[r->pe]), c->layerwise ? first : last);
   double ce = fmax(cs + comp, last + comp / L);
   s->pe_free[r->pe] = ce;
+  int stage;
+  stage_ready(s, r->pe, &stage);
+  if (stage >= 0 && r->hit > 0 && r->side != RP_READ_NONE)
+    s->pe_stage_free[(size_t)r->pe * c->pe_stage + stage] = ce; /* the stage frees with the prefill */
   r->t_first = ce;
   rp_ctrace_event(s->tl, "prefill", s->nnodes + r->pe, 0, cs, ce);
   /* hand-off to the DE: the whole context, or only the new tokens when the
-   * DE already holds the prefix (it read it, or it is resident: Oracle) */
-  long sent = r->side == RP_READ_PE ? r->prompt : miss;
+   * DE read the prefix itself (as the real engine does; Oracle sends all) */
+  long sent = r->side == RP_READ_DE ? miss : r->prompt;
   double hb = (double)sent * c->kv_bytes_per_token;
   double hs = fmax(ce, s->de_in_free[r->de]), he = hs + xfer(hb, s->cnic_rate);
   s->de_in_free[r->de] = he;
   s->net_bytes += hb;
+  s->path_bytes[2] += hb;
   /* decode in the DE's earliest free slot */
   double *slots = s->de_slot_free + (size_t)r->de * c->de_batch;
   int k = 0;
@@ -228,11 +253,12 @@ static int alloc_state(sim_state *s) {
   for (size_t i = 0; i < 3; i++) *d[i] = calloc((size_t)s->nnodes, sizeof(double));
   s->pe_free = calloc((size_t)s->npe, sizeof(double));
   s->pe_in_free = calloc((size_t)s->npe, sizeof(double));
+  s->pe_stage_free = calloc((size_t)s->npe * (c->pe_stage > 0 ? c->pe_stage : 1), sizeof(double));
   s->de_in_free = calloc((size_t)s->nde, sizeof(double));
   s->de_slot_free = calloc((size_t)s->nde * c->de_batch, sizeof(double));
   s->pe = calloc((size_t)s->npe, sizeof *s->pe);
   s->de = calloc((size_t)s->nde, sizeof *s->de);
-  if (!s->snic_free || !s->snic_bytes || !s->snic_busy || !s->pe_free || !s->pe_in_free ||
+  if (!s->snic_free || !s->snic_bytes || !s->snic_busy || !s->pe_free || !s->pe_in_free || !s->pe_stage_free ||
       !s->de_in_free || !s->de_slot_free || !s->pe || !s->de)
     return 0;
   for (int i = 0; i < s->npe; i++) s->pe[i].node = pe_node(s, i);
@@ -241,7 +267,7 @@ static int alloc_state(sim_state *s) {
 }
 
 static void free_state(sim_state *s) {
-  void *p[] = {s->snic_free, s->snic_bytes, s->snic_busy, s->pe_free, s->pe_in_free,
+  void *p[] = {s->snic_free, s->snic_bytes, s->snic_busy, s->pe_free, s->pe_in_free, s->pe_stage_free,
                s->de_in_free, s->de_slot_free, s->pe, s->de, s->heap.ev, s->agent_first, s->miss};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) free(p[i]);
 }
@@ -296,6 +322,7 @@ rp_status rp_sim_run(const rp_sim_config *cfg, const rp_trace *tr, rp_sim_result
     out->rec = s.rec;
     out->nrec = s.nrec;
     rp_serve_summarize(s.rec, s.nrec, s.nnodes, s.snic_bytes, s.snic_busy, s.net_bytes, &out->sum);
+    memcpy(out->sum.path_bytes, s.path_bytes, sizeof s.path_bytes);
   } else {
     free(s.rec);
   }
