@@ -35,7 +35,9 @@ typedef struct {
   size_t cap, count;
   int direct;          /* 1: reads use O_DIRECT; 0: page cache dropped after read */
   int direct_tried;
+  void *hcache;        /* RP_KVS_HCACHE headers of blocks read layer by layer */
 } rp_kv_store;
+#define RP_KVS_HCACHE 64
 
 #define RP_KVS_HEADER 4096
 #define RP_KVS_MAX_LAYERS 470 /* header: 296 bytes + 8 per layer */
@@ -51,7 +53,9 @@ int rp_kvs_longest_prefix(rp_kv_store *s, const uint64_t *keys, int nkeys, int r
 /* Writes one block atomically (no-op if the index already has it). */
 rp_status rp_kvs_put(rp_kv_store *s, uint64_t key, const int32_t *tokens64, const float *block);
 /* Reads layer `layer` (or every layer: layer = -1) of block `key` into dst
- * (layer_bytes or L * layer_bytes) and checks its tokens and checksum:
+ * (layer_bytes or L * layer_bytes) and checks its tokens and checksum (a
+ * block's header is read with its layer 0 and remembered for its other
+ * layers):
  * RP_EFORMAT for a corrupt / truncated / mismatched block (a miss, the
  * message says why), RP_EIO when absent. *bytes_read: bytes read from the
  * file. */

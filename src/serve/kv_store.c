@@ -122,6 +122,7 @@ rp_status rp_kvs_open(rp_kv_store *s, const char *dir, int L, int C) {
 
 void rp_kvs_close(rp_kv_store *s) {
   free(s->keys);
+  free(s->hcache);
   memset(s, 0, sizeof *s);
 }
 
@@ -144,7 +145,11 @@ static int write_all(int fd, const void *p, size_t n) {
   return 1;
 }
 
+static kvs_header *cached_header(rp_kv_store *s, uint64_t key);
+
 void rp_kvs_drop(rp_kv_store *s, uint64_t key) {
+  kvs_header *h = cached_header(s, key);
+  if (h) h->magic = 0;
   char path[600];
   rp_kvs_path(s, key, path, sizeof path);
   unlink(path);
@@ -249,6 +254,21 @@ static rp_status read_layers(rp_kv_store *s, int fd, const kvs_header *h, int l0
   return st;
 }
 
+/* Headers checked by a layer read are remembered (a few, by key), so that
+ * reading a block layer by layer reads its header once: blocks are immutable
+ * and the per-layer checksums still catch damaged data. */
+static kvs_header *cached_header(rp_kv_store *s, uint64_t key) {
+  if (!s->hcache) return NULL;
+  kvs_header *h = (kvs_header *)((char *)s->hcache + (key % RP_KVS_HCACHE) * RP_KVS_HEADER);
+  return h->magic == KVS_MAGIC && h->key == key ? h : NULL;
+}
+
+static void remember_header(rp_kv_store *s, const kvs_header *h) {
+  if (!s->hcache && posix_memalign(&s->hcache, 4096, (size_t)RP_KVS_HCACHE * RP_KVS_HEADER) == 0)
+    memset(s->hcache, 0, (size_t)RP_KVS_HCACHE * RP_KVS_HEADER);
+  if (s->hcache) memcpy((char *)s->hcache + (h->key % RP_KVS_HCACHE) * RP_KVS_HEADER, h, RP_KVS_HEADER);
+}
+
 rp_status rp_kvs_read(rp_kv_store *s, uint64_t key, const int32_t *tokens64, int layer,
                       float *dst, size_t *bytes_read) {
   char path[600];
@@ -257,14 +277,18 @@ rp_status rp_kvs_read(rp_kv_store *s, uint64_t key, const int32_t *tokens64, int
   if (layer >= s->L) return rp_err(RP_EINVAL, "KV block read of layer %d of %d", layer, s->L);
   int fd = open_for_read(s, path);
   if (fd < 0) return rp_err(RP_EIO, "KV block %s: %s", path, strerror(errno));
-  kvs_header *h = aligned_buf(RP_KVS_HEADER);
+  kvs_header *h = aligned_buf(RP_KVS_HEADER), *known = layer > 0 ? cached_header(s, key) : NULL;
   rp_status st = h ? RP_OK : rp_err(RP_ENOMEM, "out of memory reading a KV block");
-  if (st == RP_OK) {
+  if (st == RP_OK && known) {
+    memcpy(h, known, RP_KVS_HEADER);
+    st = check_header(s, h, key, tokens64, path);
+  } else if (st == RP_OK) {
     ssize_t r = pread_all(fd, h, RP_KVS_HEADER, 0);
     *bytes_read += r > 0 ? (size_t)r : 0;
     st = r == RP_KVS_HEADER ? check_header(s, h, key, tokens64, path)
                             : rp_err(RP_EFORMAT, "KV block %s is truncated (header)", path);
   }
+  if (st == RP_OK && layer >= 0 && !known) remember_header(s, h);
   if (st == RP_OK)
     st = read_layers(s, fd, h, layer < 0 ? 0 : layer, layer < 0 ? s->L : 1, dst, path, bytes_read);
   if (!s->direct) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
