@@ -19,7 +19,7 @@ typedef struct fwd {
   int sent;              /* layers sent */
   MPI_Request *reqs;     /* 2 per layer */
   float **packs;         /* per layer: that layer of every block, contiguous */
-  int *nv_sent;          /* per layer: the valid count sent with it */
+  int *nv_sent;          /* per layer: {valid blocks, agent, turn} sent with it */
   int in_use;
   struct fwd *next;
 } fwd;
@@ -51,15 +51,17 @@ static void fwd_start(de_state *d, int src) {
   f->staging = malloc((size_t)f->q.nhit * e->block_floats * sizeof(float));
   f->reqs = malloc((size_t)2 * e->L * sizeof *f->reqs);
   f->packs = calloc((size_t)e->L, sizeof *f->packs);
-  f->nv_sent = calloc((size_t)e->L, sizeof *f->nv_sent);
+  f->nv_sent = calloc((size_t)e->L * 3, sizeof *f->nv_sent);
   RP_CHECK(f->tok && f->staging && f->reqs && f->packs && f->nv_sent);
   MPI_Recv(f->tok, n, MPI_INT32_T, src, TAG_FWD, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   rp_kvs_keys(f->tok, n, f->keys);
   f->job = (read_job){.keys = f->keys, .tokens = f->tok, .nblocks = f->q.nhit,
                       .staging = f->staging, .layerwise = e->o->layerwise, .link = &e->snic};
   reader_submit(&e->rd, &f->job);
-  f->next = d->fwds;
-  d->fwds = f;
+  /* in arrival order: a PE takes a DE's layers in the order of its requests */
+  fwd **tail = &d->fwds;
+  while (*tail) tail = &(*tail)->next;
+  *tail = f;
 }
 
 /* Sends the layers the reader has finished (non-blocking). */
@@ -72,9 +74,10 @@ static void fwd_progress(de_state *d, fwd *f) {
     float *p = f->packs[l] = malloc((size_t)nhit * lf * sizeof(float));
     RP_CHECK(p != NULL);
     for (int b = 0; b < nhit; b++) memcpy(p + b * lf, f->staging + b * bf + l * lf, lf * sizeof(float));
-    f->nv_sent[l] = nv;
+    int *hdr = &f->nv_sent[3 * l];
+    hdr[0] = nv, hdr[1] = f->q.agent, hdr[2] = f->q.turn;
     engine_net_send(e, f->q.pe, (size_t)nhit * lf * sizeof(float));
-    MPI_Isend(&f->nv_sent[l], 1, MPI_INT, f->q.pe, TAG_LAYER + l, MPI_COMM_WORLD, &f->reqs[2 * l]);
+    MPI_Isend(hdr, 3, MPI_INT, f->q.pe, TAG_LAYER + l, MPI_COMM_WORLD, &f->reqs[2 * l]);
     MPI_Isend(p, (int)(nhit * lf), MPI_FLOAT, f->q.pe, TAG_LAYER + l, MPI_COMM_WORLD,
               &f->reqs[2 * l + 1]);
     if (l + 1 == e->L) tl_add(&e->tl, "read+fwd", f->job.t0, serve_now());
@@ -215,7 +218,14 @@ void engine_de_loop(engine_rank *e) {
   }
   while (!d.stop) {
     int got = poll_messages(&d);
-    for (fwd *f = d.fwds; f; f = f->next) fwd_progress(&d, f);
+    /* a forward to a PE waits until the earlier ones to that PE sent every layer */
+    int blocked[1024], nb = 0;
+    for (fwd *f = d.fwds; f; f = f->next) {
+      int skip = 0;
+      for (int i = 0; i < nb; i++) skip |= blocked[i] == f->q.pe;
+      if (!skip) fwd_progress(&d, f);
+      if (f->sent < e->L && nb < 1024) blocked[nb++] = f->q.pe;
+    }
     if (d.nactive) decode_step(&d);
     else if (!got) usleep(d.fwds ? 100 : 500); /* idle: nothing to decode */
   }

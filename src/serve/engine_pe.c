@@ -30,9 +30,11 @@ static void pe_wait_layer(void *ctx, int l) {
   if (p->job) {
     p->nvalid = reader_wait(&e->rd, p->job, l);
   } else {
-    int nv;
+    int hdr[3];
     engine_wait_message(p->q->de, TAG_LAYER + l, NULL);
-    MPI_Recv(&nv, 1, MPI_INT, p->q->de, TAG_LAYER + l, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(hdr, 3, MPI_INT, p->q->de, TAG_LAYER + l, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    RP_CHECK(hdr[1] == p->q->agent && hdr[2] == p->q->turn); /* the DE keeps request order */
+    int nv = hdr[0];
     MPI_Recv(p->layer_buf, (int)(nhit * lf), MPI_FLOAT, p->q->de, TAG_LAYER + l, MPI_COMM_WORLD,
              MPI_STATUS_IGNORE);
     p->nvalid = nv < p->nvalid ? nv : p->nvalid;
