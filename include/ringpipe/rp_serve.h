@@ -144,6 +144,8 @@ typedef struct {
   int append, gen;
   double arrive;
   long prompt, hit;    /* for replayed traces; synthetic ones derive them */
+  uint64_t *hash_ids;  /* replayed traces: the prompt's blocks (equal ids, equal tokens) */
+  int nhash, hash_tokens; /* ids and tokens per id */
 } rp_turn;
 
 typedef struct {
@@ -176,8 +178,9 @@ rp_status rp_trace_synth(rp_trace *t, const rp_trace_stats *st, int n, double sc
  * "output_length": m, "hash_ids": [...]} per line; hash_ids are blocks of
  * block_tokens tokens; a request's hit is its longest run of leading ids seen
  * in earlier requests. Each request becomes a one-turn agent arriving at its
- * timestamp. */
-rp_status rp_trace_mooncake(rp_trace *t, const char *path, int block_tokens);
+ * timestamp. Lengths and block_tokens are divided by scale (>= 1) for small
+ * runs. */
+rp_status rp_trace_mooncake(rp_trace *t, const char *path, int block_tokens, double scale);
 void rp_trace_free(rp_trace *t);
 long rp_trace_total_turns(const rp_trace *t);
 

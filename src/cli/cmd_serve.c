@@ -20,7 +20,7 @@
 
 typedef struct {
   char checkpoint[RP_OPT_STRLEN], dataset[RP_OPT_STRLEN], mode[RP_OPT_STRLEN];
-  char sched[RP_OPT_STRLEN], store[RP_OPT_STRLEN], outputs[RP_OPT_STRLEN];
+  char sched[RP_OPT_STRLEN], store[RP_OPT_STRLEN], outputs[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
   char jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN], attention[RP_OPT_STRLEN];
   int pe, de, node_size, layers, channels, heads, ctx, vocab, init_seed, agents, max_turns;
   int seed, layerwise, de_slots, threads;
@@ -48,6 +48,9 @@ static const rp_opt table[] = {
     {"store", RP_OPT_STR, O(store), "", 0, 0, NULL,
      "block store directory (default: a fresh one under $TMPDIR, removed at the end)"},
     {"dataset", RP_OPT_CHOICE, O(dataset), "32k", 0, 0, "32k|48k|64k", "Table 2 statistics"},
+    {"trace", RP_OPT_STR, O(trace), "", 0, 0, NULL,
+     "replay a Mooncake-format JSONL trace (timestamps honoured; lengths and its 512-token "
+     "hash blocks divided by --scale) instead of synthetic agents"},
     {"scale", RP_OPT_FLOAT, O(scale), "32", 1, 1e6, NULL, "divide the data set's token counts by this"},
     {"agents", RP_OPT_INT, O(agents), "4", 1, 100000, NULL, "agents, all starting at once"},
     {"max-turns", RP_OPT_INT, O(max_turns), "6", 0, 1000000, NULL, "turns per agent at most (0: no cap)"},
@@ -174,8 +177,9 @@ int rp_cmd_serve(int argc, char **argv) {
   rp_trace t;
   rp_status s = load_model(&o, &m);
   if (s == RP_OK) {
-    s = rp_trace_synth(&t, rp_trace_table2(o.dataset), o.agents, o.scale, o.max_turns,
-                       (uint64_t)o.seed);
+    s = o.trace[0] ? rp_trace_mooncake(&t, o.trace, 512, o.scale)
+                   : rp_trace_synth(&t, rp_trace_table2(o.dataset), o.agents, o.scale,
+                                    o.max_turns, (uint64_t)o.seed);
     if (s == RP_OK) {
       if (strcmp(o.mode, "recompute") == 0) {
         s = rp_mpi_world_size() != 1 ? rp_err(RP_EINVAL, "--mode recompute runs on one rank")

@@ -79,7 +79,7 @@ static rp_sim_config config_of(const simserve_opts *o) {
 }
 
 static rp_status make_trace(const simserve_opts *o, rp_trace *t) {
-  if (o->trace[0]) return rp_trace_mooncake(t, o->trace, 512);
+  if (o->trace[0]) return rp_trace_mooncake(t, o->trace, 512, o->scale);
   rp_trace_stats st = *rp_trace_table2(o->dataset);
   st.append = (int)lround(st.append * o->append_scale);
   return rp_trace_synth(t, &st, o->agents, o->scale, o->max_turns, (uint64_t)o->seed);

@@ -5,6 +5,7 @@
  * turn's times. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine_internal.h"
 
@@ -19,12 +20,23 @@ typedef struct {
   rp_turn_record *rec;
   int32_t **out;            /* per record: the reply */
   double t0;
+  int *waiting;             /* agents whose next turn arrives at a set time */
+  int nwaiting;
 } driver;
 
 void rp_serve_append_tokens(const rp_agent *a, int turn, int V, int32_t *out) {
+  const rp_turn *tu = &a->turns[turn];
   rp_rng r;
+  int i = 0;
+  /* a replayed request's hash blocks: the same id gives the same tokens, so
+   * requests sharing a prefix of ids share a prefix of tokens (and blocks) */
+  for (int b = 0; b < tu->nhash && i < tu->append; b++) {
+    rp_rng_seed(&r, tu->hash_ids[b] * 0xbf58476d1ce4e5b9ULL + 0x632be59bd9b4e019ULL);
+    for (int j = 0; j < tu->hash_tokens && i < tu->append; j++, i++)
+      out[i] = (int32_t)rp_rng_below(&r, (uint32_t)V);
+  }
   rp_rng_seed(&r, a->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(turn + 1)));
-  for (int i = 0; i < a->turns[turn].append; i++) out[i] = (int32_t)rp_rng_below(&r, (uint32_t)V);
+  for (; i < tu->append; i++) out[i] = (int32_t)rp_rng_below(&r, (uint32_t)V);
 }
 
 static int node_of_side(const driver *d, const rp_turn_record *r) {
@@ -48,8 +60,10 @@ static void dispatch(driver *d, int a) {
   for (int i = 0; i < e->y.npe; i++) d->pe[i].read_queue = d->node_read[d->pe[i].node];
   for (int i = 0; i < e->y.nde; i++) d->de[i].read_queue = d->node_read[d->de[i].node];
   long miss = len - (long)nhit * RP_KV_BLOCK;
+  double arrive = ag->turns[k].arrive;
   *r = (rp_turn_record){.agent = a, .turn = k, .prompt = len, .hit = (long)nhit * RP_KV_BLOCK,
-                        .gen = ag->turns[k].gen, .t_arrive = serve_now() - d->t0};
+                        .gen = ag->turns[k].gen,
+                        .t_arrive = arrive >= 0 ? arrive : serve_now() - d->t0};
   r->pe = rp_sched_pick_pe(&d->sched, d->pe, e->y.npe, miss);
   r->de = rp_sched_pick_de(&d->sched, d->de, e->y.nde, len + r->gen);
   r->side = e->o->mode == RP_MODE_ORACLE ? RP_READ_NONE
@@ -70,6 +84,11 @@ static void dispatch(driver *d, int a) {
   d->de[r->de].seqs++;
   d->de[r->de].tokens += len + r->gen;
   if (node_of_side(d, r) >= 0) d->node_read[node_of_side(d, r)] += (double)nhit * e->block_floats * 4;
+}
+
+static void start_or_wait(driver *d, int a) {
+  if (d->e->t->agents[a].turns[d->turn[a]].arrive < 0) dispatch(d, a);
+  else d->waiting[d->nwaiting++] = a;
 }
 
 static void on_prefilled(driver *d, int src) {
@@ -97,8 +116,22 @@ static int on_done(driver *d, int src) {
   d->de[r->de].tokens -= r->prompt + r->gen;
   memcpy(d->ctx[m.agent] + d->ctx_len[m.agent], d->out[ri], (size_t)r->gen * sizeof(int32_t));
   d->ctx_len[m.agent] += (int)r->gen;
-  if (++d->turn[m.agent] < d->e->t->agents[m.agent].nturns) dispatch(d, m.agent);
+  if (++d->turn[m.agent] < d->e->t->agents[m.agent].nturns) start_or_wait(d, m.agent);
   return 1;
+}
+
+/* Turns of replayed traces start at their time (seconds from the start). */
+static void start_due(driver *d) {
+  double now = serve_now() - d->t0;
+  for (int i = 0; i < d->nwaiting;) {
+    int a = d->waiting[i];
+    if (d->e->t->agents[a].turns[d->turn[a]].arrive <= now) {
+      d->waiting[i] = d->waiting[--d->nwaiting];
+      dispatch(d, a);
+    } else {
+      i++;
+    }
+  }
 }
 
 static rp_status write_outputs(const char *path, const rp_trace *t, const long *first,
@@ -135,7 +168,8 @@ static int driver_alloc(driver *d, engine_rank *e, long n) {
   d->first = calloc((size_t)t->nagents + 1, sizeof *d->first);
   d->rec = calloc((size_t)n, sizeof *d->rec);
   d->out = calloc((size_t)n, sizeof *d->out);
-  if (!d->pe || !d->de || !d->node_read || !d->ctx || !d->ctx_len || !d->turn || !d->first ||
+  d->waiting = calloc((size_t)t->nagents, sizeof *d->waiting);
+  if (!d->waiting || !d->pe || !d->de || !d->node_read || !d->ctx || !d->ctx_len || !d->turn || !d->first ||
       !d->rec || !d->out)
     return 0;
   long i = 0;
@@ -155,7 +189,8 @@ static int driver_alloc(driver *d, engine_rank *e, long n) {
 static void driver_free(driver *d, long n) {
   for (int a = 0; d->ctx && a < d->e->t->nagents; a++) free(d->ctx[a]);
   for (long i = 0; d->out && i < n; i++) free(d->out[i]);
-  void *p[] = {d->pe, d->de, d->node_read, d->ctx, d->ctx_len, d->turn, d->first, d->rec, d->out};
+  void *p[] = {d->pe, d->de, d->node_read, d->ctx, d->ctx_len, d->turn, d->first, d->rec, d->out,
+               d->waiting};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) free(p[i]);
 }
 
@@ -187,10 +222,15 @@ rp_status engine_driver(engine_rank *e, rp_serve_summary *sum) {
   rp_status s = driver_alloc(&d, e, n) ? RP_OK : rp_err(RP_ENOMEM, "out of memory in the driver");
   d.t0 = serve_now();
   for (int a = 0; s == RP_OK && a < e->t->nagents; a++)
-    if (e->t->agents[a].nturns > 0) dispatch(&d, a);
+    if (e->t->agents[a].nturns > 0) start_or_wait(&d, a);
   for (long left = s == RP_OK ? n : 0; left > 0;) {
     MPI_Status st;
-    engine_wait_message(MPI_ANY_SOURCE, MPI_ANY_TAG, &st);
+    int flag = 0;
+    while (!flag) { /* a message, or a replayed turn's time */
+      start_due(&d);
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+      if (!flag) nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
     if (st.MPI_TAG == TAG_PREFILLED) on_prefilled(&d, st.MPI_SOURCE);
     else if (st.MPI_TAG == TAG_DONE) left -= on_done(&d, st.MPI_SOURCE);
     else RP_CHECK(!"unexpected message at the driver");

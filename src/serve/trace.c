@@ -68,7 +68,11 @@ rp_status rp_trace_synth(rp_trace *t, const rp_trace_stats *st, int n, double sc
 }
 
 void rp_trace_free(rp_trace *t) {
-  for (int a = 0; a < t->nagents; a++) free(t->agents[a].turns);
+  for (int a = 0; a < t->nagents; a++) {
+    for (int k = 0; t->agents[a].turns && k < t->agents[a].nturns; k++)
+      free(t->agents[a].turns[k].hash_ids);
+    free(t->agents[a].turns);
+  }
   free(t->agents);
   memset(t, 0, sizeof *t);
 }
@@ -113,7 +117,7 @@ static int set_add(id_set *s, uint64_t v) {
 
 /* One request line into turn tu: hit = leading hash ids seen before. */
 static rp_status parse_request(const char *line, long lineno, const char *path, id_set *seen,
-                               int block_tokens, rp_turn *tu) {
+                               int block_tokens, double scale, rp_turn *tu) {
   double ts, in, out;
   const char *ids;
   size_t len;
@@ -131,22 +135,31 @@ static rp_status parse_request(const char *line, long lineno, const char *path, 
   long hit_blocks = 0;
   if (rp_json_iter_begin(&it, ids) != RP_OK)
     return rp_err(RP_EFORMAT, "%s:%ld: hash_ids is not an array", path, lineno);
+  int bt = (int)(block_tokens / scale) > 0 ? (int)(block_tokens / scale) : 1;
   while (rp_json_iter_next(&it, key, sizeof key, &v, &vlen) == 1) {
     uint64_t id = strtoull(v, NULL, 10);
     if (leading && set_has(seen, id)) hit_blocks++;
     else leading = 0;
-    if (!set_add(seen, id)) return rp_err(RP_ENOMEM, "out of memory reading %s", path);
+    uint64_t *g = realloc(tu->hash_ids, (size_t)(tu->nhash + 1) * sizeof *g);
+    if (!set_add(seen, id) || !g) return rp_err(RP_ENOMEM, "out of memory reading %s", path);
+    tu->hash_ids = g;
+    tu->hash_ids[tu->nhash++] = id;
   }
+  long n = (long)(in / scale) > 0 ? (long)(in / scale) : 1;
   tu->arrive = ts / 1000.0;
-  tu->prompt = (long)in;
-  tu->append = (int)in;
-  tu->gen = (int)out;
-  tu->hit = hit_blocks * block_tokens < (long)in ? hit_blocks * block_tokens : (long)in - 1;
+  tu->prompt = n;
+  tu->append = (int)n;
+  tu->gen = (int)(out / scale) > 0 ? (int)(out / scale) : 1;
+  tu->hash_tokens = bt;
+  tu->hit = hit_blocks * bt < n ? hit_blocks * bt : n - 1;
   return RP_OK;
 }
 
-rp_status rp_trace_mooncake(rp_trace *t, const char *path, int block_tokens) {
+rp_status rp_trace_mooncake(rp_trace *t, const char *path, int block_tokens, double scale) {
   memset(t, 0, sizeof *t);
+  if (scale < 1 || block_tokens < 1)
+    return rp_err(RP_EINVAL, "Mooncake trace at scale %g, %d tokens per block: need both >= 1",
+                  scale, block_tokens);
   FILE *f = fopen(path, "r");
   if (!f) return rp_err(RP_EIO, "cannot open the trace %s: %s", path, strerror(errno));
   id_set seen = {0};
@@ -167,7 +180,7 @@ rp_status rp_trace_mooncake(rp_trace *t, const char *path, int block_tokens) {
     if (!ag->turns) { st = rp_err(RP_ENOMEM, "out of memory reading %s", path); break; }
     ag->nturns = 1;
     ag->seed = (uint64_t)lineno;
-    st = parse_request(line, lineno, path, &seen, block_tokens, ag->turns);
+    st = parse_request(line, lineno, path, &seen, block_tokens, scale, ag->turns);
     if (ag->turns->prompt + ag->turns->gen > t->max_context)
       t->max_context = ag->turns->prompt + ag->turns->gen;
   }

@@ -310,18 +310,26 @@ static void test_trace_mooncake_reads_hits(void **state) {
         f);
   fclose(f);
   rp_trace t;
-  assert_int_equal(rp_trace_mooncake(&t, path, 512), RP_OK);
+  assert_int_equal(rp_trace_mooncake(&t, path, 512, 1), RP_OK);
   assert_int_equal(t.nagents, 3);
   assert_int_equal(t.agents[0].turns[0].hit, 0);
   assert_int_equal(t.agents[1].turns[0].hit, 1024);
   assert_true(fabs(t.agents[1].turns[0].arrive - 0.25) < 1e-12);
   assert_int_equal(t.agents[1].turns[0].gen, 5);
   assert_int_equal(t.agents[2].turns[0].hit, 0);
+  assert_int_equal(t.agents[1].turns[0].nhash, 4);
+  assert_true(t.agents[1].turns[0].hash_ids[3] == 5);
+  rp_trace_free(&t);
+  /* scaled by 8: lengths and blocks / 8 */
+  assert_int_equal(rp_trace_mooncake(&t, path, 512, 8), RP_OK);
+  assert_int_equal(t.agents[1].turns[0].prompt, 225);
+  assert_int_equal(t.agents[1].turns[0].hit, 128);
+  assert_int_equal(t.agents[1].turns[0].gen, 1); /* 5 / 8 rounds up to one token */
   rp_trace_free(&t);
   f = fopen(path, "w");
   fputs("{\"timestamp\": 0, \"input_length\": 10}\n", f);
   fclose(f);
-  assert_int_equal(rp_trace_mooncake(&t, path, 512), RP_EFORMAT);
+  assert_int_equal(rp_trace_mooncake(&t, path, 512, 1), RP_EFORMAT);
   assert_non_null(strstr(rp_errmsg(), ":1: not a Mooncake request"));
   snprintf(cmd, sizeof cmd, "rm -f '%s'", path);
   assert_int_equal(system(cmd), 0);
