@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DualPath experiments (issue 13): the serving simulator at paper scale (the
 # ablation ladder at 1P2D, the P/D, agent and append sweeps with each
-# resource's throughput bound, all three Table 2 data sets) and the real
+# resource's throughput bound, all three Table 2 data sets, the online
+# arrival rate within a TTFT SLO) and the real
 # engine small (2 PE + 2 DE ranks in 2 nodes, storage-rate limited so that
 # loading dominates): JCT, TTFT, TPOT, storage-NIC balance for the ladder.
 # Figures are SVGs ringpipe writes; tools/dualpath_table.py makes the tables.
@@ -36,6 +37,9 @@ done
 sim sim-sweep-pd --agents "$AGENTS" --sweep pd
 sim sim-sweep-agents --agents "$AGENTS" --p-nodes 1 --d-nodes 2 --sweep agents
 sim sim-sweep-append --agents "$AGENTS" --p-nodes 1 --d-nodes 2 --sweep append
+for slo in 2 5; do
+  sim "sim-online-slo$slo" --agents "$AGENTS" --p-nodes 1 --d-nodes 2 --sweep online --slo-ttft "$slo"
+done
 
 if [ "$REAL" = 1 ]; then
   for r in $(seq 1 "$REAL_REPEATS"); do

@@ -181,6 +181,9 @@ rp_status rp_trace_synth(rp_trace *t, const rp_trace_stats *st, int n, double sc
  * timestamp. Lengths and block_tokens are divided by scale (>= 1) for small
  * runs. */
 rp_status rp_trace_mooncake(rp_trace *t, const char *path, int block_tokens, double scale);
+/* Online arrivals: agent a's first turn arrives at the a-th event of a Poisson
+ * process of `rate` agents per second (its later turns follow its replies). */
+void rp_trace_poisson(rp_trace *t, double rate, uint64_t seed);
 void rp_trace_free(rp_trace *t);
 long rp_trace_total_turns(const rp_trace *t);
 

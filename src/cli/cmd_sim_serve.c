@@ -17,7 +17,7 @@ typedef struct {
   char sched[RP_OPT_STRLEN], jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN], svg[RP_OPT_STRLEN];
   int agents, max_turns, seed, p_nodes, d_nodes, gpus, de_batch, layers, layerwise, pe_stage;
   float scale, snic_gbps, cnic_gbps, kv_bytes, prefill_tps, prefill_ctx, tpot, append_scale;
-  float pe_limit, de_limit;
+  float pe_limit, de_limit, slo_ttft;
 } simserve_opts;
 
 #define O(f) offsetof(simserve_opts, f)
@@ -59,8 +59,11 @@ static const rp_opt table[] = {
     {"sched", RP_OPT_CHOICE, O(sched), "paper", 0, 0, "paper|rr",
      "scheduler for a single mode: the paper's rules or round robin"},
     {"layerwise", RP_OPT_BOOL, O(layerwise), "1", 0, 0, NULL, "layer-wise streaming (single mode)"},
-    {"sweep", RP_OPT_CHOICE, O(sweep), "none", 0, 0, "none|pd|agents|append",
-     "repeat the ladder over P/D ratios, agent counts or append lengths"},
+    {"sweep", RP_OPT_CHOICE, O(sweep), "none", 0, 0, "none|pd|agents|append|online",
+     "repeat the ladder over P/D ratios, agent counts or append lengths; online: the highest "
+     "Poisson agent arrival rate each mode serves within the TTFT SLO"},
+    {"slo-ttft", RP_OPT_FLOAT, O(slo_ttft), "5", 0, 1e6, NULL,
+     "online: the SLO on the p99 time to first token, s"},
     {"jsonl", RP_OPT_STR, O(jsonl), "", 0, 0, NULL, "per-turn records (single mode)"},
     {"svg", RP_OPT_STR, O(svg), "", 0, 0, NULL,
      "ablation: write PREFIX-ladder.svg (JCT per rung) and PREFIX-paths.svg (bytes per path)"},
@@ -184,8 +187,55 @@ static rp_status run_single(const simserve_opts *o) {
   return s;
 }
 
+/* p99 TTFT of one mode with agents arriving at `rate` per second. */
+static rp_status online_ttft(const simserve_opts *o, rp_trace *t, int rung, double rate,
+                             double *p99, double *jct) {
+  rp_trace_poisson(t, rate, (uint64_t)o->seed);
+  rp_sim_config c = config_of(o);
+  c.mode = rp_serve_ladder[rung].mode;
+  c.layerwise = rp_serve_ladder[rung].layerwise;
+  c.policy = rp_serve_ladder[rung].policy;
+  rp_sim_result r;
+  RP_TRY(rp_sim_run(&c, t, &r, NULL));
+  *p99 = r.sum.ttft_p99;
+  *jct = r.sum.jct;
+  rp_sim_result_free(&r);
+  return RP_OK;
+}
+
+/* The highest arrival rate within the SLO, by bisection (p99 TTFT grows with
+ * the rate once a resource saturates). */
+static rp_status run_online(const simserve_opts *o) {
+  rp_trace t;
+  RP_TRY(make_trace(o, &t));
+  printf("online: %d agents (%ld turns), Poisson arrivals, SLO p99 TTFT <= %g s, %d P + %d D "
+         "nodes\n", t.nagents, rp_trace_total_turns(&t), o->slo_ttft, o->p_nodes, o->d_nodes);
+  static const int rungs[] = {0, 3, 4}; /* basic, DualPath, oracle */
+  double base = 0;
+  rp_status s = RP_OK;
+  for (int i = 0; s == RP_OK && i < 3; i++) {
+    double lo = 0, hi = 64, p99 = 0, jct = 0;
+    for (int it = 0; s == RP_OK && it < 24; it++) {
+      double mid = 0.5 * (lo + hi);
+      s = online_ttft(o, &t, rungs[i], mid, &p99, &jct);
+      if (p99 <= o->slo_ttft) lo = mid;
+      else hi = mid;
+    }
+    if (s == RP_OK) s = online_ttft(o, &t, rungs[i], lo, &p99, &jct);
+    if (i == 0) base = lo;
+    double turns = (double)rp_trace_total_turns(&t) / jct;
+    /* at the cap, even all agents at once meet the SLO: the rate is a lower bound */
+    const char *ge = lo > 63.99 ? ">= " : "";
+    printf("%-22s max rate %s%.4f agents/s (p99 TTFT %.3f s, %.1f turns/s)  vs basic %s%.2fx\n",
+           rp_serve_ladder[rungs[i]].label, ge, lo, p99, turns, ge, base > 0 ? lo / base : 0);
+  }
+  rp_trace_free(&t);
+  return s;
+}
+
 static rp_status run_sweep(simserve_opts o) {
   char tag[128];
+  if (strcmp(o.sweep, "online") == 0) return run_online(&o);
   if (strcmp(o.sweep, "pd") == 0) {
     static const int pd[][2] = {{1, 4}, {1, 2}, {1, 1}, {2, 1}, {4, 1}};
     for (size_t i = 0; i < sizeof pd / sizeof *pd; i++) {

@@ -1,6 +1,7 @@
 /* Traces (rp_serve.h): synthetic agent trajectories with the statistics of the
  * DualPath paper's Table 2, and Mooncake-format JSONL replay. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,16 @@ rp_status rp_trace_synth(rp_trace *t, const rp_trace_stats *st, int n, double sc
                     scale, t->max_context);
   }
   return RP_OK;
+}
+
+void rp_trace_poisson(rp_trace *t, double rate, uint64_t seed) {
+  rp_rng r;
+  rp_rng_seed(&r, seed);
+  double at = 0;
+  for (int a = 0; a < t->nagents; a++) {
+    if (t->agents[a].nturns) t->agents[a].turns[0].arrive = at;
+    at += -log(1.0 - (double)rp_rng_uniform(&r)) / rate;
+  }
 }
 
 void rp_trace_free(rp_trace *t) {

@@ -294,6 +294,14 @@ static void test_trace_synth_has_table2_statistics(void **state) {
   assert_int_equal(t.max_context, 1024);
   for (int a = 0; a < 4; a++) assert_true(t.agents[a].nturns >= 1 && t.agents[a].nturns <= 5);
   rp_trace_free(&t);
+  /* Poisson arrivals: increasing, mean gap 1 / rate (within 10% over 2000) */
+  assert_int_equal(rp_trace_synth(&t, rp_trace_table2("32k"), 2000, 64, 1, 3), RP_OK);
+  rp_trace_poisson(&t, 4.0, 9);
+  for (int a = 1; a < t.nagents; a++)
+    assert_true(t.agents[a].turns[0].arrive >= t.agents[a - 1].turns[0].arrive);
+  double gap = t.agents[t.nagents - 1].turns[0].arrive / (t.nagents - 1);
+  assert_true(fabs(gap - 0.25) < 0.025);
+  rp_trace_free(&t);
   assert_int_equal(rp_trace_synth(&t, st, 1, 65536, 0, 1), RP_EINVAL);
 }
 
