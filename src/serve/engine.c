@@ -50,6 +50,9 @@ static rp_status check_setup(const rp_engine_opts *o, const rp_chunk *m, const r
     return rp_err(RP_EINVAL, "the trace's contexts reach %ld tokens but the model holds %d "
                   "positions: raise --scale or use a model with a longer context", t->max_context,
                   m->cfg.T);
+  if ((m->cfg.T + RP_KV_BLOCK - 1) / RP_KV_BLOCK > RP_SERVE_MAX_BLOCKS)
+    return rp_err(RP_EINVAL, "a model of %d positions: serving handles up to %d", m->cfg.T,
+                  RP_SERVE_MAX_BLOCKS * RP_KV_BLOCK);
   if (o->de_slots < 1 || o->de_slots > 1024)
     return rp_err(RP_EINVAL, "--de-slots %d: need 1..1024", o->de_slots);
   return RP_OK;
