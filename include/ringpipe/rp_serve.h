@@ -92,6 +92,11 @@ rp_status rp_link_open(rp_link *k, const char *name, double gbps, int create);
 void rp_link_close(rp_link *k);
 /* Takes n bytes through the link (sleeps until they are through). */
 void rp_link_send(rp_link *k, size_t n);
+/* The same in two halves, so that the real work (a file read) happens while
+ * the bytes are on the link: reserve returns when they will be through, wait
+ * sleeps until then. */
+uint64_t rp_link_reserve(rp_link *k, size_t n);
+void rp_link_wait(uint64_t end_ns);
 /* Bytes waiting for or on the link now (the storage read queue). */
 void rp_link_enqueue(rp_link *k, size_t n);
 void rp_link_dequeue(rp_link *k, size_t n);

@@ -56,11 +56,11 @@ static void sleep_until_ns(uint64_t t) {
   }
 }
 
-void rp_link_send(rp_link *k, size_t n) {
+uint64_t rp_link_reserve(rp_link *k, size_t n) {
   rp_link_state *st = k->st;
   __atomic_add_fetch(&st->bytes, (uint64_t)n, __ATOMIC_RELAXED);
   __atomic_add_fetch(&st->ops, 1, __ATOMIC_RELAXED);
-  if (k->bytes_per_s <= 0) return;
+  if (k->bytes_per_s <= 0) return 0;
   uint64_t dur = (uint64_t)((double)n / k->bytes_per_s * 1e9);
   uint64_t old = __atomic_load_n(&st->next_free_ns, __ATOMIC_ACQUIRE), end;
   do {
@@ -69,8 +69,12 @@ void rp_link_send(rp_link *k, size_t n) {
   } while (!__atomic_compare_exchange_n(&st->next_free_ns, &old, end, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE));
   __atomic_add_fetch(&st->busy_ns, dur, __ATOMIC_RELAXED);
-  sleep_until_ns(end);
+  return end;
 }
+
+void rp_link_wait(uint64_t end) { sleep_until_ns(end); }
+
+void rp_link_send(rp_link *k, size_t n) { sleep_until_ns(rp_link_reserve(k, n)); }
 
 void rp_link_enqueue(rp_link *k, size_t n) {
   __atomic_add_fetch(&k->st->queued_bytes, (uint64_t)n, __ATOMIC_RELAXED);

@@ -11,18 +11,31 @@
 
 double serve_now(void) { return (double)rp_now_ns() * 1e-9; }
 
+/* Bytes a read puts on the storage link: the header comes with a block's
+ * first read (layer 0, or the whole block), then only layers. */
+static size_t expected_bytes(const rp_kv_store *st, int layer) {
+  if (layer < 0) return RP_KVS_HEADER + (size_t)st->L * st->layer_bytes;
+  return st->layer_bytes + (layer == 0 ? RP_KVS_HEADER : 0);
+}
+
 static void read_one(reader *r, read_job *j, int b, int layer) {
   size_t floats = (size_t)r->store->L * r->store->layer_bytes / sizeof(float), got = 0;
   float *dst = j->staging + (size_t)b * floats +
                (layer < 0 ? 0 : (size_t)layer * r->store->layer_bytes / sizeof(float));
-  if (j->link) rp_link_enqueue(j->link, layer < 0 ? r->store->L * r->store->layer_bytes
-                                                  : r->store->layer_bytes);
+  size_t want = expected_bytes(r->store, layer);
+  /* the link time is claimed first and the file is read meanwhile: a read
+   * takes max(its own time, its bytes at the link's rate) */
+  uint64_t end = 0;
+  if (j->link) {
+    rp_link_enqueue(j->link, want);
+    end = rp_link_reserve(j->link, want);
+  }
   rp_status s = rp_kvs_read(r->store, j->keys[b], j->tokens + (size_t)b * RP_KV_BLOCK, layer, dst,
                             &got);
   if (j->link) {
-    rp_link_send(j->link, got); /* the bytes take their time on the storage NIC */
-    rp_link_dequeue(j->link, layer < 0 ? r->store->L * r->store->layer_bytes
-                                       : r->store->layer_bytes);
+    if (got > want) rp_link_send(j->link, got - want); /* a header read again */
+    rp_link_wait(end);
+    rp_link_dequeue(j->link, want);
   }
   if (s == RP_EFORMAT && !strstr(rp_errmsg(), "collision")) rp_kvs_drop(r->store, j->keys[b]);
   pthread_mutex_lock(&r->mu);
