@@ -211,6 +211,7 @@ typedef struct {
   double *snic_bytes, *snic_busy; /* per node */
   double net_bytes;           /* compute-network bytes (DE->PE forwarding + PD handoff) */
   double path_bytes[3];       /* storage->PE, storage->DE (forwarded to the PE), PE->DE hand-off */
+  double net_busy_max;        /* the busiest compute-network input link's busy seconds */
 } rp_serve_summary;
 
 /* Summary of records (and per-node storage bytes / busy seconds). */

@@ -115,7 +115,8 @@ static rp_status one_run(const serve_opts *o, const rp_chunk *m, const rp_trace 
     rp_serve_print_summary(stdout, label, &sum);
     printf("%-22s   storage bytes per node:", "");
     for (int k = 0; k < sum.nnodes; k++) printf(" %.1f MB", sum.snic_bytes[k] / 1e6);
-    printf("; compute network %.1f MB; reads %s\n", sum.net_bytes / 1e6,
+    printf("; compute network %.1f MB (busiest input link busy %.3f s); reads %s\n",
+           sum.net_bytes / 1e6, sum.net_busy_max,
            direct ? "O_DIRECT" : "buffered, page cache dropped after each (O_DIRECT refused)");
     fflush(stdout);
   }

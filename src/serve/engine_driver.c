@@ -210,6 +210,10 @@ static void summarize(driver *d, long n, rp_serve_summary *sum) {
     }
   }
   rp_serve_summarize(d->rec, n, nn, bytes, busy, 0, sum);
+  for (int r = 0; r < 1 + e->y.npe + e->y.nde; r++) {
+    double b = rp_link_busy_s(&e->net_in[r]);
+    if (b > sum->net_busy_max) sum->net_busy_max = b;
+  }
   free(bytes);
   free(busy);
 }
