@@ -9,7 +9,9 @@ set -e
 rp=$1; out=$2; shift 2
 rm -rf "$out"
 mkdir -p "$out"
-common="--agents 3 --max-turns 5 --scale 32 --weight-scale 3 --layers 2 --channels 64 --heads 4 --ctx 1024 --storage-gbps 2"
+# --weight-scale 5: logits far apart, so that no greedy choice sits at a near-tie
+# that rounding on another CPU could flip between the cache and the recompute
+common="--agents 3 --max-turns 5 --scale 32 --weight-scale 5 --layers 2 --channels 64 --heads 4 --ctx 1024 --storage-gbps 2"
 "$rp" serve --mode recompute $common --outputs "$out/o"
 timeout 120 "$@" -n 5 "$rp" serve --mode compare --node-size 2 $common --outputs "$out/o" > "$out/compare.txt"
 timeout 120 "$@" -n 5 "$rp" serve --mode dualpath --no-layerwise --sched rr $common --outputs "$out/nolw" > "$out/nolw.txt"
@@ -57,7 +59,7 @@ cat > "$out/mc.jsonl" <<'EOT'
 {"timestamp": 100, "input_length": 900, "output_length": 70, "hash_ids": [7, 8]}
 {"timestamp": 150, "input_length": 1800, "output_length": 50, "hash_ids": [1, 2, 9, 10]}
 EOT
-mc="--trace $out/mc.jsonl --scale 4 --weight-scale 3 --ctx 1024"
+mc="--trace $out/mc.jsonl --scale 4 --weight-scale 5 --ctx 1024"
 "$rp" serve --mode recompute $mc --outputs "$out/mc"
 timeout 120 "$@" -n 3 "$rp" serve --mode compare --pe 1 --de 1 $mc --outputs "$out/mc" --jsonl "$out/mc" > "$out/mc.txt"
 for m in basic dualpath oracle; do cmp "$out/mc.recompute.txt" "$out/mc.$m.txt"; done
