@@ -52,6 +52,9 @@ typedef struct {
   /* prefill: activations of one prompt (B = 1, T = Tmax) */
   void *acts_mem;
   rp_layer_acts *lv;
+  /* called before each layer of a decode / extend (layer-wise loading) */
+  void (*layer_hook)(void *ctx, int layer);
+  void *layer_hook_ctx;
 } rp_kv_cache;
 
 /* A cache of S slots, each up to Tmax positions, for the whole model m (one
@@ -87,6 +90,20 @@ int rp_kv_slot_blocks(const rp_kv_cache *c, int slot, const int **ids);
 /* A block's floats ([L][2][RP_KV_BLOCK][C]) and their size in bytes. */
 float *rp_kv_block_data(const rp_kv_cache *c, int id);
 size_t rp_kv_block_bytes(const rp_kv_cache *c);
+/* Loads cached blocks into a slot (emptied first): the slot gets nblocks
+ * fresh blocks holding positions 0..len, copied from blocks[i] (whole blocks,
+ * [L][2][RP_KV_BLOCK][C]), or left to be filled layer by layer with
+ * rp_kv_attach_layer when blocks is NULL. (nblocks - 1) * RP_KV_BLOCK < len
+ * <= nblocks * RP_KV_BLOCK. RP_EINVAL on bad arguments. */
+rp_status rp_kv_attach(rp_kv_cache *c, int slot, const float *const *blocks, int nblocks,
+                       int len);
+/* Layer `layer` of the slot's block b from src (2 * RP_KV_BLOCK * C floats:
+ * K then V), for streaming a prefix in layer by layer. */
+void rp_kv_attach_layer(rp_kv_cache *c, int slot, int b, int layer, const float *src);
+/* A hook called by every decode step and extend before a layer reads the
+ * cache (layer l's K/V may still be arriving while l-1 computes). NULL: none. */
+void rp_kv_set_layer_hook(rp_kv_cache *c, void (*hook)(void *ctx, int layer), void *ctx);
+
 /* Blocks in use (held by at least one slot). */
 int rp_kv_blocks_used(const rp_kv_cache *c);
 

@@ -14,6 +14,8 @@ int rp_cmd_sim(int argc, char **argv);
 int rp_cmd_sft(int argc, char **argv);
 int rp_cmd_grpo(int argc, char **argv);
 int rp_cmd_ppo(int argc, char **argv);
+int rp_cmd_serve(int argc, char **argv);
+int rp_cmd_sim_serve(int argc, char **argv);
 
 /* Exit status for a failed status: 2 for bad input (options, files), 1 otherwise. */
 int rp_cli_exit_code(rp_status s);

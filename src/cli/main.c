@@ -22,6 +22,8 @@ static const subcommand commands[] = {
     {"grpo", rp_cmd_grpo, "RL with verifiable rewards: GRPO (group-relative advantages)"},
     {"ppo", rp_cmd_ppo, "RL with verifiable rewards: PPO (value head, GAE) for comparison"},
     {"sim", rp_cmd_sim, "simulate pipeline schedules: timeline, bubble, memory"},
+    {"serve", rp_cmd_serve, "multi-turn agentic serving on MPI ranks: Basic | DualPath | Oracle"},
+    {"sim-serve", rp_cmd_sim_serve, "simulate agentic serving with a persistent KV cache at scale"},
     {"bench", rp_cmd_bench, "benchmarks: gemm | attention | train"},
 };
 static const int ncommands = sizeof commands / sizeof commands[0];
@@ -70,7 +72,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: ringpipe <command> [options]   (ringpipe <command> --help for details)\n\n");
   fprintf(f, "ringpipe trains small GPT models on CPUs with pipeline, context and data\n"
              "parallelism over MPI. Commands:\n");
-  for (int i = 0; i < ncommands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+  for (int i = 0; i < ncommands; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
   fprintf(f, "\nexample: ringpipe train --steps 200        (built-in Shakespeare excerpt)\n"
              "         mpirun -n 2 ringpipe train --steps 50\n");
   print_isa_help(f);

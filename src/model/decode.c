@@ -96,6 +96,7 @@ static const float *decode_rows(rp_kv_cache *c, int n, const rp_exec *x) {
   rp_embed_forward(c->x, c->tok, c->pos, m->p.wte, m->p.wpe, n, C, pool);
   for (int l = 0; l < m->cfg.L; l++) {
     const rp_layer_params *p = &m->p.layer[l];
+    if (c->layer_hook) c->layer_hook(c->layer_hook_ctx, l);
     rp_layernorm_forward(c->ln, c->mean, c->rstd, c->x, p->ln1w, p->ln1b, n, C, pool);
     rp_mm_forward(c->qkv, c->ln, p->qkvw, p->qkvb, n, C, 3 * C, pool);
     store_kv(c, l, n);

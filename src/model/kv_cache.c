@@ -143,6 +143,35 @@ void rp_kv_reserve(rp_kv_cache *c, int slot) {
   if (pos % RP_KV_BLOCK == 0) slot_table(c, slot)[pos / RP_KV_BLOCK] = take_block(c);
 }
 
+/* ---- loading cached blocks */
+
+rp_status rp_kv_attach(rp_kv_cache *c, int slot, const float *const *blocks, int nblocks,
+                       int len) {
+  if (slot < 0 || slot >= c->S || nblocks < 1 || len > c->Tmax || len < 1 ||
+      (nblocks - 1) * RP_KV_BLOCK >= len || len > nblocks * RP_KV_BLOCK)
+    return rp_err(RP_EINVAL, "attach %d blocks of %d positions to slot %d: need a slot in "
+                  "0..%d and %d < positions <= %d <= %d", nblocks, len, slot, c->S - 1,
+                  (nblocks - 1) * RP_KV_BLOCK, nblocks * RP_KV_BLOCK, c->Tmax);
+  rp_kv_release(c, slot);
+  int *tab = slot_table(c, slot);
+  for (int b = 0; b < nblocks; b++) {
+    tab[b] = take_block(c);
+    if (blocks) memcpy(rp_kv_block_data(c, tab[b]), blocks[b], rp_kv_block_bytes(c));
+  }
+  c->len[slot] = len;
+  return RP_OK;
+}
+
+void rp_kv_attach_layer(rp_kv_cache *c, int slot, int b, int layer, const float *src) {
+  size_t n = (size_t)2 * RP_KV_BLOCK * c->m->cfg.C;
+  memcpy(rp_kv_block_data(c, slot_table(c, slot)[b]) + (size_t)layer * n, src, n * sizeof(float));
+}
+
+void rp_kv_set_layer_hook(rp_kv_cache *c, void (*hook)(void *ctx, int layer), void *ctx) {
+  c->layer_hook = hook;
+  c->layer_hook_ctx = ctx;
+}
+
 /* ---- prefill */
 
 const float *rp_kv_prefill(rp_kv_cache *c, int s0, int count, const int32_t *tokens, int n,

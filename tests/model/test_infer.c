@@ -4,7 +4,8 @@
  * decode steps and an extend (a new turn on a cached prefix) give the logits
  * of a full forward over the whole context (1e-4); rp_generate through the
  * cache picks the tokens of rp_generate_recompute (greedy, top-k, top-p) and
- * keeps going past the model's T; bad calls fail with a message. */
+ * keeps going past the model's T; blocks attached to another cache (whole or
+ * layer by layer) continue a turn bit for bit; bad calls fail with a message. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,6 +223,67 @@ static void test_generate_past_the_models_positions(void **state) {
   rp_chunk_free(&m);
 }
 
+typedef struct {
+  rp_kv_cache *c;
+  const float *const *src;
+  int nblocks, calls, loaded;
+} layer_feed;
+
+/* The hook streams layer l of every block in when layer l first asks. */
+static void feed_layer(void *vctx, int layer) {
+  layer_feed *f = vctx;
+  f->calls++;
+  if (layer < f->loaded) return;
+  size_t n = (size_t)2 * RP_KV_BLOCK * cfg.C;
+  for (int b = 0; b < f->nblocks; b++) rp_kv_attach_layer(f->c, 0, b, layer, f->src[b] + layer * n);
+  f->loaded = layer + 1;
+}
+
+/* Blocks copied out of one cache and attached to another, whole or layer by
+ * layer through the hook, continue the turn bit for bit like the original. */
+static void test_attach_continues_a_cached_prefix(void **state) {
+  (void)state;
+  rp_chunk m;
+  model_init(&m, 6);
+  rp_exec x = {.pool = NULL, .attn = rp_attn_reference()};
+  enum { P = 150, E = 20, NB = 3 };
+  int32_t tok[P + E];
+  random_tokens(tok, P + E, 9);
+  rp_kv_cache a, b, l;
+  assert_int_equal(rp_kv_init(&a, &m, x.attn, 1, cfg.T), RP_OK);
+  assert_int_equal(rp_kv_init(&b, &m, x.attn, 2, cfg.T), RP_OK);
+  assert_int_equal(rp_kv_init(&l, &m, x.attn, 1, cfg.T), RP_OK);
+  assert_non_null(rp_kv_prefill(&a, 0, 1, tok, P, &x));
+  const int *ids;
+  assert_int_equal(rp_kv_slot_blocks(&a, 0, &ids), NB);
+  float *copy[NB];
+  for (int i = 0; i < NB; i++) {
+    copy[i] = malloc(rp_kv_block_bytes(&a));
+    memcpy(copy[i], rp_kv_block_data(&a, ids[i]), rp_kv_block_bytes(&a));
+  }
+  float *want = malloc(cfg.Vp * sizeof(float));
+  memcpy(want, rp_kv_extend(&a, 0, tok + P, E, &x), cfg.Vp * sizeof(float));
+  assert_int_equal(rp_kv_attach(&b, 1, (const float *const *)copy, NB, P), RP_OK);
+  assert_int_equal(b.len[1], P);
+  assert_memory_equal(rp_kv_extend(&b, 1, tok + P, E, &x), want, cfg.V * sizeof(float));
+  layer_feed f = {.c = &l, .src = (const float *const *)copy, .nblocks = NB};
+  assert_int_equal(rp_kv_attach(&l, 0, NULL, NB, P), RP_OK);
+  rp_kv_set_layer_hook(&l, feed_layer, &f);
+  assert_memory_equal(rp_kv_extend(&l, 0, tok + P, E, &x), want, cfg.V * sizeof(float));
+  assert_int_equal(f.loaded, cfg.L);
+  assert_int_equal(f.calls, cfg.L); /* E < 64: one chunk, one call per layer */
+  /* positions beyond the blocks, or a block too many, are refused */
+  assert_int_equal(rp_kv_attach(&b, 0, NULL, 2, P), RP_EINVAL);
+  assert_non_null(strstr(rp_errmsg(), "attach 2 blocks"));
+  assert_int_equal(rp_kv_attach(&b, 0, NULL, 4, P), RP_EINVAL);
+  for (int i = 0; i < NB; i++) free(copy[i]);
+  free(want);
+  rp_kv_free(&a);
+  rp_kv_free(&b);
+  rp_kv_free(&l);
+  rp_chunk_free(&m);
+}
+
 static void test_bad_calls_fail_with_a_message(void **state) {
   (void)state;
   rp_chunk m;
@@ -251,6 +313,7 @@ int main(void) {
       cmocka_unit_test(test_generate_greedy_matches_recompute),
       cmocka_unit_test(test_generate_topk_matches_recompute),
       cmocka_unit_test(test_generate_past_the_models_positions),
+      cmocka_unit_test(test_attach_continues_a_cached_prefix),
       cmocka_unit_test(test_bad_calls_fail_with_a_message),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
