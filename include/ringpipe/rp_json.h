@@ -28,6 +28,10 @@ rp_status rp_json_find(const char *json, const char *path, const char **start, s
 rp_status rp_json_get_number(const char *json, const char *path, double *v);
 rp_status rp_json_get_int64(const char *json, const char *path, int64_t *v);   /* exact */
 rp_status rp_json_get_u64(const char *json, const char *path, uint64_t *v);    /* exact */
+/* An exact integer in [lo, hi]; RP_EINVAL naming the path, the value and the
+ * range otherwise (a value outside int64 too: no wrap-around, no truncation). */
+rp_status rp_json_get_int_in(const char *json, const char *path, int64_t lo, int64_t hi,
+                             int64_t *v);
 rp_status rp_json_get_bool(const char *json, const char *path, int *v);
 /* Decodes escapes (\n, \uXXXX incl. surrogate pairs -> UTF-8). RP_EINVAL if the
  * string (plus NUL) does not fit in cap. */
@@ -50,5 +54,11 @@ int rp_json_iter_next(rp_json_iter *it, char *key, size_t keycap, const char **v
 /* Writes s as a quoted JSON string into dst (always NUL terminated when
  * cap > 0). Returns the length the full output needs, excluding the NUL. */
 size_t rp_json_escape(char *dst, size_t cap, const char *s);
+
+/* A double as JSON: "%.17g" (reads back bitwise), or null when it is NaN or
+ * infinite -- JSON has no such numbers, and a writer must never emit nan/inf.
+ * buf needs 32 bytes; returns buf. */
+#define RP_JSON_NUM_CAP 32
+const char *rp_json_num(char buf[RP_JSON_NUM_CAP], double x);
 
 #endif

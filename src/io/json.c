@@ -393,6 +393,17 @@ rp_status rp_json_get_u64(const char *json, const char *path, uint64_t *v) {
   return get_integer(json, path, 0, NULL, v);
 }
 
+rp_status rp_json_get_int_in(const char *json, const char *path, int64_t lo, int64_t hi,
+                             int64_t *v) {
+  int64_t x = 0;
+  RP_TRY(get_integer(json, path, 1, &x, NULL));
+  if (x < lo || x > hi)
+    return rp_err(RP_EINVAL, "JSON key '%s' = %lld is out of range %lld..%lld", path,
+                  (long long)x, (long long)lo, (long long)hi);
+  *v = x;
+  return RP_OK;
+}
+
 rp_status rp_json_get_bool(const char *json, const char *path, int *v) {
   const char *s;
   size_t n;
@@ -455,4 +466,12 @@ size_t rp_json_escape(char *dst, size_t cap, const char *s) {
 #undef PUT
   if (cap) dst[n < cap ? n : cap - 1] = '\0';
   return n;
+}
+
+const char *rp_json_num(char buf[RP_JSON_NUM_CAP], double x) {
+  if (isfinite(x))
+    snprintf(buf, RP_JSON_NUM_CAP, "%.17g", x);
+  else
+    snprintf(buf, RP_JSON_NUM_CAP, "null");
+  return buf;
 }

@@ -194,9 +194,8 @@ static rp_status setup_data(rp_trainer *t) {
                         (uint64_t)o->seed, r, dp));
   RP_TRY(rp_loader_open(&t->val, t->data_dir, "val", o->batch, o->seq, 1, (uint64_t)o->seed, r,
                         dp));
-  rp_loader_set_vocab(t->train, t->cfg.V);
-  rp_loader_set_vocab(t->val, t->cfg.V);
-  return RP_OK;
+  RP_TRY(rp_loader_set_vocab(t->train, t->cfg.V));
+  return rp_loader_set_vocab(t->val, t->cfg.V);
 }
 
 rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
@@ -209,7 +208,11 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   if (s == RP_OK) s = rp_train_opts_check(&t->o);
   if (s == RP_OK && o->resume[0]) { /* fail before anything is written */
     char *meta = NULL;
+    rp_gpt_config fc;
+    int step;
     s = rp_ckpt_read_meta(o->resume, &meta);
+    if (s == RP_OK) s = rp_ckpt_read_config(meta, o->resume, &fc);
+    if (s == RP_OK) s = rp_ckpt_read_counter(meta, o->resume, "step", &step);
     free(meta);
   }
   if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
