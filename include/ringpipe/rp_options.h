@@ -66,10 +66,6 @@ rp_status rp_opts_set(const rp_opt *t, int n, void *out, const char *name, const
 
 /* Applies a config file (see the format above) on top of `out`. */
 rp_status rp_opts_load_config(const rp_opt *t, int n, void *out, const char *path);
-/* The same for config text in memory (len bytes, NUL bytes refused); `name`
- * stands for the file name in messages. */
-rp_status rp_opts_load_config_text(const rp_opt *t, int n, void *out, const char *text,
-                                   size_t len, const char *name);
 
 /* Row for `name` ('-'/'_' insensitive), or NULL. */
 const rp_opt *rp_opts_find(const rp_opt *t, int n, const char *name);

@@ -1,6 +1,5 @@
 /* Loading a whole model for the inference-side subcommands (sample, eval). */
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "ringpipe/rp_train.h"
@@ -8,9 +7,6 @@
 rp_status rp_cli_load_model(const char *path, rp_chunk *m) {
   memset(m, 0, sizeof *m);  /* the caller may free it whatever happens */
   rp_train_opts o;
-  if (access(path, F_OK) != 0)
-    return rp_err(RP_EIO, "checkpoint '%s' does not exist; pass a checkpoint directory (e.g. "
-                  "runs/default/ckpt) or an llm.c model .bin", path);
   RP_TRY(rp_opts_defaults(rp_train_opt_table, rp_train_opt_count, &o));
   int changed, T;
   o.seq = 1;

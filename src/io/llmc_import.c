@@ -103,7 +103,10 @@ static rp_status read_header(int fd, const char *path, rp_gpt_config *cfg) {
 
 rp_status rp_llmc_read_config(const char *path, rp_gpt_config *cfg) {
   int fd = open(path, O_RDONLY);
-  if (fd < 0) return rp_err(RP_EIO, "cannot open llm.c model '%s': %s", path, strerror(errno));
+  if (fd < 0)
+    return rp_err(RP_EIO, "cannot open '%s' (not a checkpoint directory, so read as an llm.c "
+                  "model file): %s; pass a checkpoint directory (e.g. runs/default/ckpt) or an "
+                  "llm.c model .bin", path, strerror(errno));
   rp_status s = read_header(fd, path, cfg);
   close(fd);
   return s;

@@ -259,16 +259,6 @@ rp_status rp_opts_load_config(const rp_opt *t, int n, void *out, const char *pat
   return s;
 }
 
-rp_status rp_opts_load_config_text(const rp_opt *t, int n, void *out, const char *text,
-                                   size_t len, const char *name) {
-  if (len == 0) return RP_OK;
-  FILE *f = fmemopen((void *)text, len, "r");
-  if (!f) return rp_err(RP_ENOMEM, "cannot read config text '%s': %s", name, strerror(errno));
-  rp_status s = load_config_stream(t, n, out, f, name);
-  fclose(f);
-  return s;
-}
-
 static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
 static int looks_numeric(const char *a) {
