@@ -32,7 +32,7 @@ setup() { # setup DIR SANITIZER
 status=0
 if [ "$mode" = asan ] || [ "$mode" = all ]; then
   setup build-asan address,undefined
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1 \
+  ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0:detect_stack_use_after_return=1 \
   LSAN_OPTIONS=suppressions="$src/tools/lsan.supp":print_suppressions=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C "$src/build-asan" --print-errorlogs --timeout-multiplier 4 "$@" || status=1

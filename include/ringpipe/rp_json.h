@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "rp_base.h"
 
 /* RP_OK if `json` is exactly one valid JSON value (surrounding whitespace
@@ -55,10 +56,11 @@ int rp_json_iter_next(rp_json_iter *it, char *key, size_t keycap, const char **v
  * cap > 0). Returns the length the full output needs, excluding the NUL. */
 size_t rp_json_escape(char *dst, size_t cap, const char *s);
 
-/* A double as JSON: "%.17g" (reads back bitwise), or null when it is NaN or
- * infinite -- JSON has no such numbers, and a writer must never emit nan/inf.
- * buf needs 32 bytes; returns buf. */
-#define RP_JSON_NUM_CAP 32
-const char *rp_json_num(char buf[RP_JSON_NUM_CAP], double x);
+/* Writes JSON text built with printf to f, with every non-finite number printf
+ * may have put in it (nan, -nan, inf, -inf, any case, outside strings) written
+ * as null: JSON has no such numbers and a writer must never emit them (a NaN
+ * loss would make the whole metrics line unreadable). Returns 0, or EOF on a
+ * write error. */
+int rp_json_fputs(FILE *f, const char *text);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ringpipe/rp_json.h"
 
@@ -468,10 +469,42 @@ size_t rp_json_escape(char *dst, size_t cap, const char *s) {
   return n;
 }
 
-const char *rp_json_num(char buf[RP_JSON_NUM_CAP], double x) {
-  if (isfinite(x))
-    snprintf(buf, RP_JSON_NUM_CAP, "%.17g", x);
+/* Length of a non-finite number printf wrote at p ([-+]nan, [-+]inf, [-+]infinity
+ * in any case, not followed by a name character), or 0. */
+static size_t nonfinite_len(const char *p) {
+  size_t n = (*p == '-' || *p == '+');
+  if (!strncasecmp(p + n, "nan", 3))
+    n += 3;
+  else if (!strncasecmp(p + n, "infinity", 8))
+    n += 8;
+  else if (!strncasecmp(p + n, "inf", 3))
+    n += 3;
   else
-    snprintf(buf, RP_JSON_NUM_CAP, "null");
-  return buf;
+    return 0;
+  char c = p[n];
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'
+             ? 0
+             : n;
+}
+
+int rp_json_fputs(FILE *f, const char *text) {
+  int in_str = 0;
+  char prev = ',';  /* last non-space character outside strings: a value may start */
+  for (const char *p = text; *p; p++) {
+    size_t n;
+    if (!in_str && strchr(",:[", prev) && (n = nonfinite_len(p)) > 0) {
+      if (fputs("null", f) == EOF) return EOF;
+      p += n - 1;
+      prev = 'l';
+      continue;
+    }
+    if (fputc(*p, f) == EOF) return EOF;
+    if (in_str && *p == '\\' && p[1]) {
+      if (fputc(*++p, f) == EOF) return EOF;
+      continue;
+    }
+    if (*p == '"') in_str = !in_str;
+    if (!in_str && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') prev = *p;
+  }
+  return 0;
 }
