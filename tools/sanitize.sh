@@ -2,7 +2,7 @@
 # Sanitizer runs of the test suite, documented in docs/reliability.md.
 #
 #   tools/sanitize.sh asan    ASan + UBSan build (build-asan), the whole default suite
-#   tools/sanitize.sh tsan    TSan build (build-tsan), the threaded subset (TSAN_TESTS)
+#   tools/sanitize.sh tsan    TSan build (build-tsan), the whole suite but TSAN_SKIP
 #   tools/sanitize.sh         both
 #
 # Any sanitizer report fails the test that produced it: UBSan halts on the first
@@ -14,14 +14,12 @@ mode=${1:-all}
 [ $# -gt 0 ] && shift
 src=$(cd "$(dirname "$0")/.." && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Under TSan every test takes 5-15x longer; these exercise every threaded part
-# (pool and work stealing, kernels split over the pool, flash attention, the
-# loader, ring attention's overlap thread, the pipeline executor, data parallel
-# overlap, RL rollouts) at two ranks. The 4-rank layouts repeat the same code with
-# more processes than this machine's cores and time out under TSan.
-TSAN_TESTS=${TSAN_TESTS:-"base pool_steal kernels_matmul kernels_rowwise kernels_fused flash_ref
-  flash_blocks model io_data io_checkpoint schedule cp_attention_np2 bf16_gemm pp2_1f1b pp2_zbh1
-  dp2 cp2_ring_zigzag dp2_zero1 recompute_full rl_run rl_dp2 bad_input"}
+# TSan runs every test but TSAN_SKIP. kernels_matmul is left out: its --gemm blas
+# half runs OpenBLAS's own threads, which hand results back through OpenBLAS's
+# uninstrumented synchronisation, so TSan reports every blas-mode GEMM output as a
+# race (split mode, the default, is checked through kernels_fused, model and the
+# training tests).
+TSAN_SKIP=${TSAN_SKIP:-"kernels_matmul"}
 
 setup() { # setup DIR SANITIZER
   [ -d "$src/$1" ] || meson setup "$src/$1" "$src" -Db_sanitize="$2" -Db_lundef=false \
@@ -39,7 +37,11 @@ if [ "$mode" = asan ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = tsan ] || [ "$mode" = all ]; then
   setup build-tsan thread
-  [ $# -gt 0 ] || set -- $TSAN_TESTS
+  if [ $# -eq 0 ]; then
+    tests=$(meson test -C "$src/build-tsan" --list 2>/dev/null | sed -n 's/^ringpipe:[^ ]* \/ //p')
+    for skip in $TSAN_SKIP; do tests=$(printf '%s\n' $tests | grep -vx "$skip"); done
+    set -- $tests
+  fi
   TSAN_OPTIONS=suppressions="$src/tools/tsan.supp":second_deadlock_stack=1:history_size=4 \
     meson test -C "$src/build-tsan" --print-errorlogs --timeout-multiplier 8 "$@" || status=1
 fi

@@ -89,6 +89,7 @@ same "$work/resumed/metrics.jsonl" "$work/metrics.before"
 # eval / sample: a missing or unreadable checkpoint was a segfault (an uninitialised chunk freed)
 expect 2 "cannot open .*nothing.*No such file.*checkpoint directory" -- "$ringpipe" eval --checkpoint "$work/nothing" --data "$work/ck/data"
 expect 2 "not an llm.c model file" -- "$ringpipe" eval --checkpoint "$work/ck/ckpt/model.safetensors" --data "$work/ck/data"
+expect 2 "is not a complete checkpoint: meta.json is missing" -- "$ringpipe" eval --checkpoint "$work/ck/data" --data "$work/ck/data"
 expect 2 "cannot open .*nothing" -- "$ringpipe" sample --checkpoint "$work/nothing"
 expect 2 "safetensors" -- "$ringpipe" sample --checkpoint "$work/corrupt" --tokens 4
 expect 2 "longer than the model's 32 positions" -- "$ringpipe" eval --checkpoint "$work/ck/ckpt" --data "$work/ck/data" --seq 64
@@ -140,6 +141,8 @@ printf '0F99999999\n' > "$work/huge_mb.csv"
 expect 2 "huge_mb.csv:1:1: action 0F99999999 makes the schedule 1 chunks x 100000000 micro-batches" -- capped "$ringpipe" sim --schedule "$work/huge_mb.csv"
 printf '999999999F0,0B0\n0F0,0B0\n' > "$work/huge_chunk.csv"
 expect 2 "huge_chunk.csv:1:1: action 999999999F0 makes the schedule 1000000000 chunks" -- capped "$ringpipe" sim --schedule "$work/huge_chunk.csv"
+printf '32767F0,0B131071\n' > "$work/wrap.csv"  # v x m = 2^32 overflowed an int (UBSan)
+expect 2 "wrap.csv:1:9: action 0B131071 makes the schedule 32768 chunks x 131072" -- capped "$ringpipe" sim --schedule "$work/wrap.csv"
 printf '0F0,0B0\n0F0,0B1\n' > "$work/no_f.csv"
 expect 2 "no_f.csv:2:.*micro-batch 0 has 0 B\|needs one B\|has 0 F" -- "$ringpipe" sim --schedule "$work/no_f.csv"
 expect 2 "cannot open schedule file" -- "$ringpipe" sim --schedule "$work/missing.csv"
