@@ -64,6 +64,16 @@ rp_status rp_ckpt_load(const char *dir, const rp_ckpt_load_part *parts, int npar
  * RP_EFORMAT if it is not valid JSON or not a ringpipe checkpoint. */
 rp_status rp_ckpt_read_meta(const char *dir, char **json_out);
 
+/* The model config ("config": L, C, NH, T, V, Vp) of a meta.json text, checked
+ * with rp_gpt_config_validate like the model options of the command line:
+ * RP_EFORMAT naming `where` (the checkpoint directory) if a key is missing,
+ * not an int, or the config is not a valid model. */
+rp_status rp_ckpt_read_config(const char *meta, const char *where, rp_gpt_config *c);
+/* A counter of a meta.json text ("step", "opt_steps") in 0..INT32_MAX; RP_EFORMAT
+ * naming `where`, the key and the value otherwise (a negative or huge step
+ * would wrap or truncate the run's metrics). */
+rp_status rp_ckpt_read_counter(const char *meta, const char *where, const char *key, int *out);
+
 /* ---- safetensors building blocks (used by the checkpoint; public for tools
  * and tests). A file's parsed header: */
 typedef struct {

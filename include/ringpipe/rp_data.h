@@ -43,6 +43,11 @@ typedef struct {
 rp_status rp_shard_open(rp_shard *s, const char *path);
 /* Reads tokens [first, first + n) into dst. */
 rp_status rp_shard_read(const rp_shard *s, size_t first, size_t n, uint16_t *dst);
+/* RP_EFORMAT naming the file, position and id of the first token >= V: of the
+ * whole shard, or of ids[0..n) read from position `first` (V <= 0: no check). */
+rp_status rp_shard_check_vocab(const rp_shard *s, int V);
+rp_status rp_shard_check_ids(const rp_shard *s, const uint16_t *ids, size_t n, size_t first,
+                             int V);
 void rp_shard_close(rp_shard *s);
 /* Whole shard into a malloc'd array (*tokens; free() it). */
 rp_status rp_shard_read_all(const char *path, uint16_t **tokens, size_t *n);
@@ -84,9 +89,11 @@ void rp_loader_state(const rp_loader *l, rp_loader_snapshot *st);
 rp_status rp_loader_set_state(rp_loader *l, const rp_loader_snapshot *st);
 void rp_loader_reset(rp_loader *l);
 void rp_loader_close(rp_loader *l);
-/* Every token read is checked to be < V (RP_EFORMAT naming file and offset);
+/* Scans every token of every shard now (one sequential read; shards are small)
+ * and returns RP_EFORMAT naming file, position and id of the first token >= V,
+ * so bad data fails before step 1; batches read later are checked again.
  * 0 (default) disables the check. */
-void rp_loader_set_vocab(rp_loader *l, int V);
+rp_status rp_loader_set_vocab(rp_loader *l, int V);
 size_t rp_loader_num_tokens(const rp_loader *l);      /* all shards */
 uint64_t rp_loader_num_windows(const rp_loader *l);   /* per epoch, all ranks */
 int rp_loader_num_files(const rp_loader *l);

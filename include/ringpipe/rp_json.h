@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "rp_base.h"
 
 /* RP_OK if `json` is exactly one valid JSON value (surrounding whitespace
@@ -28,6 +29,10 @@ rp_status rp_json_find(const char *json, const char *path, const char **start, s
 rp_status rp_json_get_number(const char *json, const char *path, double *v);
 rp_status rp_json_get_int64(const char *json, const char *path, int64_t *v);   /* exact */
 rp_status rp_json_get_u64(const char *json, const char *path, uint64_t *v);    /* exact */
+/* An exact integer in [lo, hi]; RP_EINVAL naming the path, the value and the
+ * range otherwise (a value outside int64 too: no wrap-around, no truncation). */
+rp_status rp_json_get_int_in(const char *json, const char *path, int64_t lo, int64_t hi,
+                             int64_t *v);
 rp_status rp_json_get_bool(const char *json, const char *path, int *v);
 /* Decodes escapes (\n, \uXXXX incl. surrogate pairs -> UTF-8). RP_EINVAL if the
  * string (plus NUL) does not fit in cap. */
@@ -50,5 +55,12 @@ int rp_json_iter_next(rp_json_iter *it, char *key, size_t keycap, const char **v
 /* Writes s as a quoted JSON string into dst (always NUL terminated when
  * cap > 0). Returns the length the full output needs, excluding the NUL. */
 size_t rp_json_escape(char *dst, size_t cap, const char *s);
+
+/* Writes JSON text built with printf to f, with every non-finite number printf
+ * may have put in it (nan, -nan, inf, -inf, any case, outside strings) written
+ * as null: JSON has no such numbers and a writer must never emit them (a NaN
+ * loss would make the whole metrics line unreadable). Returns 0, or EOF on a
+ * write error. */
+int rp_json_fputs(FILE *f, const char *text);
 
 #endif

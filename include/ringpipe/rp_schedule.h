@@ -141,6 +141,14 @@ void rp_slot_plan_free(rp_slot_plan *plan);
 /* Peak number of (chunk, mb) of `rank` whose F is done and B/I not yet. */
 int rp_schedule_max_live(const rp_schedule *s, int rank);
 
+/* Largest schedule the generators, the CSV reader and the validator accept:
+ * p x v x m (rank, chunk, micro-batch) cells. Their tables hold a few doubles per
+ * cell and message keys are ints, so the bound keeps both small and exact. */
+#define RP_SCHEDULE_MAX_CELLS (1 << 22)
+/* RP_EINVAL naming p, v, m and the bound unless 1 <= p, v, m and
+ * p x v x m <= RP_SCHEDULE_MAX_CELLS; checked before anything is allocated. */
+rp_status rp_schedule_check_size(int p, int v, int m);
+
 /* ---- CSV (schedule_csv.c) ---- */
 /* Writes a '#' header line then one row per rank. */
 rp_status rp_schedule_csv_write(const rp_schedule *s, FILE *f);

@@ -28,7 +28,8 @@ int rp_cli_parse(const char *cmd, const char *usage, const char *desc, const rp_
                  void *opts, int argc, char **argv);
 
 /* The whole model (all layers, embeddings, head) from a checkpoint directory or
- * an llm.c model file, shaped by the file's own config. */
+ * an llm.c model file, shaped by the file's own config. On failure *m is left
+ * zeroed (rp_chunk_free on it is a no-op). */
 #include "ringpipe/rp_model.h"
 rp_status rp_cli_load_model(const char *path, rp_chunk *m);
 

@@ -36,7 +36,11 @@ static rp_status evaluate(const eval_opts *o, const rp_chunk *m, rp_pool *pool, 
     return rp_err(RP_EINVAL, "--seq %d is longer than the model's %d positions", o->seq, m->cfg.T);
   rp_loader *l = NULL;
   RP_TRY(rp_loader_open(&l, o->data, o->split, o->batch, o->seq, 1, 0, 0, 1));
-  rp_loader_set_vocab(l, m->cfg.V);
+  rp_status vs = rp_loader_set_vocab(l, m->cfg.V);
+  if (vs != RP_OK) {
+    rp_loader_close(l);
+    return vs;
+  }
   rp_exec x = {.pool = pool,
                .attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference()};
   rp_layer_acts *lv = calloc(m->spec.num_layers, sizeof *lv);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +323,41 @@ rp_status rp_ckpt_read_meta(const char *dir, char **json_out) {
     return s;
   }
   *json_out = json;
+  return RP_OK;
+}
+
+rp_status rp_ckpt_read_config(const char *meta, const char *where, rp_gpt_config *c) {
+  static const char *const keys[6] = {"config.L", "config.C", "config.NH",
+                                      "config.T", "config.V", "config.Vp"};
+  int64_t v[6];
+  for (int i = 0; i < 6; i++)
+    if (rp_json_get_int_in(meta, keys[i], INT32_MIN, INT32_MAX, &v[i]) != RP_OK) {
+      char why[300];
+      snprintf(why, sizeof why, "%s", rp_errmsg());
+      return rp_err(RP_EFORMAT, "%s/meta.json has no valid %s (%s); is it a ringpipe checkpoint?",
+                    where, keys[i], why);
+    }
+  *c = (rp_gpt_config){.L = (int)v[0], .C = (int)v[1], .NH = (int)v[2], .T = (int)v[3],
+                       .V = (int)v[4], .Vp = (int)v[5]};
+  if (rp_gpt_config_validate(c) != RP_OK) {
+    char why[300];
+    snprintf(why, sizeof why, "%s", rp_errmsg());
+    return rp_err(RP_EFORMAT, "%s/meta.json holds an invalid model config (L=%d C=%d NH=%d T=%d "
+                  "V=%d Vp=%d: %s); the file is corrupt or was edited: use another checkpoint",
+                  where, c->L, c->C, c->NH, c->T, c->V, c->Vp, why);
+  }
+  return RP_OK;
+}
+
+rp_status rp_ckpt_read_counter(const char *meta, const char *where, const char *key, int *out) {
+  int64_t v;
+  if (rp_json_get_int_in(meta, key, 0, INT32_MAX, &v) != RP_OK) {
+    char why[300];
+    snprintf(why, sizeof why, "%s", rp_errmsg());
+    return rp_err(RP_EFORMAT, "%s/meta.json has no valid %s (%s); the file is corrupt or was "
+                  "edited: use another checkpoint", where, key, why);
+  }
+  *out = (int)v;
   return RP_OK;
 }
 

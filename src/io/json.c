@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ringpipe/rp_json.h"
 
@@ -393,6 +394,17 @@ rp_status rp_json_get_u64(const char *json, const char *path, uint64_t *v) {
   return get_integer(json, path, 0, NULL, v);
 }
 
+rp_status rp_json_get_int_in(const char *json, const char *path, int64_t lo, int64_t hi,
+                             int64_t *v) {
+  int64_t x = 0;
+  RP_TRY(get_integer(json, path, 1, &x, NULL));
+  if (x < lo || x > hi)
+    return rp_err(RP_EINVAL, "JSON key '%s' = %lld is out of range %lld..%lld", path,
+                  (long long)x, (long long)lo, (long long)hi);
+  *v = x;
+  return RP_OK;
+}
+
 rp_status rp_json_get_bool(const char *json, const char *path, int *v) {
   const char *s;
   size_t n;
@@ -455,4 +467,44 @@ size_t rp_json_escape(char *dst, size_t cap, const char *s) {
 #undef PUT
   if (cap) dst[n < cap ? n : cap - 1] = '\0';
   return n;
+}
+
+/* Length of a non-finite number printf wrote at p ([-+]nan, [-+]inf, [-+]infinity
+ * in any case, not followed by a name character), or 0. */
+static size_t nonfinite_len(const char *p) {
+  size_t n = (*p == '-' || *p == '+');
+  if (!strncasecmp(p + n, "nan", 3))
+    n += 3;
+  else if (!strncasecmp(p + n, "infinity", 8))
+    n += 8;
+  else if (!strncasecmp(p + n, "inf", 3))
+    n += 3;
+  else
+    return 0;
+  char c = p[n];
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'
+             ? 0
+             : n;
+}
+
+int rp_json_fputs(FILE *f, const char *text) {
+  int in_str = 0;
+  char prev = ',';  /* last non-space character outside strings: a value may start */
+  for (const char *p = text; *p; p++) {
+    size_t n;
+    if (!in_str && strchr(",:[", prev) && (n = nonfinite_len(p)) > 0) {
+      if (fputs("null", f) == EOF) return EOF;
+      p += n - 1;
+      prev = 'l';
+      continue;
+    }
+    if (fputc(*p, f) == EOF) return EOF;
+    if (in_str && *p == '\\' && p[1]) {
+      if (fputc(*++p, f) == EOF) return EOF;
+      continue;
+    }
+    if (*p == '"') in_str = !in_str;
+    if (!in_str && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') prev = *p;
+  }
+  return 0;
 }

@@ -80,10 +80,17 @@ static rp_status read_header(int fd, const char *path, rp_gpt_config *cfg) {
   cfg->NH = h[5];
   cfg->C = h[6];
   cfg->Vp = h[7];
-  if (cfg->T < 1 || cfg->V < 1 || cfg->L < 1 || cfg->NH < 1 || cfg->C < 1 || cfg->Vp < cfg->V ||
-      cfg->C % cfg->NH)
-    return rp_err(RP_EFORMAT, "'%s' has an invalid config (maxT=%d V=%d L=%d NH=%d C=%d Vp=%d)",
-                  path, cfg->T, cfg->V, cfg->L, cfg->NH, cfg->C, cfg->Vp);
+  /* the same checks as the model options: sizes below overflow nothing after them */
+  if (rp_gpt_config_validate(cfg) != RP_OK) {
+    char why[300];
+    snprintf(why, sizeof why, "%s", rp_errmsg());
+    return rp_err(RP_EFORMAT, "'%s' has an invalid config (maxT=%d V=%d L=%d NH=%d C=%d Vp=%d: "
+                  "%s); the file is corrupt", path, cfg->T, cfg->V, cfg->L, cfg->NH, cfg->C,
+                  cfg->Vp, why);
+  }
+  if (cfg->Vp > cfg->V + 4096)
+    return rp_err(RP_EFORMAT, "'%s' pads its vocabulary of %d to %d rows; llm.c pads by less "
+                  "than 128: the header is corrupt", path, cfg->V, cfg->Vp);
   size_t off[LLMC_NKINDS + 1];
   kind_offsets(cfg, off);
   uint64_t want = sizeof h + (uint64_t)off[LLMC_NKINDS] * sizeof(float);
@@ -96,7 +103,10 @@ static rp_status read_header(int fd, const char *path, rp_gpt_config *cfg) {
 
 rp_status rp_llmc_read_config(const char *path, rp_gpt_config *cfg) {
   int fd = open(path, O_RDONLY);
-  if (fd < 0) return rp_err(RP_EIO, "cannot open llm.c model '%s': %s", path, strerror(errno));
+  if (fd < 0)
+    return rp_err(RP_EIO, "cannot open '%s' (not a checkpoint directory, so read as an llm.c "
+                  "model file): %s; pass a checkpoint directory (e.g. runs/default/ckpt) or an "
+                  "llm.c model .bin", path, strerror(errno));
   rp_status s = read_header(fd, path, cfg);
   close(fd);
   return s;

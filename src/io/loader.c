@@ -205,12 +205,7 @@ rp_status rp_loader_next(rp_loader *l, int32_t *inputs, int32_t *targets) {
   const rp_shard *sh = &l->shards[lo];
   size_t BT = (size_t)l->B * l->T, first = (size_t)(w - l->win_start[lo]) * BT;
   RP_TRY(rp_shard_read(sh, first, BT + 1, l->buf));
-  if (l->V > 0)
-    for (size_t i = 0; i <= BT; i++)
-      if (l->buf[i] >= l->V)
-        return rp_err(RP_EFORMAT, "token %u at position %zu of '%s' is outside the vocabulary of "
-                      "%d; the data was made for a larger vocabulary (set --vocab or re-prepare)",
-                      l->buf[i], first + i, sh->path, l->V);
+  RP_TRY(rp_shard_check_ids(sh, l->buf, BT + 1, first, l->V));  /* the file may have changed */
   for (size_t i = 0; i < BT; i++) {
     inputs[i] = l->buf[i];
     targets[i] = l->buf[i + 1];
@@ -249,7 +244,11 @@ rp_status rp_loader_set_state(rp_loader *l, const rp_loader_snapshot *st) {
 }
 
 void rp_loader_reset(rp_loader *l) { l->next_global = 0; }
-void rp_loader_set_vocab(rp_loader *l, int V) { l->V = V; }
+rp_status rp_loader_set_vocab(rp_loader *l, int V) {
+  for (int i = 0; i < l->nfiles; i++) RP_TRY(rp_shard_check_vocab(&l->shards[i], V));
+  l->V = V;
+  return RP_OK;
+}
 size_t rp_loader_num_tokens(const rp_loader *l) { return l->total_tokens; }
 uint64_t rp_loader_num_windows(const rp_loader *l) { return l->W; }
 int rp_loader_num_files(const rp_loader *l) { return l->nfiles; }
@@ -277,7 +276,7 @@ rp_status rp_loader_snapshot_from_json(const char *json, const char *path, rp_lo
   RP_TRY(rp_json_get_u64(json, key, &st->field))
 #define I32(field)                                                        \
   snprintf(key, sizeof key, "%s%s%s", pre, dot, #field);                  \
-  RP_TRY(rp_json_get_int64(json, key, &v));                               \
+  RP_TRY(rp_json_get_int_in(json, key, 0, INT32_MAX, &v));                \
   st->field = (int32_t)v
   U64(next_window);
   U64(epoch);

@@ -196,7 +196,11 @@ static rp_status config_line(const rp_opt *t, int n, void *out, char *line, cons
     if (*v == '=') v = trim(v + 1);
   }
   size_t vl = strlen(v);
-  if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
+  if (v[0] == '"') {  /* a quoted value: the quotes go, and they must close at its end */
+    if (vl < 2 || v[vl - 1] != '"' || memchr(v + 1, '"', vl - 2))
+      return rp_err(RP_EINVAL, "%s:%d: the value of '%.*s' (%s) has an unterminated quote or "
+                    "text after the closing quote; write %.*s = \"VALUE\"", path, lineno,
+                    (int)kl, k, v, (int)kl, k);
     v[vl - 1] = '\0';
     v++;
   }
@@ -215,16 +219,21 @@ static rp_status config_line(const rp_opt *t, int n, void *out, char *line, cons
   return set_value(o, out, v, who);
 }
 
-rp_status rp_opts_load_config(const rp_opt *t, int n, void *out, const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return rp_err(RP_EIO, "cannot open config file '%s': %s", path, strerror(errno));
+/* Applies every line of f; `path` names the source in messages. */
+static rp_status load_config_stream(const rp_opt *t, int n, void *out, FILE *f,
+                                    const char *path) {
   char *line = NULL;
   size_t cap = 0;
+  ssize_t got;
   int lineno = 0;
   rp_status s = RP_OK;
-  while (s == RP_OK && getline(&line, &cap, f) >= 0) {
+  while (s == RP_OK && (got = getline(&line, &cap, f)) >= 0) {
     lineno++;
+    if ((size_t)got != strlen(line)) {
+      s = rp_err(RP_EINVAL, "%s:%d: the line holds a NUL byte; a config file is text", path,
+                 lineno);
+      break;
+    }
     int inq = 0;
     for (char *p = line; *p; p++) {  /* '#' outside quotes starts a comment */
       if (*p == '"') inq = !inq;
@@ -238,6 +247,14 @@ rp_status rp_opts_load_config(const rp_opt *t, int n, void *out, const char *pat
   }
   if (s == RP_OK && ferror(f)) s = rp_err(RP_EIO, "error reading config file '%s'", path);
   free(line);
+  return s;
+}
+
+rp_status rp_opts_load_config(const rp_opt *t, int n, void *out, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return rp_err(RP_EIO, "cannot open config file '%s': %s", path, strerror(errno));
+  rp_status s = load_config_stream(t, n, out, f, path);
   fclose(f);
   return s;
 }

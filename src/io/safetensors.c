@@ -20,6 +20,7 @@
 
 #define ST_MAX_HEADER (100u << 20)  /* the reference implementation's limit */
 #define ST_TRANSPOSE_ROWS 64        /* file rows gathered per write/read block */
+#define ST_MAX_INT ((uint64_t)1 << 53) /* largest shape or offset read (JSON's exact range) */
 
 /* ---- writer */
 
@@ -185,7 +186,11 @@ static rp_status parse_entry(rp_st_entry *e, const char *key, const char *v, con
           return rp_err(RP_EFORMAT, "'%s': tensor '%s' %s holds a non-integer", f->path, key, k);
         memcpy(tmp, y, yl);
         tmp[yl] = '\0';
+        errno = 0;
         uint64_t val = strtoull(tmp, NULL, 10);
+        if (errno == ERANGE || val > ST_MAX_INT)
+          return rp_err(RP_EFORMAT, "'%s': tensor '%s' %s holds %s, more than 2^53; the header "
+                        "is corrupt", f->path, key, k, tmp);
         if (is_shape) {
           if (cnt >= 4)
             return rp_err(RP_EFORMAT, "'%s': tensor '%s' has more than 4 dimensions", f->path, key);
@@ -215,13 +220,16 @@ static rp_status parse_entry(rp_st_entry *e, const char *key, const char *v, con
                   !(have & 1) ? "a dtype" : !(have & 2) ? "a shape" : "data_offsets");
   int ds = dtype_size(e->dtype);
   if (!ds) return rp_err(RP_EFORMAT, "'%s': tensor '%s' has unknown dtype '%s'", f->path, key, e->dtype);
-  uint64_t numel = 1;
+  uint64_t numel = 1;  /* every dimension <= 2^53: the product is checked, never wraps */
   for (int d = 0; d < e->ndim; d++) {
-    if (e->shape[d] > (int64_t)1 << 40)
-      return rp_err(RP_EFORMAT, "'%s': tensor '%s' has an absurd dimension", f->path, key);
-    numel *= (uint64_t)e->shape[d];
+    uint64_t dim = (uint64_t)e->shape[d];
+    if (dim && numel > ST_MAX_INT / dim)
+      return rp_err(RP_EFORMAT, "'%s': tensor '%s' has more than 2^53 elements; the header is "
+                    "corrupt", f->path, key);
+    numel *= dim;
   }
-  if (e->end < e->begin || e->end - e->begin != numel * (uint64_t)ds)
+  if (numel > ST_MAX_INT / (uint64_t)ds || e->end < e->begin ||
+      e->end - e->begin != numel * (uint64_t)ds)
     return rp_err(RP_EFORMAT, "'%s': tensor '%s' spans bytes [%llu, %llu) but its shape needs %llu "
                   "bytes; the header is corrupt", f->path, key, (unsigned long long)e->begin,
                   (unsigned long long)e->end, (unsigned long long)(numel * ds));
@@ -281,7 +289,15 @@ rp_status rp_st_open(rp_st_file *f, const char *path) {
   int r, cap = 0;
   while ((r = rp_json_iter_next(&it, key, sizeof key, &v, &vl)) == 1) {
     if (!strcmp(key, "__metadata__")) {
+      if (f->metadata_json) {
+        s = rp_err(RP_EFORMAT, "'%s': the safetensors header has two __metadata__ members", path);
+        goto out;
+      }
       f->metadata_json = strndup(v, vl);
+      if (!f->metadata_json) {
+        s = rp_err(RP_ENOMEM, "out of memory reading the header of '%s'", path);
+        goto out;
+      }
       continue;
     }
     if (strlen(key) >= sizeof f->entries[0].name) {
@@ -307,6 +323,12 @@ rp_status rp_st_open(rp_st_file *f, const char *path) {
     goto out;
   }
   if (f->n) qsort(f->entries, f->n, sizeof *f->entries, cmp_entry);
+  for (int i = 1; i < f->n; i++)  /* a name twice would make the lookup ambiguous */
+    if (!strcmp(f->entries[i - 1].name, f->entries[i].name)) {
+      s = rp_err(RP_EFORMAT, "'%s': tensor '%s' appears twice in the header; the file is corrupt",
+                 path, f->entries[i].name);
+      goto out;
+    }
 out:
   free(hdr);
   if (s != RP_OK) rp_st_close(f);

@@ -148,6 +148,32 @@ rp_status rp_shard_read(const rp_shard *s, size_t first, size_t n, uint16_t *dst
                      s->path);
 }
 
+rp_status rp_shard_check_ids(const rp_shard *s, const uint16_t *ids, size_t n, size_t first,
+                             int V) {
+  if (V <= 0) return RP_OK;
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] >= V)
+      return rp_err(RP_EFORMAT, "token %u at position %zu of '%s' is outside the vocabulary of "
+                    "%d; the data was made for a larger vocabulary (set --vocab or re-prepare)",
+                    ids[i], first + i, s->path, V);
+  return RP_OK;
+}
+
+rp_status rp_shard_check_vocab(const rp_shard *s, int V) {
+  enum { CHUNK = 1 << 16 };
+  if (V <= 0 || V > UINT16_MAX) return RP_OK;  /* every uint16 id fits */
+  uint16_t *buf = malloc(CHUNK * sizeof *buf);
+  if (!buf) return rp_err(RP_ENOMEM, "out of memory checking the tokens of '%s'", s->path);
+  rp_status r = RP_OK;
+  for (size_t at = 0; at < s->num_tokens && r == RP_OK; at += CHUNK) {
+    size_t n = RP_MIN((size_t)CHUNK, s->num_tokens - at);
+    r = rp_shard_read(s, at, n, buf);
+    if (r == RP_OK) r = rp_shard_check_ids(s, buf, n, at, V);
+  }
+  free(buf);
+  return r;
+}
+
 void rp_shard_close(rp_shard *s) {
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;

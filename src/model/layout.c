@@ -109,8 +109,11 @@ rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_sp
   m->params = rp_alloc(m->num_params * sizeof(float), RP_MEM_PARAMS);
   m->grads = rp_alloc(m->num_params * sizeof(float), RP_MEM_GRADS);
   if (!m->params || !m->grads || !m->p.layer || !m->g.layer) {
+    size_t n = m->num_params;  /* rp_chunk_free zeroes *m */
     rp_chunk_free(m);
-    return rp_err(RP_ENOMEM, "out of memory for %zu parameters", m->num_params);
+    return rp_err(RP_ENOMEM, "out of memory for %zu parameters (%.1f GiB with their gradients; "
+                  "L=%d C=%d V=%d): choose a smaller model", n, 8.0 * n / (1 << 30), cfg->L,
+                  cfg->C, cfg->V);
   }
   bind_views(&m->p, m, m->params);
   bind_views(&m->g, m, m->grads);

@@ -267,6 +267,7 @@ rp_status rp_schedule_generate(const char *name, int p, int v, int m, rp_schedul
     return rp_err(RP_EINVAL, "unknown schedule '%s': use one of %s, or a .csv file", name,
                   rp_schedule_names);
   RP_TRY(check_config(k, name, p, v, m));
+  RP_TRY(rp_schedule_check_size(p, v, m));  /* before p x m actions are generated */
   rp_schedule *s;
   RP_TRY(rp_schedule_new(p, v, m, name, &s));
   gen g = {s, 0, RP_OK};

@@ -95,8 +95,37 @@ static void maybe_from_stages(rp_schedule *s) {
     for (int i = 0; i < s->n[r]; i++) s->acts[r][i].chunk /= s->p;
 }
 
-static rp_status parse_rows(const char *text, const char *src, rp_schedule *s, src_map *mp,
-                            int *max_chunk, int *max_mb) {
+/* Sets v and m from the largest chunk and micro-batch indices, after checking
+ * that the file can hold them: every rank needs one F per (chunk, micro-batch),
+ * so v x m can be at most its number of actions. A stray huge index is then
+ * reported where it stands instead of sizing the validator's tables by it. */
+static rp_status claim_dims(rp_schedule *s, const char *src, const src_map *mp) {
+  int max_chunk = 0, max_mb = 0, fewest = 0;
+  rp_sched_pos at_chunk = {0, 0}, at_mb = {0, 0};
+  for (int r = 0; r < s->p; r++) {
+    if (s->n[r] < s->n[fewest]) fewest = r;
+    for (int i = 0; i < s->n[r]; i++) {
+      rp_action a = s->acts[r][i];
+      if (a.chunk > max_chunk) max_chunk = a.chunk, at_chunk = (rp_sched_pos){r, i};
+      if (a.mb > max_mb) max_mb = a.mb, at_mb = (rp_sched_pos){r, i};
+    }
+  }
+  long long v = (long long)max_chunk + 1, m = (long long)max_mb + 1, n = s->n[fewest];
+  if (v * m > n) {
+    rp_sched_pos w = m > n || max_chunk == 0 ? at_mb : at_chunk;
+    char txt[48];
+    rp_action_str(s->acts[w.rank][w.index], txt, sizeof txt);
+    return rp_err(RP_EFORMAT, "%s:%d:%d: action %s makes the schedule %lld chunks x %lld "
+                  "micro-batches, but rank %d has only %lld actions (it needs one F for each); "
+                  "fix the index", src, mp->line[w.rank], mp->col[w.rank][w.index], txt, v, m,
+                  fewest, n);
+  }
+  s->v = (int)v;
+  s->m = (int)m;
+  return rp_schedule_check_size(s->p, s->v, s->m);
+}
+
+static rp_status parse_rows(const char *text, const char *src, rp_schedule *s, src_map *mp) {
   int row = 0, lineno = 0;
   for (const char *l = text; *l;) {
     const char *e = strchr(l, '\n');
@@ -128,8 +157,6 @@ static rp_status parse_rows(const char *text, const char *src, rp_schedule *s, s
             mp->capcol[row] = cap;
           }
           mp->col[row][mp->ncol[row]++] = (int)a + 1;
-          if (act.chunk > *max_chunk) *max_chunk = act.chunk;
-          if (act.mb > *max_mb) *max_mb = act.mb;
         }
         c0 = c1 + 1;
       }
@@ -157,15 +184,12 @@ rp_status rp_schedule_csv_parse(const char *text, const char *src, rp_schedule *
   rp_status st = RP_OK;
   if (!mp.line || !mp.col || !mp.ncol || !mp.capcol)
     st = rp_err(RP_ENOMEM, "out of memory reading %s", src);
-  int max_chunk = 0, max_mb = 0;
-  if (st == RP_OK) st = parse_rows(text, src, s, &mp, &max_chunk, &max_mb);
+  if (st == RP_OK) st = parse_rows(text, src, s, &mp);
   if (st == RP_OK) {
     maybe_from_stages(s);
-    max_chunk = 0;
-    for (int r = 0; r < s->p; r++)
-      for (int i = 0; i < s->n[r]; i++) max_chunk = RP_MAX(max_chunk, s->acts[r][i].chunk);
-    s->v = max_chunk + 1;
-    s->m = max_mb + 1;
+    st = claim_dims(s, src, &mp);
+  }
+  if (st == RP_OK) {
     rp_sched_pos where;
     if (rp_schedule_validate(s, &where) != RP_OK) {
       char msg[700];

@@ -158,6 +158,7 @@ rp_status rp_schedule_lower(const rp_schedule *in, rp_schedule **out, rp_sched_p
   if (in->lowered)
     return rp_err(RP_EINVAL, "schedule %s already has SEND/RECV; lower compute-only lists",
                   in->name);
+  RP_TRY(rp_schedule_check_size(in->p, in->v, in->m));  /* its tables are per cell */
   /* Lowering trusts the dependencies to the deadlock check below but indexes
    * by chunk and micro-batch, so those must be in range. */
   for (int r = 0; r < in->p; r++)

@@ -285,8 +285,21 @@ static rp_status engine_run(engine *E, rp_sched_pos *where) {
   return st;
 }
 
+rp_status rp_schedule_check_size(int p, int v, int m) {
+  if (p < 1 || v < 1 || m < 1)
+    return rp_err(RP_EINVAL, "a schedule needs p >= 1 ranks, v >= 1 chunks and m >= 1 "
+                  "micro-batches (got p=%d v=%d m=%d)", p, v, m);
+  long long cells = (long long)p * v * m;  /* each <= INT_MAX: no overflow in 64 bits */
+  if (cells > RP_SCHEDULE_MAX_CELLS)
+    return rp_err(RP_EINVAL, "a schedule of p=%d ranks x v=%d chunks x m=%d micro-batches has "
+                  "%lld cells; at most %d are supported: use fewer micro-batches, chunks or "
+                  "ranks", p, v, m, cells, RP_SCHEDULE_MAX_CELLS);
+  return RP_OK;
+}
+
 rp_status rp_schedule_validate(const rp_schedule *s, rp_sched_pos *where) {
   if (where) *where = (rp_sched_pos){-1, -1};
+  RP_TRY(rp_schedule_check_size(s->p, s->v, s->m));  /* the tables below are per cell */
   RP_TRY(check_structure(s, where));
   engine E = {.s = s, .blocking = 1, .dur = {1, 1, 1, 1}, .S = s->v * s->p};
   return engine_run(&E, where);

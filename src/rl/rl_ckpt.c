@@ -120,10 +120,11 @@ rp_status rp_rl_resume(rp_rl_state *s, const char *dir) {
                   "model options (or --init-from) as the run that saved it", dir, keys[i],
                   (long long)v, have[i]);
   }
-  int64_t step = 0, opt_steps = 0;
+  int step = 0, opt_steps = 0;
   uint64_t cursor = 0;
-  if (st == RP_OK) st = rp_json_get_int64(meta, "step", &step);
-  if (st == RP_OK) st = rp_json_get_int64(meta, "opt_steps", &opt_steps);
+  /* counters of a corrupt or edited file must not wrap into negative steps */
+  if (st == RP_OK) st = rp_ckpt_read_counter(meta, dir, "step", &step);
+  if (st == RP_OK) st = rp_ckpt_read_counter(meta, dir, "opt_steps", &opt_steps);
   if (st == RP_OK) st = rp_json_get_u64(meta, "cursor", &cursor);
   if (st == RP_OK && s->has_vh) {
     int n = s->vh.C + 1;
@@ -133,9 +134,9 @@ rp_status rp_rl_resume(rp_rl_state *s, const char *dir) {
   }
   if (st == RP_OK) st = rp_engine_load(&s->eng, dir);
   if (st == RP_OK) {
-    s->step = (int)step;
-    s->opt_steps = (int)opt_steps;
-    s->eng.step = (int)opt_steps;
+    s->step = step;
+    s->opt_steps = opt_steps;
+    s->eng.step = opt_steps;
     s->cursor = cursor;
   }
   free(meta);

@@ -3,13 +3,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ringpipe/rp_json.h"
 #include "rl_internal.h"
 
 typedef rp_status (*step_fn)(rp_rl_state *s, rp_rl_report *rep);
 
 static void emit(rp_rl_state *s, const char *json) {
   if (!s->metrics) return;
-  fprintf(s->metrics, "{%s}\n", json);
+  fputc('{', s->metrics);
+  rp_json_fputs(s->metrics, json);  /* a NaN metric is written as null */
+  fputs("}\n", s->metrics);
   fflush(s->metrics);
 }
 

@@ -164,9 +164,10 @@ rp_status rp_rl_state_init(rp_rl_state *s, rp_rl_algo algo, const rp_rl_opts *o)
   if (st == RP_OK && algo != RP_RL_SFT) st = rp_loss_agg_parse(o->loss_agg, &s->agg);
   if (st == RP_OK) st = engine_opts(o, &to);
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, st));
+  /* the model (and --init-from's file) first: a refused run writes nothing */
   RP_TRY(rp_engine_init(&s->eng, &to));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(s)));
-  if (s->grid.world_rank == 0) st = make_dirs(o->out);
+  st = s->grid.world_rank == 0 ? make_dirs(o->out) : RP_OK;
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, st));
   if (o->resume[0]) RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_rl_resume(s, o->resume)));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(s)));

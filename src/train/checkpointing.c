@@ -200,18 +200,6 @@ rp_status rp_engine_save(rp_trainer *t, const char *dir, const char *meta_fields
   return save_gathered(t, dir, meta_fields);
 }
 
-static rp_status read_config(const char *meta, const char *where, rp_gpt_config *c) {
-  int64_t v[6];
-  const char *keys[6] = {"config.L", "config.C", "config.NH", "config.T", "config.V", "config.Vp"};
-  for (int i = 0; i < 6; i++)
-    if (rp_json_get_int64(meta, keys[i], &v[i]) != RP_OK)
-      return rp_err(RP_EFORMAT, "%s/meta.json lacks %s; is it a ringpipe checkpoint?", where,
-                    keys[i]);
-  *c = (rp_gpt_config){.L = (int)v[0], .C = (int)v[1], .NH = (int)v[2], .T = (int)v[3],
-                       .V = (int)v[4], .Vp = (int)v[5]};
-  return RP_OK;
-}
-
 static rp_status check_same_shape(const rp_gpt_config *file, const rp_gpt_config *run,
                                   const char *what) {
   if (file->L != run->L || file->C != run->C || file->NH != run->NH || file->T != run->T ||
@@ -280,11 +268,10 @@ rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
   char *meta = NULL;
   RP_TRY(rp_ckpt_read_meta(dir, &meta));
   rp_gpt_config fc = {0};
-  rp_status s = read_config(meta, dir, &fc);
+  rp_status s = rp_ckpt_read_config(meta, dir, &fc);
   if (s == RP_OK) s = check_same_shape(&fc, &t->cfg, dir);
-  int64_t step = 0;
-  if (s == RP_OK && rp_json_get_int64(meta, "step", &step) != RP_OK)
-    s = rp_err(RP_EFORMAT, "%s/meta.json has no step", dir);
+  int step = 0;
+  if (s == RP_OK) s = rp_ckpt_read_counter(meta, dir, "step", &step);
   rp_loader_snapshot snap;
   if (s == RP_OK) s = rp_loader_snapshot_from_json(meta, "loader", &snap);
   if (s == RP_OK) s = rp_loader_set_state(t->train, &snap);
@@ -294,7 +281,7 @@ rp_status rp_trainer_resume(rp_trainer *t, const char *dir) {
     s = rp_json_get_u64(meta, key, &t->sample_rng.s[i]);
   }
   if (s == RP_OK) s = load_state(t, dir);
-  if (s == RP_OK) t->step = (int)step;
+  if (s == RP_OK) t->step = step;
   if (s == RP_OK) note_layout_change(t, meta, dir);
   free(meta);
   return s;
@@ -312,7 +299,7 @@ rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *chan
   if (is_dir(path)) {
     char *meta = NULL;
     RP_TRY(rp_ckpt_read_meta(path, &meta));
-    rp_status s = read_config(meta, path, &c);
+    rp_status s = rp_ckpt_read_config(meta, path, &c);
     free(meta);
     RP_TRY(s);
   } else {

@@ -1,4 +1,5 @@
 /* Stage assignment: contiguous layers per pipeline stage, uneven allowed. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +18,11 @@ rp_status rp_assign_stages(int L, int S, const char *spec, rp_stage_spec *out) {
     int count = 0, sum = 0;
     while (*p) {
       char *end;
+      errno = 0;  /* overflow must not wrap (4294967297 is not 1) */
       long v = strtol(p, &end, 10);
-      if (end == p || v < 1 || (*end && *end != ','))
-        return rp_err(RP_EINVAL, "--pp-layers '%s' is not a list of positive layer counts like "
-                      "3,3,2", spec);
+      if (end == p || errno == ERANGE || v < 1 || v > L || (*end && (*end != ',' || !end[1])))
+        return rp_err(RP_EINVAL, "--pp-layers '%s' is not a list of layer counts in 1..%d "
+                      "(--layers) like 3,3,2", spec, L);
       if (count < S) n[count] = (int)v;
       count++;
       sum += (int)v;

@@ -209,9 +209,8 @@ static rp_status setup_data(rp_trainer *t) {
                         (uint64_t)o->seed, r, dp));
   RP_TRY(rp_loader_open(&t->val, t->data_dir, "val", o->batch, o->seq, 1, (uint64_t)o->seed, r,
                         dp));
-  rp_loader_set_vocab(t->train, t->cfg.V);
-  rp_loader_set_vocab(t->val, t->cfg.V);
-  return RP_OK;
+  RP_TRY(rp_loader_set_vocab(t->train, t->cfg.V));
+  return rp_loader_set_vocab(t->val, t->cfg.V);
 }
 
 /* --resume auto: world rank 0 picks the checkpoint and tells the others, so
@@ -236,7 +235,11 @@ static rp_status check_before_creating(rp_trainer *t, int *changed, int *model_T
   if (o->trace[0]) RP_TRY(rp_check_out_file(o->trace, "--trace"));
   if (o->resume[0]) {
     char *meta = NULL;
+    rp_gpt_config fc;
+    int step;
     rp_status s = rp_ckpt_read_meta(o->resume, &meta);
+    if (s == RP_OK) s = rp_ckpt_read_config(meta, o->resume, &fc);
+    if (s == RP_OK) s = rp_ckpt_read_counter(meta, o->resume, "step", &step);
     free(meta);
     RP_TRY(s);
   }

@@ -247,6 +247,21 @@ static void test_json_roundtrip(void **state) {
   assert_non_null(strstr(rp_errmsg(), "bytes"));
 }
 
+/* Non-finite numbers printf writes become null; strings are left alone. */
+static void test_json_fputs_nonfinite(void **state) {
+  (void)state;
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  assert_non_null(f);
+  assert_int_equal(rp_json_fputs(f, "{\"loss\":nan,\"a\":[-nan, inf,-INF,1e5],\"s\":\"nan, inf"
+                                    "\\\" :nan\",\"b\":-infinity,\"c\":nano}"), 0);
+  fclose(f);
+  assert_string_equal(out, "{\"loss\":null,\"a\":[null, null,null,1e5],\"s\":\"nan, inf"
+                           "\\\" :nan\",\"b\":null,\"c\":nano}");
+  free(out);
+}
+
 static void test_json_reader(void **state) {
   (void)state;
   const char *doc =
@@ -320,6 +335,7 @@ int main(void) {
       cmocka_unit_test(test_errors),     cmocka_unit_test(test_positional),
       cmocka_unit_test(test_config_file), cmocka_unit_test(test_help),
       cmocka_unit_test(test_json_roundtrip), cmocka_unit_test(test_json_reader),
+      cmocka_unit_test(test_json_fputs_nonfinite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
