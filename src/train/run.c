@@ -7,6 +7,7 @@
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_stop.h"
+#include "ringpipe/rp_json.h"
 #include "ringpipe/rp_train.h"
 #include "train_internal.h"
 
@@ -138,11 +139,12 @@ static rp_status write_step_metrics(FILE *metrics, int s, const rp_step_stats *s
   char mfu[32]; /* null when the peak was not measured */
   if (st->mfu < 0) snprintf(mfu, sizeof mfu, "null");
   else snprintf(mfu, sizeof mfu, "%.4f", st->mfu);
-  fprintf(metrics,
-          "{\"step\":%d,\"loss\":%.17g,\"lr\":%.6g,\"grad_norm\":%.6f,\"seconds\":%.6f,"
-          "\"tokens_per_s\":%.1f,\"mfu\":%s}\n",
-          s, st->loss, st->lr, st->grad_norm, st->seconds, st->tokens_per_s, mfu);
-  if (fflush(metrics) != 0 || ferror(metrics))
+  char line[512]; /* through rp_json_fputs: a non-finite value is written null */
+  snprintf(line, sizeof line,
+           "{\"step\":%d,\"loss\":%.17g,\"lr\":%.6g,\"grad_norm\":%.6f,\"seconds\":%.6f,"
+           "\"tokens_per_s\":%.1f,\"mfu\":%s}\n",
+           s, st->loss, st->lr, st->grad_norm, st->seconds, st->tokens_per_s, mfu);
+  if (rp_json_fputs(metrics, line) != 0 || fflush(metrics) != 0 || ferror(metrics))
     return rp_err(RP_EIO, "cannot append to metrics.jsonl at step %d (disk full?); free space "
                   "and resume from the last checkpoint", s);
   return RP_OK;
@@ -164,8 +166,10 @@ static void print_step(const rp_trainer *t, const rp_step_stats *st, int first, 
 static rp_status eval_step(rp_trainer *t, FILE *metrics, double *val) {
   rp_status s = rp_trainer_eval(t, t->o.eval_batches, val);
   if (s != RP_OK || !metrics) return s;
-  fprintf(metrics, "{\"step\":%d,\"val_loss\":%.17g}\n", t->step, *val);
-  if (fflush(metrics) != 0) return rp_err(RP_EIO, "cannot append to metrics.jsonl");
+  char line[96];
+  snprintf(line, sizeof line, "{\"step\":%d,\"val_loss\":%.17g}\n", t->step, *val);
+  if (rp_json_fputs(metrics, line) != 0 || fflush(metrics) != 0)
+    return rp_err(RP_EIO, "cannot append to metrics.jsonl");
   if (!t->o.quiet) printf("step %5d/%d | val loss %.4f\n", t->step, t->o.steps, *val);
   return RP_OK;
 }
