@@ -51,8 +51,10 @@ typedef struct {
   double total_wait;
   int peak_live_acts;      /* micro-batches in flight at once (measured) */
   size_t act_slot_bytes;   /* bytes of one activation slot */
-  int act_slots;           /* slots allocated (from the schedule's liveness) */
+  int act_slots;           /* slots allocated (rp_schedule_plan_slots: the simulator's plan) */
   size_t wstash_bytes;     /* W stashes (zero-bubble: output grads kept from I to W) */
+  int wstash_slots, recv_bufs, grad_bufs;  /* the plan's other classes, as allocated */
+  size_t comm_buf_bytes;   /* receive + gradient-send buffers */
 } rp_pipeline_stats;
 const rp_pipeline_stats *rp_pipeline_last(const rp_pipeline *p);
 const rp_pipeline_cfg *rp_pipeline_config(const rp_pipeline *p);

@@ -120,21 +120,27 @@ rp_status rp_schedule_make(const char *name_or_csv, int p, int v, int m, rp_sche
 int rp_schedule_peer(const rp_schedule *s, int rank, rp_action a);
 int rp_schedule_tag(const rp_schedule *s, int rank, rp_action a);
 
-/* Liveness of one rank's list, for sizing the executor's buffers:
- *   act   activation slot: taken by F, released by the B or I of the same
- *         (chunk, mb) -- the "in-flight" micro-batches;
- *   wst   W stash: what W still needs after I (layer inputs and output grads),
- *         taken by I, released by W;
+/* The buffer plan of one rank's list: the one liveness that both the executor
+ * allocates by and the simulator reports, so predicted memory is allocated
+ * memory. Classes:
+ *   act   activation slot: taken by F, released by B, or under a split
+ *         backward by W (W still reads the layer inputs the slot holds);
+ *   wst   W stash: the output gradients W needs after I, taken by I,
+ *         released by W;
  *   rbuf  receive buffer: taken by RECV_F / RECV_B, released by the compute that
- *         consumes it.
+ *         consumes it;
+ *   gbuf  gradient-send buffer: the input gradient a B or I produces for a later
+ *         SEND_B of the same (chunk, mb), released by that SEND_B (a reuse
+ *         then waits for the send to complete).
  * Per action, the slot it takes, releases or uses (-1 when none): for F act[i]
- * (and rbuf[i] it reads when it has a RECV), for B act[i], for I act[i] released
- * and wst[i] taken, for W wst[i], for RECV rbuf[i]. Slots are the lowest free
- * index, so n_act etc. are the peak numbers simultaneously live. */
+ * (and rbuf[i] it reads when it has a RECV), for B act[i] released (and gbuf[i]
+ * taken), for I wst[i] taken (and gbuf[i]), for W act[i] released and wst[i],
+ * for RECV rbuf[i], for SEND_B gbuf[i]. Slots are the lowest free index, so
+ * n_act etc. are the peak numbers simultaneously live. */
 typedef struct {
   int n;          /* actions (= s->n[rank]) */
-  int *act, *wst, *rbuf;
-  int n_act, n_wst, n_rbuf;
+  int *act, *wst, *rbuf, *gbuf;
+  int n_act, n_wst, n_rbuf, n_gbuf;
 } rp_slot_plan;
 rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *out);
 void rp_slot_plan_free(rp_slot_plan *plan);

@@ -104,17 +104,18 @@ static void print_defs(void) {
 
 static void print_ranks(const run *R) {
   rp_slot_plan plan;
-  printf("%-6s %10s %10s %11s %15s %9s %10s\n", "rank", "busy", "idle", "idle/total",
-         "acts in flight", "W stash", "recv bufs");
+  /* the last four columns are the buffer plan the executor allocates */
+  printf("%-6s %10s %10s %11s %15s %9s %10s %10s %10s\n", "rank", "busy", "idle", "idle/total",
+         "acts in flight", "W stash", "recv bufs", "act slots", "grad bufs");
   for (int r = 0; r < R->s->p; r++) {
-    int nrbuf = -1;
+    int nrbuf = -1, nact = -1, ngbuf = -1;
     if (rp_schedule_plan_slots(R->s, r, &plan) == RP_OK) {
-      nrbuf = plan.n_rbuf;
+      nrbuf = plan.n_rbuf, nact = plan.n_act, ngbuf = plan.n_gbuf;
       rp_slot_plan_free(&plan);
     }
-    printf("%-6d %10.4g %10.4g %10.1f%% %15d %9d %10d\n", r, R->sim->busy[r], R->sim->idle[r],
-           100 * R->sim->idle[r] / R->sim->makespan, R->sim->peak_act[r], R->sim->peak_wst[r],
-           nrbuf);
+    printf("%-6d %10.4g %10.4g %10.1f%% %15d %9d %10d %10d %10d\n", r, R->sim->busy[r],
+           R->sim->idle[r], 100 * R->sim->idle[r] / R->sim->makespan, R->sim->peak_act[r],
+           R->sim->peak_wst[r], nrbuf, nact, ngbuf);
   }
 }
 

@@ -10,7 +10,6 @@
 #include "ringpipe/rp_util.h"
 #include "ringpipe/rp_wait.h"
 
-#define GRAD_SEND_BUFS 4
 
 struct rp_pipeline {
   rp_pipeline_cfg cfg;
@@ -23,7 +22,6 @@ struct rp_pipeline {
   rp_layer_acts **act_lv;
   MPI_Request *act_send;      /* SEND_F of the slot's output, done before release */
   int *act_of;                /* [chunk * m + mb] -> slot, -1 when not live */
-  int *act_slot_at;           /* per action: slot an F takes (own liveness, see plan) */
   /* W stash slots: taken by I, released by W */
   rp_slot_plan plan;
   void **wst_mem;
@@ -35,11 +33,10 @@ struct rp_pipeline {
   MPI_Request *rreq;
   int *rbuf_of;               /* [dir][chunk][mb] -> receive buffer of a posted RECV */
   /* input gradients waiting for their SEND_B */
-  float *gbuf[GRAD_SEND_BUFS];
-  MPI_Request greq[GRAD_SEND_BUFS];
-  rp_action gsend[GRAD_SEND_BUFS]; /* the SEND_B each buffer's request carries */
+  float **gbuf;               /* plan.n_gbuf of them */
+  MPI_Request *greq;
+  rp_action *gsend;           /* the SEND_B each buffer's request carries */
   int *gbuf_of;               /* [chunk * m + mb] -> gradient buffer */
-  int next_gbuf;
   rp_grad_ws ws;
   rp_pipeline_stats stats;
   int same_host;              /* every pipeline rank on this host: one clock */
@@ -48,6 +45,9 @@ struct rp_pipeline {
 };
 
 static double seconds_since(const rp_pipeline *p) { return rp_now() - p->t0; }
+
+/* One activation or gradient message: N x C floats. */
+static size_t nc_bytes(const rp_pipeline *p) { return (size_t)p->N * p->C * sizeof(float); }
 
 /* Blocks on the request of transfer `op` of (chunk, mb), charging the time to
  * the current action's wait; a watched wait, so a dead peer is named. */
@@ -58,35 +58,6 @@ static void wait_req(rp_pipeline *p, MPI_Request *r, int op, int chunk, int mb) 
   rp_wait(r, p->cfg.comm, rp_schedule_peer(p->cfg.sched, p->rank, a),
           "pipeline %s mb %d chunk %d", rp_op_name(op), mb, chunk);
   p->cur_wait += rp_now() - t;
-}
-
-/* Activation-slot liveness: F takes the lowest free slot, B or W releases it (W,
- * not I: the weight gradients still read the layer inputs). */
-static rp_status plan_act_slots(rp_pipeline *p) {
-  const rp_schedule *s = p->cfg.sched;
-  int n = s->n[p->rank], vm = p->v * p->m;
-  int *slot_of = malloc(vm * sizeof(int)), *busy = calloc(vm + 1, sizeof(int));
-  p->act_slot_at = malloc((n ? n : 1) * sizeof(int));
-  if (!slot_of || !busy || !p->act_slot_at) return rp_err(RP_ENOMEM, "out of memory");
-  p->n_act = 0;
-  for (int i = 0; i < n; i++) {
-    rp_action a = s->acts[p->rank][i];
-    int key = a.chunk * p->m + a.mb;
-    p->act_slot_at[i] = -1;
-    if (a.op == RP_OP_F) {
-      int k = 0;
-      while (busy[k]) k++;
-      busy[k] = 1;
-      slot_of[key] = k;
-      p->act_slot_at[i] = k;
-      if (k + 1 > p->n_act) p->n_act = k + 1;
-    } else if (a.op == RP_OP_B || a.op == RP_OP_W) {
-      busy[slot_of[key]] = 0;
-    }
-  }
-  free(slot_of);
-  free(busy);
-  return RP_OK;
 }
 
 static rp_status alloc_buffers(rp_pipeline *p) {
@@ -129,7 +100,13 @@ static rp_status alloc_buffers(rp_pipeline *p) {
     p->rreq[s] = MPI_REQUEST_NULL;
     if (!p->rbuf[s]) return RP_ENOMEM;
   }
-  for (int g = 0; g < GRAD_SEND_BUFS; g++) {
+  /* as many gradient-send buffers as the plan has live at once: a schedule
+   * that delays its SEND_Bs gets more, never an overwritten one */
+  p->gbuf = calloc(p->plan.n_gbuf + 1, sizeof *p->gbuf);
+  p->greq = malloc((p->plan.n_gbuf + 1) * sizeof *p->greq);
+  p->gsend = calloc(p->plan.n_gbuf + 1, sizeof *p->gsend);
+  if (!p->gbuf || !p->greq || !p->gsend) return RP_ENOMEM;
+  for (int g = 0; g < p->plan.n_gbuf; g++) {
     p->gbuf[g] = rp_alloc(nc * sizeof(float), RP_MEM_COMM);
     p->greq[g] = MPI_REQUEST_NULL;
     if (!p->gbuf[g]) return RP_ENOMEM;
@@ -179,7 +156,7 @@ rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
   p->N = cfg->B * cfg->T;
   p->C = cfg->chunks[0]->cfg.C;
   rp_status st = rp_schedule_plan_slots(s, rank, &p->plan);
-  if (st == RP_OK) st = plan_act_slots(p);
+  if (st == RP_OK) p->n_act = p->plan.n_act;
   if (st == RP_OK) st = alloc_buffers(p);
   if (st != RP_OK) {
     rp_pipeline_destroy(p);
@@ -198,6 +175,10 @@ rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
   p->stats.act_slot_bytes = p->act_bytes;
   p->stats.act_slots = p->n_act;
   p->stats.wstash_bytes = p->plan.n_wst * p->wst_bytes;
+  p->stats.wstash_slots = p->plan.n_wst;
+  p->stats.recv_bufs = p->plan.n_rbuf;
+  p->stats.grad_bufs = p->plan.n_gbuf;
+  p->stats.comm_buf_bytes = (size_t)(p->plan.n_rbuf + p->plan.n_gbuf) * nc_bytes(p);
   *out = p;
   return RP_OK;
 }
@@ -213,11 +194,11 @@ void rp_pipeline_destroy(rp_pipeline *p) {
     free(p->wst_lv[s]);
   }
   for (int s = 0; s < p->plan.n_rbuf && p->rbuf; s++) rp_free(p->rbuf[s]);
-  for (int g = 0; g < GRAD_SEND_BUFS; g++) rp_free(p->gbuf[g]);
+  for (int g = 0; g < p->plan.n_gbuf && p->gbuf; g++) rp_free(p->gbuf[g]);
   rp_grad_ws_free(&p->ws);
   rp_slot_plan_free(&p->plan);
   free(p->act_mem), free(p->acts), free(p->act_lv), free(p->act_send), free(p->act_of);
-  free(p->act_slot_at), free(p->wst_mem), free(p->wst), free(p->wst_lv), free(p->wst_of);
+  free(p->gbuf), free(p->greq), free(p->gsend), free(p->wst_mem), free(p->wst), free(p->wst_lv), free(p->wst_of);
   free(p->rbuf), free(p->rreq), free(p->rbuf_of), free(p->gbuf_of);
   free(p->stats.spans), free(p->stats.wait);
   free(p->cfg.chunks);
@@ -248,7 +229,7 @@ static const float *take_received(rp_pipeline *p, int dir, const rp_action *a) {
 
 static void do_forward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in) {
   rp_chunk *ch = p->cfg.chunks[a->chunk];
-  int slot = p->act_slot_at[i], N = p->N;
+  int slot = p->plan.act[i], N = p->N;
   rp_acts *ac = &p->acts[slot];
   rp_acts_bind(ac, p->act_lv[slot], ch, p->cfg.exec->attn, p->act_mem[slot], p->cfg.B, p->cfg.T);
   p->act_of[a->chunk * p->m + a->mb] = slot;
@@ -272,9 +253,9 @@ static void do_forward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in
 }
 
 /* Copies the input gradient aside for its SEND_B (the scratch is reused). */
-static void stash_input_grad(rp_pipeline *p, const rp_action *a) {
-  int g = p->next_gbuf;
-  p->next_gbuf = (g + 1) % GRAD_SEND_BUFS;
+static void stash_input_grad(rp_pipeline *p, int i, const rp_action *a) {
+  int g = p->plan.gbuf[i];
+  RP_CHECK(g >= 0);
   wait_req(p, &p->greq[g], RP_OP_SEND_B, p->gsend[g].chunk, p->gsend[g].mb);
   memcpy(p->gbuf[g], p->ws.dres, (size_t)p->N * p->C * sizeof(float));
   p->gbuf_of[a->chunk * p->m + a->mb] = g;
@@ -314,7 +295,7 @@ static void do_backward(rp_pipeline *p, int i, const rp_action *a, run_inputs *i
   } else { /* W */
     rp_chunk_backward_weight(ch, ac, &p->wst[p->wst_of[key]], x);
   }
-  if (a->op != RP_OP_W && !first_stage) stash_input_grad(p, a);
+  if (a->op != RP_OP_W && !first_stage) stash_input_grad(p, i, a);
   if (a->op != RP_OP_I) release_act(p, a);
 }
 
@@ -385,7 +366,7 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
   /* Every send must finish before the buffers are touched by the next step. */
   for (int k = 0; k < p->n_act; k++)
     rp_wait(&p->act_send[k], p->cfg.comm, -1, "pipeline SEND_F of activation slot %d", k);
-  for (int g = 0; g < GRAD_SEND_BUFS; g++)
+  for (int g = 0; g < p->plan.n_gbuf; g++)
     wait_req(p, &p->greq[g], RP_OP_SEND_B, p->gsend[g].chunk, p->gsend[g].mb);
   *loss_sum = in.loss;
   return RP_OK;

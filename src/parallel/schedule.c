@@ -330,7 +330,19 @@ void rp_slot_plan_free(rp_slot_plan *plan) {
   free(plan->act);
   free(plan->wst);
   free(plan->rbuf);
+  free(plan->gbuf);
   memset(plan, 0, sizeof *plan);
+}
+
+/* keys (chunk * m + mb) of this rank that a SEND_B sends: their B or I must
+ * keep the input gradient in a send buffer until then */
+static unsigned char *sent_back(const rp_schedule *s, int rank) {
+  unsigned char *sent = calloc((size_t)s->v * s->m + 1, 1);
+  for (int i = 0; sent && i < s->n[rank]; i++) {
+    rp_action a = s->acts[rank][i];
+    if (a.op == RP_OP_SEND_B) sent[a.chunk * s->m + a.mb] = 1;
+  }
+  return sent;
 }
 
 rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *out) {
@@ -343,42 +355,57 @@ rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *o
   out->act = malloc(bytes);
   out->wst = malloc(bytes);
   out->rbuf = malloc(bytes);
-  slot_pool act = {0}, wst = {0}, rbuf = {0};
+  out->gbuf = malloc(bytes);
+  unsigned char *sent = sent_back(s, rank);
+  slot_pool act = {0}, wst = {0}, rbuf = {0}, gbuf = {0};
   rp_status st = RP_OK;
-  if (!out->act || !out->wst || !out->rbuf) st = rp_err(RP_ENOMEM, "out of memory");
+  if (!out->act || !out->wst || !out->rbuf || !out->gbuf || !sent)
+    st = rp_err(RP_ENOMEM, "out of memory");
   for (int i = 0; i < n && st == RP_OK; i++) {
     rp_action a = s->acts[rank][i];
     /* Receive buffers are keyed by direction too: RECV_F and RECV_B of the same
      * (chunk, mb) can be outstanding together. */
     int key = a.chunk * s->m + a.mb, nk = s->v * s->m;
-    int t = -1, w = -1, b = -1;
+    int t = -1, w = -1, b = -1, g = -1;
     switch (a.op) {
       case RP_OP_F:
         t = pool_take(&act, key);
         b = pool_give(&rbuf, key);
         break;
-      case RP_OP_B: t = pool_give(&act, key); b = pool_give(&rbuf, nk + key); break;
-      case RP_OP_I:
+      case RP_OP_B:
         t = pool_give(&act, key);
         b = pool_give(&rbuf, nk + key);
-        w = pool_take(&wst, key);
+        if (sent[key]) g = pool_take(&gbuf, key);
         break;
-      case RP_OP_W: w = pool_give(&wst, key); break;
+      case RP_OP_I:
+        b = pool_give(&rbuf, nk + key);
+        w = pool_take(&wst, key);
+        if (sent[key]) g = pool_take(&gbuf, key);
+        break;
+      case RP_OP_W:
+        t = pool_give(&act, key);
+        w = pool_give(&wst, key);
+        break;
       case RP_OP_RECV_F: b = pool_take(&rbuf, key); break;
       case RP_OP_RECV_B: b = pool_take(&rbuf, nk + key); break;
+      case RP_OP_SEND_B: g = pool_give(&gbuf, key); break;
       default: break;
     }
-    if (t == -2 || w == -2 || b == -2) st = rp_err(RP_ENOMEM, "out of memory");
+    if (t == -2 || w == -2 || b == -2 || g == -2) st = rp_err(RP_ENOMEM, "out of memory");
     out->act[i] = t;
     out->wst[i] = w;
     out->rbuf[i] = b;
+    out->gbuf[i] = g;
   }
   out->n_act = act.n;
   out->n_wst = wst.n;
   out->n_rbuf = rbuf.n;
+  out->n_gbuf = gbuf.n;
   free(act.owner);
   free(wst.owner);
   free(rbuf.owner);
+  free(gbuf.owner);
+  free(sent);
   if (st != RP_OK) rp_slot_plan_free(out);
   return st;
 }

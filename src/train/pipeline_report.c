@@ -49,6 +49,10 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
                     (double)st->wstash_bytes};
   double *mem = root ? calloc(3 * p, sizeof(double)) : NULL;
   MPI_Gather(&st->peak_live_acts, 1, MPI_INT, live, 1, MPI_INT, 0, t->grid.pp_comm);
+  /* the buffers the executor allocated, per class of the shared plan */
+  int my_slots[4] = {st->act_slots, st->wstash_slots, st->recv_bufs, st->grad_bufs};
+  int *slots = root ? calloc(4 * (size_t)p, sizeof(int)) : NULL;
+  MPI_Gather(my_slots, 4, MPI_INT, slots, 4, MPI_INT, 0, t->grid.pp_comm);
   MPI_Gather(mine, 3, MPI_DOUBLE, mem, 3, MPI_DOUBLE, 0, t->grid.pp_comm);
   rp_sim *measured = NULL;
   RP_TRY(rp_pipeline_gather_timeline(t->pipe, &measured));
@@ -56,6 +60,7 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   if (!root || t->grid.world_rank != 0) {
     free(live);
     free(mem);
+    free(slots);
     if (measured) rp_sim_free(measured);
     return RP_OK;
   }
@@ -77,8 +82,10 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
          s == RP_OK ? pred->makespan * 1e3 : -1);
   for (int r = 0; r < p; r++)
     printf("  rank %d: peak in-flight micro-batches %d, activation slots %.2f MiB, W stash "
-           "%.2f MiB, MPI wait %.2f ms\n", r, live[r], mem[3 * r] / 1048576.0,
-           mem[3 * r + 2] / 1048576.0, mem[3 * r + 1] * 1e3);
+           "%.2f MiB, MPI wait %.2f ms; buffers: %d activation slots, %d W stashes, %d "
+           "receive, %d gradient-send\n", r, live[r], mem[3 * r] / 1048576.0,
+           mem[3 * r + 2] / 1048576.0, mem[3 * r + 1] * 1e3, slots[4 * r], slots[4 * r + 1],
+           slots[4 * r + 2], slots[4 * r + 3]);
   if (t->o.trace[0]) printf("  Chrome trace written to %s\n", t->o.trace);
   if (metrics) {
     fprintf(metrics, "{\"pipeline\":{\"emulated\":%s,\"schedule\":\"%s\",\"pp\":%d,\"vpp\":%d,\"m\":%d,"
@@ -92,12 +99,17 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
     fprintf(metrics, "],\"act_mib\":[");
     for (int r = 0; r < p; r++)
       fprintf(metrics, "%s%.4f", r ? "," : "", (mem[3 * r] + mem[3 * r + 2]) / 1048576.0);
+    fprintf(metrics, "],\"slots\":[");
+    for (int r = 0; r < p; r++)
+      fprintf(metrics, "%s[%d,%d,%d,%d]", r ? "," : "", slots[4 * r], slots[4 * r + 1],
+              slots[4 * r + 2], slots[4 * r + 3]);
     fprintf(metrics, "],\"makespan_ms\":%.4f,\"predicted_makespan_ms\":%.4f,"
             "\"costs_ms\":[%.4f,%.4f,%.4f]}}\n", measured->makespan * 1e3,
             s == RP_OK ? pred->makespan * 1e3 : -1, c.tF * 1e3, c.tB * 1e3, c.tW * 1e3);
   }
   free(live);
   free(mem);
+  free(slots);
   rp_sim_free(measured);
   if (pred) rp_sim_free(pred);
   return RP_OK;

@@ -234,7 +234,13 @@ static void test_liveness(void **state) {
         assert_int_equal(live, RP_MIN(c->p - r, c->m));
       rp_slot_plan plan;
       assert_int_equal(rp_schedule_plan_slots(s, r, &plan), RP_OK);
-      assert_int_equal(plan.n_act, live);
+      /* one plan for executor and simulator: a split backward keeps the
+       * activation slot until W (W reads the layer inputs), so its slots may
+       * exceed the in-flight count; without I/W they are the in-flight count */
+      if (rp_schedule_splits_backward(s))
+        assert_true(plan.n_act >= live);
+      else
+        assert_int_equal(plan.n_act, live);
       int units = s->v * s->m;
       int *fslot = malloc(sizeof(int) * units), *islot = malloc(sizeof(int) * units);
       int *rbF = malloc(sizeof(int) * units), *rbB = malloc(sizeof(int) * units);
@@ -250,12 +256,15 @@ static void test_liveness(void **state) {
             break;
           case RP_OP_B: assert_int_equal(plan.act[i], fslot[u]); assert_int_equal(plan.rbuf[i], rbB[u]); break;
           case RP_OP_I:
-            assert_int_equal(plan.act[i], fslot[u]);
+            assert_int_equal(plan.act[i], -1); /* held until W */
             assert_int_equal(plan.rbuf[i], rbB[u]);
             islot[u] = plan.wst[i];
             assert_true(plan.wst[i] >= 0 && plan.wst[i] < plan.n_wst);
             break;
-          case RP_OP_W: assert_int_equal(plan.wst[i], islot[u]); break;
+          case RP_OP_W:
+            assert_int_equal(plan.wst[i], islot[u]);
+            assert_int_equal(plan.act[i], fslot[u]);
+            break;
           case RP_OP_RECV_F: rbF[u] = plan.rbuf[i]; assert_true(rbF[u] >= 0 && rbF[u] < plan.n_rbuf); break;
           case RP_OP_RECV_B: rbB[u] = plan.rbuf[i]; assert_true(rbB[u] >= 0 && rbB[u] < plan.n_rbuf); break;
           default: break;
