@@ -5,7 +5,7 @@
  * model's component profile on (rp_prof.h), and prints per component the
  * wall-clock milliseconds per step and the share of the step. MFU is model
  * FLOP/s (rp_gpt_flops_per_token) over the sgemm FLOP/s of the model's own GEMM
- * shapes measured in the same process (rp_measure_gemm_peak), as the trainer
+ * shapes measured in the same process (rp_gpt_gemm_peak), as the trainer
  * reports it. The per-component times come from profiled steps; the step time
  * and MFU from separate unprofiled steps, so the profile's clock reads cost
  * nothing there. On a shared machine other processes stretch some calls, so the
@@ -99,7 +99,7 @@ static void train_step(bench_model *b, rp_pool *pool) {
   if (rp_prof_enabled) rp_prof_add(RP_PROF_OPT_ADAMW, rp_prof_clock() - t0);
 }
 
-/* sgemm FLOP/s on the shapes rp_measure_gemm_peak uses, from the minimum time of
+/* sgemm FLOP/s on the shapes rp_gpt_gemm_peak uses, from the minimum time of
  * each call over `reps` repetitions: the quiet-machine counterpart of the
  * site minima of the step profile. */
 static double quiet_gemm_peak(const rp_gpt_config *cfg, int N, int reps, rp_pool *pool) {
@@ -242,13 +242,13 @@ int main(int argc, char **argv) {
     ab_modes(&b, pool, &cfg, N, o.steps);
     goto done;
   }
-  double peak = rp_measure_gemm_peak(&cfg, o.B, o.T, pool, NULL, 0);
+  double peak = rp_gpt_gemm_peak(&cfg, o.B, o.T, pool, NULL, 0);
   double qpeak = quiet_gemm_peak(&cfg, N, 10, pool);
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("bench_step: L=%d C=%d NH=%d T=%d B=%d V=%d, %d threads, attention %s, gemm %s, "
          "OPENBLAS_CORETYPE=%s\n", o.L, o.C, o.NH, o.T, o.B, o.V, o.threads, b.x.attn->name,
          rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas", ct ? ct : "(unset)");
-  printf("sgemm peak on the model's shapes: %.1f GFLOP/s (rp_measure_gemm_peak), "
+  printf("sgemm peak on the model's shapes: %.1f GFLOP/s (rp_gpt_gemm_peak), "
          "%.1f GFLOP/s (per-call minima)\n", peak / 1e9, qpeak / 1e9);
 
   for (int i = 0; i < o.warmup; i++) train_step(&b, pool);

@@ -115,6 +115,8 @@ rp_status rp_llmc_read_config(const char *path, rp_gpt_config *cfg);
 /* Loads the chunk's tensors (its layer range, embeddings/head if it has them);
  * the file's config must equal the chunk's (RP_EINVAL naming the difference). */
 rp_status rp_llmc_load(const char *path, rp_chunk *chunk);
+/* Weights of a chunk from an llm.c model file or a checkpoint directory. */
+rp_status rp_load_weights(rp_chunk *m, const char *path);
 /* full_model: a chunk with all layers, embeddings and head. */
 rp_status rp_llmc_save(const char *path, const rp_chunk *full_model);
 

@@ -63,4 +63,40 @@ size_t rp_json_escape(char *dst, size_t cap, const char *s);
  * write error. */
 int rp_json_fputs(FILE *f, const char *text);
 
+/* ---- the one JSON writer (json_write.c): values are appended in order, the
+ * writer places the commas, escapes strings, writes non-finite numbers as
+ * null and refuses unbalanced containers. Usage:
+ *   rp_jw w; rp_jw_init(&w);
+ *   rp_jw_obj(&w); rp_jw_key(&w, "step"); rp_jw_int(&w, 3);
+ *   rp_jw_key(&w, "loss"); rp_jw_num(&w, loss, 17); rp_jw_obj_end(&w);
+ *   rp_jw_fputs_line(&w, f); rp_jw_free(&w); */
+#define RP_JW_MAX_DEPTH 16
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  int depth, failed, after_key;
+  int count[RP_JW_MAX_DEPTH]; /* elements so far in each open container */
+} rp_jw;
+void rp_jw_init(rp_jw *w);
+void rp_jw_free(rp_jw *w);
+void rp_jw_obj(rp_jw *w);
+void rp_jw_obj_end(rp_jw *w);
+void rp_jw_arr(rp_jw *w);
+void rp_jw_arr_end(rp_jw *w);
+void rp_jw_key(rp_jw *w, const char *key);         /* inside an object, before a value */
+void rp_jw_str(rp_jw *w, const char *s);
+void rp_jw_num(rp_jw *w, double v, int digits);    /* %.*g; null when not finite */
+void rp_jw_fixed(rp_jw *w, double v, int decimals); /* %.*f; null when not finite */
+void rp_jw_int(rp_jw *w, long long v);
+void rp_jw_uint(rp_jw *w, unsigned long long v);
+void rp_jw_bool(rp_jw *w, int v);
+void rp_jw_null(rp_jw *w);
+void rp_jw_raw(rp_jw *w, const char *json);        /* a value that is JSON already */
+void rp_jw_fields(rp_jw *w, const char *body);     /* "\"a\":1,\"b\":2" into an object */
+/* The text (owned by w), or NULL with *st set when it is unbalanced or out of
+ * memory. */
+const char *rp_jw_text(rp_jw *w, rp_status *st);
+/* The text and a newline to f, flushed: one JSON-lines record. */
+rp_status rp_jw_fputs_line(rp_jw *w, FILE *f);
+
 #endif

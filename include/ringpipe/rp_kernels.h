@@ -45,6 +45,17 @@ void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
  * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice. */
 typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1 } rp_gemm_mode;
 void rp_gemm_set_mode(rp_gemm_mode mode);
+/* sgemm FLOP/s of forward + backward over the (in, out) feature shapes with N
+ * rows, timed with the pool's threads and the GEMM mode (gemm_peak.c): the MFU
+ * denominator. scratch (may be NULL) is an idle buffer the operands are carved
+ * from when it holds scratch_bytes >= what they need; otherwise they are
+ * accounted workspace. 0 when they cannot be allocated. */
+double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
+                    size_t scratch_bytes);
+/* The OpenBLAS kernel family in use, and advice when it is a slow fallback
+ * (NULL when all is well). */
+const char *rp_blas_core(void);
+const char *rp_blas_advice(void);
 rp_gemm_mode rp_gemm_get_mode(void);
 void rp_blas_set_threads(int n);   /* openblas_set_num_threads, remembered */
 

@@ -106,6 +106,10 @@ void rp_chunk_zero_grads(rp_chunk *m);
 /* Chooses the recomputation mode before activations are sized (rp_acts_bytes and
  * rp_acts_bind follow it) and allocates the shared scratch for B x T rows. */
 struct rp_attn_backend;
+/* Layers of each of the S = pp * vpp stages: `spec` is "3,3,2" (S numbers summing
+ * to L) or "" for an even split (the first L % S stages get one more). Stage 0
+ * has the embeddings, stage S-1 the head (stages.c). */
+rp_status rp_assign_stages(int L, int S, const char *spec, rp_stage_spec *out);
 rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode,
                                  const struct rp_attn_backend *attn, int B, int T);
 const rp_tensor *rp_chunk_find(const rp_chunk *m, const char *name);
@@ -259,5 +263,9 @@ void rp_model_set_bf16(const rp_bf16_ctx *c);
 
 /* FLOPs of one token's forward+backward (6N + 12 L T C style, for MFU). */
 double rp_gpt_flops_per_token(const rp_gpt_config *cfg, int T);
+/* rp_gemm_peak on this model's matmul shapes (a layer's four and the LM
+ * head's) with B x T rows: the MFU denominator of a run. */
+double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool, void *scratch,
+                        size_t scratch_bytes);
 
 #endif

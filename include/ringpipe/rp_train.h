@@ -156,29 +156,13 @@ rp_status rp_trainer_save(rp_trainer *t, const char *dir);
  * the bad-input/other mapping of the status. */
 #define RP_EXIT_DIVERGED 4
 
-/* Layers of each of the S = pp * vpp stages: `spec` is "3,3,2" (S numbers summing
- * to L) or "" for an even split (the first L % S stages get one more). Stage 0
- * has the embeddings, stage S-1 the head. */
-rp_status rp_assign_stages(int L, int S, const char *spec, rp_stage_spec *out);
 
 /* Model shape of an llm.c file or a ringpipe checkpoint directory, written into
  * the options (*changed says whether it differed); *model_T gets its positions. */
 rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *changed,
                                    int *model_T);
-/* Weights of a chunk from an llm.c model file or a checkpoint directory. */
-rp_status rp_load_weights(rp_chunk *m, const char *path);
 
-/* The model's own GEMM shapes timed with the pool's threads: the MFU denominator.
- * scratch (may be NULL) is an idle buffer the operands are carved from when it
- * holds scratch_bytes >= what they need; otherwise they are workspace. */
 /* MFU for humans: "12.3%", or "n/a" when it was not measured. */
 const char *rp_format_mfu(char *buf, size_t cap, double mfu);
-double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool,
-                            void *scratch, size_t scratch_bytes);
-
-/* The OpenBLAS kernel family in use, and advice when it is a slow fallback
- * (NULL when all is well). */
-const char *rp_blas_core(void);
-const char *rp_blas_advice(void);
 
 #endif

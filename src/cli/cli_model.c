@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ringpipe/rp_checkpoint.h"
 #include "ringpipe/rp_train.h"
 
 rp_status rp_cli_load_model(const char *path, rp_chunk *m) {

@@ -30,7 +30,7 @@ static int bench_gemm(int argc, char **argv) {
   for (int rep = 0; rep < 2; rep++)
     for (int mode = 0; mode < 2; mode++) {
       rp_gemm_set_mode((rp_gemm_mode)mode);
-      double r = rp_measure_gemm_peak(&cfg, o.batch, o.seq, pool, NULL, 0);
+      double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, pool, NULL, 0);
       if (rep == 0 || r > rate[mode]) rate[mode] = r;
     }
   printf("  blas  (one sgemm, OpenBLAS threads, pool asleep): %7.1f GFLOP/s\n", rate[0] / 1e9);

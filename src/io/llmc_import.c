@@ -191,3 +191,15 @@ rp_status rp_llmc_save(const char *path, const rp_chunk *m) {
   }
   return rp_io_afile_commit(&f);
 }
+
+static int path_is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A directory is a ringpipe checkpoint, anything else an llm.c model file. */
+rp_status rp_load_weights(rp_chunk *m, const char *path) {
+  if (!path_is_dir(path)) return rp_llmc_load(path, m);
+  rp_ckpt_load_part part = {.chunk = m};
+  return rp_ckpt_load(path, &part, 1);
+}

@@ -1,4 +1,5 @@
 /* GPT configuration checks and the FLOP count used for MFU. */
+#include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_model.h"
 
 int rp_pad_vocab(int V) { return (V + 63) / 64 * 64; }
@@ -34,4 +35,12 @@ double rp_gpt_flops_per_token(const rp_gpt_config *c, int T) {
    * halving as in the PaLM / nanoGPT MFU convention; wpe is a lookup, not a matmul. */
   double n_matmul = (double)rp_gpt_num_params(c) - (double)c->T * c->C;
   return 6.0 * n_matmul + 12.0 * c->L * (double)T * c->C;
+}
+
+double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool, void *scratch,
+                        size_t scratch_bytes) {
+  long C = cfg->C;
+  /* (in, out) of every matmul of a layer and of the LM head */
+  const long shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, cfg->Vp}};
+  return rp_gemm_peak(shapes, 5, (long)B * T, pool, scratch, scratch_bytes);
 }

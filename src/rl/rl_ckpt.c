@@ -3,7 +3,6 @@
  * metadata, so `ringpipe sample`, `train --init-from` and `grpo --init-from`
  * all read an SFT checkpoint. PPO's value head (C + 1 floats and its AdamW
  * state) is small enough to ride in meta.json; "%.9g" round-trips floats. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,23 +11,12 @@
 #include "ringpipe/rp_json.h"
 #include "rl_internal.h"
 
-/* Appends to buf[0..cap) at *len; past the end it only counts, so an
- * overflow is detected by *len >= cap afterwards and never written. */
-static void app(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void app(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
-  va_end(ap);
-  if (n > 0) *len += (size_t)n;
-}
-
-static void put_floats(char *buf, size_t cap, size_t *len, const char *key, const float *x,
-                       int n) {
-  app(buf, cap, len, "\"%s\":[", key);
-  for (int i = 0; i < n; i++) app(buf, cap, len, i ? ",%.9g" : "%.9g", x[i]);
-  app(buf, cap, len, "]");
+/* A float array under key: "%.9g" round-trips every float. */
+static void put_floats(rp_jw *w, const char *key, const float *x, int n) {
+  rp_jw_key(w, key);
+  rp_jw_arr(w);
+  for (int i = 0; i < n; i++) rp_jw_num(w, x[i], 9);
+  rp_jw_arr_end(w);
 }
 
 static rp_status get_floats(const char *json, const char *path, float *x, int n) {
@@ -55,39 +43,47 @@ static rp_status get_floats(const char *json, const char *path, float *x, int n)
 static rp_status job_meta(rp_rl_state *s, char **out) {
   int nvh = s->has_vh ? s->vh.C + 1 : 0, nopt;
   const rp_opt *tab = rp_rl_opt_table(s->algo, &nopt);
-  char *opts = malloc(1 << 16), *meta = NULL;
-  size_t cap = 0;
+  char *opts = malloc(1 << 16);
+  *out = NULL;
   rp_status st = opts ? rp_opts_to_json(tab, nopt, &s->o, opts, 1 << 16)
                       : rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
-  if (st == RP_OK) {
-    /* options, the fixed fields, and up to 3 x (C + 1) floats of 16 chars */
-    cap = strlen(opts) + 1024 + (size_t)nvh * 3 * 20;
-    meta = malloc(cap);
-    if (!meta) st = rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
+  if (st != RP_OK) {
+    free(opts);
+    return st;
   }
-  if (st == RP_OK) {
-    const rp_gpt_config *c = &s->cfg;
-    size_t len = 0;
-    app(meta, cap, &len,
-        "\"kind\":\"%s\",\"step\":%d,\"opt_steps\":%d,\"cursor\":%llu,"
-        "\"config\":{\"L\":%d,\"C\":%d,\"NH\":%d,\"T\":%d,\"V\":%d,\"Vp\":%d},"
-        "\"task\":{\"name\":\"%s\",\"size\":%d},\"options\":%s",
-        rp_rl_algo_name(s->algo), s->step, s->opt_steps, (unsigned long long)s->cursor, c->L,
-        c->C, c->NH, c->T, c->V, c->Vp, rp_task_name(s->task.kind), s->task.size, opts);
-    if (nvh) {
-      app(meta, cap, &len, ",\"value_head\":{");
-      put_floats(meta, cap, &len, "p", s->vh.p, nvh);
-      app(meta, cap, &len, ",");
-      put_floats(meta, cap, &len, "m", s->vh.m, nvh);
-      app(meta, cap, &len, ",");
-      put_floats(meta, cap, &len, "v", s->vh.v, nvh);
-      app(meta, cap, &len, "}");
-    }
-    if (len >= cap) st = rp_err(RP_EINTERNAL, "checkpoint metadata overflowed %zu bytes", cap);
+  const rp_gpt_config *c = &s->cfg;
+  rp_jw w;
+  rp_jw_init(&w);
+  rp_jw_obj(&w);
+  rp_jw_key(&w, "kind"), rp_jw_str(&w, rp_rl_algo_name(s->algo));
+  rp_jw_key(&w, "step"), rp_jw_int(&w, s->step);
+  rp_jw_key(&w, "opt_steps"), rp_jw_int(&w, s->opt_steps);
+  rp_jw_key(&w, "cursor"), rp_jw_uint(&w, s->cursor);
+  rp_jw_key(&w, "config"), rp_jw_obj(&w);
+  const char *names[6] = {"L", "C", "NH", "T", "V", "Vp"};
+  const int vals[6] = {c->L, c->C, c->NH, c->T, c->V, c->Vp};
+  for (int i = 0; i < 6; i++) rp_jw_key(&w, names[i]), rp_jw_int(&w, vals[i]);
+  rp_jw_obj_end(&w);
+  rp_jw_key(&w, "task"), rp_jw_obj(&w);
+  rp_jw_key(&w, "name"), rp_jw_str(&w, rp_task_name(s->task.kind));
+  rp_jw_key(&w, "size"), rp_jw_int(&w, s->task.size);
+  rp_jw_obj_end(&w);
+  rp_jw_key(&w, "options"), rp_jw_raw(&w, opts);
+  if (nvh) {
+    rp_jw_key(&w, "value_head"), rp_jw_obj(&w);
+    put_floats(&w, "p", s->vh.p, nvh);
+    put_floats(&w, "m", s->vh.m, nvh);
+    put_floats(&w, "v", s->vh.v, nvh);
+    rp_jw_obj_end(&w);
   }
+  rp_jw_obj_end(&w);
+  const char *text = rp_jw_text(&w, &st);
+  if (text) {
+    *out = strdup(text);
+    if (!*out) st = rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
+  }
+  rp_jw_free(&w);
   free(opts);
-  if (st != RP_OK) free(meta);
-  *out = st == RP_OK ? meta : NULL;
   return st;
 }
 

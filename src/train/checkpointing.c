@@ -112,23 +112,34 @@ static void gathered_free(gathered *g) {
 
 static rp_status write_meta_and_save(rp_trainer *t, const char *dir, const gathered *g) {
   size_t cap = 1 << 16;
-  char *meta = malloc(cap), cfg[256], *opts = malloc(cap), loader[512];
+  char cfg[256], *opts = malloc(cap), loader[512];
   rp_loader_snapshot snap;
   rp_loader_state(t->train, &snap);
   config_json(cfg, sizeof cfg, &t->cfg);
-  rp_status s = rp_opts_to_json(rp_train_opt_table, rp_train_opt_count, &t->o, opts, cap);
+  rp_status s = opts ? rp_opts_to_json(rp_train_opt_table, rp_train_opt_count, &t->o, opts, cap)
+                     : rp_err(RP_ENOMEM, "out of memory for checkpoint metadata");
   if (s == RP_OK) s = rp_loader_snapshot_to_json(&snap, loader, sizeof loader);
   if (s == RP_OK) {
-    const uint64_t *r = t->sample_rng.s;
-    snprintf(meta, cap,
-             "\"step\":%d,\"config\":%s,\"loader\":%s,\"sample_rng\":[%llu,%llu,%llu,%llu],"
-             "\"layout\":{\"dp\":%d,\"pp\":%d,\"cp\":%d},\"options\":%s",
-             t->step, cfg, loader, (unsigned long long)r[0], (unsigned long long)r[1],
-             (unsigned long long)r[2], (unsigned long long)r[3], t->grid.dp, t->grid.pp,
-             t->grid.cp, opts);
-    s = rp_ckpt_save(dir, g->parts, g->n, meta);
+    rp_jw w;
+    rp_jw_init(&w);
+    rp_jw_obj(&w);
+    rp_jw_key(&w, "step"), rp_jw_int(&w, t->step);
+    rp_jw_key(&w, "config"), rp_jw_raw(&w, cfg);
+    rp_jw_key(&w, "loader"), rp_jw_raw(&w, loader);
+    rp_jw_key(&w, "sample_rng"), rp_jw_arr(&w);
+    for (int i = 0; i < 4; i++) rp_jw_uint(&w, t->sample_rng.s[i]);
+    rp_jw_arr_end(&w);
+    rp_jw_key(&w, "layout"), rp_jw_obj(&w);
+    rp_jw_key(&w, "dp"), rp_jw_int(&w, t->grid.dp);
+    rp_jw_key(&w, "pp"), rp_jw_int(&w, t->grid.pp);
+    rp_jw_key(&w, "cp"), rp_jw_int(&w, t->grid.cp);
+    rp_jw_obj_end(&w);
+    rp_jw_key(&w, "options"), rp_jw_raw(&w, opts);
+    rp_jw_obj_end(&w);
+    const char *meta = rp_jw_text(&w, &s);
+    if (meta) s = rp_ckpt_save(dir, g->parts, g->n, meta);
+    rp_jw_free(&w);
   }
-  free(meta);
   free(opts);
   return s;
 }
@@ -317,8 +328,3 @@ rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *chan
   return RP_OK;
 }
 
-rp_status rp_load_weights(rp_chunk *m, const char *path) {
-  if (!is_dir(path)) return rp_llmc_load(path, m);
-  rp_ckpt_load_part part = {.chunk = m};
-  return rp_ckpt_load(path, &part, 1);
-}

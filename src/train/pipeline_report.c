@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_json.h"
 #include "ringpipe/rp_train.h"
 #include "io/io_fs.h"
 #include "train_internal.h"
@@ -39,6 +40,50 @@ static rp_status write_trace(rp_trainer *t) {
     RP_TRY(rp_io_mkdir_p(parent));
   }
   return rp_pipeline_write_trace(t->pipe, t->o.trace);
+}
+
+/* The report's metrics.jsonl line: measured and predicted bubble, in-flight
+ * micro-batches, activation MiB and the buffers allocated per rank. */
+static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, const rp_sim *measured,
+                                        const rp_sim *pred, const rp_costs *c, const int *live,
+                                        const double *mem, const int *slots) {
+  int p = t->grid.pp;
+  rp_jw w;
+  rp_jw_init(&w);
+  rp_jw_obj(&w);
+  rp_jw_key(&w, "pipeline"), rp_jw_obj(&w);
+  rp_jw_key(&w, "emulated"), rp_jw_bool(&w, t->o.emulate[0] != 0);
+  rp_jw_key(&w, "schedule"), rp_jw_str(&w, t->sched->name);
+  rp_jw_key(&w, "pp"), rp_jw_int(&w, p);
+  rp_jw_key(&w, "vpp"), rp_jw_int(&w, t->sched->v);
+  rp_jw_key(&w, "m"), rp_jw_int(&w, t->sched->m);
+  rp_jw_key(&w, "bubble_total"), rp_jw_fixed(&w, measured->bubble_total, 6);
+  rp_jw_key(&w, "bubble_ideal"), rp_jw_fixed(&w, measured->bubble_ideal, 6);
+  rp_jw_key(&w, "predicted_bubble_total"), rp_jw_fixed(&w, pred ? pred->bubble_total : -1, 6);
+  rp_jw_key(&w, "predicted_bubble_ideal"), rp_jw_fixed(&w, pred ? pred->bubble_ideal : -1, 6);
+  rp_jw_key(&w, "peak_live"), rp_jw_arr(&w);
+  for (int r = 0; r < p; r++) rp_jw_int(&w, live[r]);
+  rp_jw_arr_end(&w);
+  rp_jw_key(&w, "act_mib"), rp_jw_arr(&w); /* activation slots + W stashes */
+  for (int r = 0; r < p; r++) rp_jw_fixed(&w, (mem[3 * r] + mem[3 * r + 2]) / 1048576.0, 4);
+  rp_jw_arr_end(&w);
+  rp_jw_key(&w, "slots"), rp_jw_arr(&w);
+  for (int r = 0; r < p; r++) {
+    rp_jw_arr(&w);
+    for (int k = 0; k < 4; k++) rp_jw_int(&w, slots[4 * r + k]);
+    rp_jw_arr_end(&w);
+  }
+  rp_jw_arr_end(&w);
+  rp_jw_key(&w, "makespan_ms"), rp_jw_fixed(&w, measured->makespan * 1e3, 4);
+  rp_jw_key(&w, "predicted_makespan_ms"), rp_jw_fixed(&w, pred ? pred->makespan * 1e3 : -1, 4);
+  rp_jw_key(&w, "costs_ms"), rp_jw_arr(&w);
+  rp_jw_fixed(&w, c->tF * 1e3, 4), rp_jw_fixed(&w, c->tB * 1e3, 4), rp_jw_fixed(&w, c->tW * 1e3, 4);
+  rp_jw_arr_end(&w);
+  rp_jw_obj_end(&w);
+  rp_jw_obj_end(&w);
+  rp_status st = rp_jw_fputs_line(&w, metrics);
+  rp_jw_free(&w);
+  return st;
 }
 
 rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
@@ -87,30 +132,12 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
            mem[3 * r + 2] / 1048576.0, mem[3 * r + 1] * 1e3, slots[4 * r], slots[4 * r + 1],
            slots[4 * r + 2], slots[4 * r + 3]);
   if (t->o.trace[0]) printf("  Chrome trace written to %s\n", t->o.trace);
-  if (metrics) {
-    fprintf(metrics, "{\"pipeline\":{\"emulated\":%s,\"schedule\":\"%s\",\"pp\":%d,\"vpp\":%d,\"m\":%d,"
-            "\"bubble_total\":%.6f,\"bubble_ideal\":%.6f,\"predicted_bubble_total\":%.6f,"
-            "\"predicted_bubble_ideal\":%.6f,\"peak_live\":[",
-            t->o.emulate[0] ? "true" : "false", t->sched->name, p, t->sched->v, t->sched->m,
-            measured->bubble_total,
-            measured->bubble_ideal, s == RP_OK ? pred->bubble_total : -1,
-            s == RP_OK ? pred->bubble_ideal : -1);
-    for (int r = 0; r < p; r++) fprintf(metrics, "%s%d", r ? "," : "", live[r]);
-    fprintf(metrics, "],\"act_mib\":[");
-    for (int r = 0; r < p; r++)
-      fprintf(metrics, "%s%.4f", r ? "," : "", (mem[3 * r] + mem[3 * r + 2]) / 1048576.0);
-    fprintf(metrics, "],\"slots\":[");
-    for (int r = 0; r < p; r++)
-      fprintf(metrics, "%s[%d,%d,%d,%d]", r ? "," : "", slots[4 * r], slots[4 * r + 1],
-              slots[4 * r + 2], slots[4 * r + 3]);
-    fprintf(metrics, "],\"makespan_ms\":%.4f,\"predicted_makespan_ms\":%.4f,"
-            "\"costs_ms\":[%.4f,%.4f,%.4f]}}\n", measured->makespan * 1e3,
-            s == RP_OK ? pred->makespan * 1e3 : -1, c.tF * 1e3, c.tB * 1e3, c.tW * 1e3);
-  }
+  if (metrics) s = write_pipeline_metrics(t, metrics, measured, s == RP_OK ? pred : NULL, &c,
+                                        live, mem, slots);
   free(live);
   free(mem);
   free(slots);
   rp_sim_free(measured);
   if (pred) rp_sim_free(pred);
-  return RP_OK;
+  return metrics ? s : RP_OK;
 }

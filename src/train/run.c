@@ -4,10 +4,11 @@
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_checkpoint.h"
 #include "ringpipe/rp_isa.h"
+#include "ringpipe/rp_json.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_stop.h"
-#include "ringpipe/rp_json.h"
 #include "ringpipe/rp_train.h"
 #include "train_internal.h"
 
@@ -136,15 +137,22 @@ static rp_status save_checkpoint(rp_trainer *t, char *dir, size_t cap) {
 }
 
 static rp_status write_step_metrics(FILE *metrics, int s, const rp_step_stats *st) {
-  char mfu[32]; /* null when the peak was not measured */
-  if (st->mfu < 0) snprintf(mfu, sizeof mfu, "null");
-  else snprintf(mfu, sizeof mfu, "%.4f", st->mfu);
-  char line[512]; /* through rp_json_fputs: a non-finite value is written null */
-  snprintf(line, sizeof line,
-           "{\"step\":%d,\"loss\":%.17g,\"lr\":%.6g,\"grad_norm\":%.6f,\"seconds\":%.6f,"
-           "\"tokens_per_s\":%.1f,\"mfu\":%s}\n",
-           s, st->loss, st->lr, st->grad_norm, st->seconds, st->tokens_per_s, mfu);
-  if (rp_json_fputs(metrics, line) != 0 || fflush(metrics) != 0 || ferror(metrics))
+  rp_jw w;
+  rp_jw_init(&w);
+  rp_jw_obj(&w);
+  rp_jw_key(&w, "step"), rp_jw_int(&w, s);
+  rp_jw_key(&w, "loss"), rp_jw_num(&w, st->loss, 17);
+  rp_jw_key(&w, "lr"), rp_jw_num(&w, st->lr, 6);
+  rp_jw_key(&w, "grad_norm"), rp_jw_fixed(&w, st->grad_norm, 6);
+  rp_jw_key(&w, "seconds"), rp_jw_fixed(&w, st->seconds, 6);
+  rp_jw_key(&w, "tokens_per_s"), rp_jw_fixed(&w, st->tokens_per_s, 1);
+  rp_jw_key(&w, "mfu");
+  if (st->mfu < 0) rp_jw_null(&w); /* the peak was not measured */
+  else rp_jw_fixed(&w, st->mfu, 4);
+  rp_jw_obj_end(&w);
+  rp_status r = rp_jw_fputs_line(&w, metrics);
+  rp_jw_free(&w);
+  if (r != RP_OK)
     return rp_err(RP_EIO, "cannot append to metrics.jsonl at step %d (disk full?); free space "
                   "and resume from the last checkpoint", s);
   return RP_OK;
@@ -166,10 +174,15 @@ static void print_step(const rp_trainer *t, const rp_step_stats *st, int first, 
 static rp_status eval_step(rp_trainer *t, FILE *metrics, double *val) {
   rp_status s = rp_trainer_eval(t, t->o.eval_batches, val);
   if (s != RP_OK || !metrics) return s;
-  char line[96];
-  snprintf(line, sizeof line, "{\"step\":%d,\"val_loss\":%.17g}\n", t->step, *val);
-  if (rp_json_fputs(metrics, line) != 0 || fflush(metrics) != 0)
-    return rp_err(RP_EIO, "cannot append to metrics.jsonl");
+  rp_jw w;
+  rp_jw_init(&w);
+  rp_jw_obj(&w);
+  rp_jw_key(&w, "step"), rp_jw_int(&w, t->step);
+  rp_jw_key(&w, "val_loss"), rp_jw_num(&w, *val, 17);
+  rp_jw_obj_end(&w);
+  s = rp_jw_fputs_line(&w, metrics);
+  rp_jw_free(&w);
+  if (s != RP_OK) return rp_err(RP_EIO, "cannot append to metrics.jsonl");
   if (!t->o.quiet) printf("step %5d/%d | val loss %.4f\n", t->step, t->o.steps, *val);
   return RP_OK;
 }

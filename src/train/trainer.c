@@ -339,7 +339,7 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   reclaim_stale(t);
   if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
   if (o->measure_peak) {
-    t->gemm_peak = rp_measure_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool, t->acts_mem,
+    t->gemm_peak = rp_gpt_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool, t->acts_mem,
                                         t->acts_mem ? t->acts_bytes : 0);
     measure_fma_peak(t);
   }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ringpipe/rp_train.h"
+#include "ringpipe/rp_model.h"
 
 rp_status rp_assign_stages(int L, int S, const char *spec, rp_stage_spec *out) {
   if (S < 1 || S > L)

@@ -1,11 +1,12 @@
-/* The MFU denominator: sgemm FLOP/s on the model's own GEMM shapes, measured in
- * the same process with the same threads and GEMM mode as training. */
+/* The MFU denominator: sgemm FLOP/s on given GEMM shapes (the model's own, see
+ * rp_gpt_gemm_peak), measured in the same process with the same threads and
+ * GEMM mode as training; and what OpenBLAS runs them with. */
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
-#include "ringpipe/rp_train.h"
+#include "ringpipe/rp_util.h"
 
 /* Largest of each operand over the shapes: a weight is IC x OC, so its buffer
  * is the largest product, not the square of the largest side (which for a
@@ -57,13 +58,10 @@ static void release_operands(peak_operands *op) {
   rp_free(op->dw);
 }
 
-double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool,
-                            void *scratch, size_t scratch_bytes) {
-  long N = (long)B * T, C = cfg->C;
-  /* (in, out) of every matmul of a layer and of the LM head */
-  const long shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, cfg->Vp}};
+double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
+                    size_t scratch_bytes) {
   long max_in, max_out, max_w;
-  operand_sizes(shapes, 5, &max_in, &max_out, &max_w);
+  operand_sizes(shapes, nshapes, &max_in, &max_out, &max_w);
   peak_operands op;
   if (!carve_operands(&op, N, max_in, max_out, max_w, scratch, scratch_bytes)) {
     release_operands(&op);
@@ -75,7 +73,7 @@ double rp_measure_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *poo
   double best = 0;
   for (int rep = 0; rep < 4; rep++) {  /* first rep warms caches and BLAS threads */
     double flops = 0, t0 = rp_now();
-    for (int s = 0; s < 5; s++) {
+    for (int s = 0; s < nshapes; s++) {
       int IC = (int)shapes[s][0], OC = (int)shapes[s][1];
       rp_matmul_forward(out, inp, w, NULL, (int)N, IC, OC, pool);
       rp_matmul_backward(dinp, dw, NULL, out, inp, w, (int)N, IC, OC, pool);
