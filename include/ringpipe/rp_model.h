@@ -180,11 +180,14 @@ void rp_grad_ws_free(rp_grad_ws *w);
  * within the chunk, RP_UNIT_EMBED) are final for the current micro-batch, so
  * that data parallelism can start reducing them while backward goes on. */
 enum { RP_UNIT_HEAD = -1, RP_UNIT_EMBED = -2 };
+struct rp_bf16_ctx_s;
 typedef struct {
   rp_pool *pool;
   const rp_attn_backend *attn;
   void (*grads_ready)(void *ctx, const rp_chunk *m, int unit);
   void *hook_ctx;
+  /* the run's precision: bf16 copies of its chunks' weights, or NULL (fp32) */
+  const struct rp_bf16_ctx_s *bf16;
 } rp_exec;
 
 /* Forward pieces. The embed step reads a->tokens / a->pos and writes a->input.
@@ -243,9 +246,10 @@ void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
 /* ---- bf16 mixed precision (src/model/precision.c): bf16 copies of the chunks'
  * parameters (refreshed from the fp32 masters after each optimizer step) are what
  * the matmuls read; activations are rounded to bf16 on the way into each matmul;
- * accumulation and every other computation stay fp32. Installed per process. */
+ * accumulation and every other computation stay fp32. A run hands its context
+ * to the model in rp_exec.bf16 (NULL: fp32). */
 #define RP_BF16_MAX_CHUNKS 16
-typedef struct {
+typedef struct rp_bf16_ctx_s {
   int n;
   const float *base[RP_BF16_MAX_CHUNKS];
   size_t len[RP_BF16_MAX_CHUNKS];
@@ -258,8 +262,6 @@ rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B
 /* fp32 masters -> bf16 copies (round to nearest even, or stochastic rounding) */
 void rp_bf16_ctx_refresh(rp_bf16_ctx *c, int stochastic, uint64_t seed, rp_pool *pool);
 void rp_bf16_ctx_free(rp_bf16_ctx *c);
-/* NULL: fp32 matmuls (the default). */
-void rp_model_set_bf16(const rp_bf16_ctx *c);
 
 /* FLOPs of one token's forward+backward (6N + 12 L T C style, for MFU). */
 double rp_gpt_flops_per_token(const rp_gpt_config *cfg, int T);

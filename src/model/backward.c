@@ -29,18 +29,19 @@ static void copy(float *dst, const float *src, long n) {
 /* Weight gradients of one layer from its output gradients d. */
 static void layer_weight_grads(const rp_layer_params *p, rp_layer_params *g,
                                const rp_layer_acts *l, const float *in, const rp_layer_douts *d,
-                               int N, int C, rp_pool *pool) {
+                               int N, int C, const rp_exec *x) {
+  rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->fcprojw, g->fcprojb, d->dres3,
-                                                 l->fch_gelu, p->fcprojw, N, 4 * C, C, pool));
+                                                 l->fch_gelu, p->fcprojw, N, 4 * C, C, x));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->fcw, g->fcb, d->dfch, l->ln2, p->fcw,
-                                                 N, C, 4 * C, pool));
+                                                 N, C, 4 * C, x));
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(NULL, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w, l->ln2_mean,
                                 l->ln2_rstd, N, C, pool));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->attprojw, g->attprojb, d->dres2,
-                                                 l->atty, p->attprojw, N, C, C, pool));
+                                                 l->atty, p->attprojw, N, C, C, x));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->qkvw, g->qkvb, d->dqkv, l->ln1,
-                                                 p->qkvw, N, C, 3 * C, pool));
+                                                 p->qkvw, N, C, 3 * C, x));
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(NULL, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean,
                                 l->ln1_rstd, N, C, pool));
@@ -62,23 +63,22 @@ static void layer_input_grads(const rp_layer_params *p, rp_layer_params *g,
   copy(d->dres3, w->dres, NC);
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dfch_gelu, g->fcprojw, g->fcprojb,
                                                      w->dres, l->fch_gelu, p->fcprojw, N,
-                                                     4 * C, C, pool));
+                                                     4 * C, C, x));
   RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set(d->dfch, l->fch, w->dfch_gelu, 4 * NC, pool));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln2, g->fcw, g->fcb, d->dfch, l->ln2,
-                                                     p->fcw, N, C, 4 * C, pool));
+                                                     p->fcw, N, C, 4 * C, x));
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(w->dres, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w,
                                 l->ln2_mean, l->ln2_rstd, N, C, pool));
   /* Attention branch: dres is now d(res2). */
   copy(d->dres2, w->dres, NC);
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dbuf, g->attprojw, g->attprojb,
-                                                     w->dres, l->atty, p->attprojw, N, C, C,
-                                                     pool));
+                                                     w->dres, l->atty, p->attprojw, N, C, C, x));
   zero(d->dqkv, 3 * NC, pool);  /* the backend's contract is +=, like every kernel's */
   RP_PROF(RP_PROF_BWD_ATTENTION, x->attn->backward(x->attn, d->dqkv, w->dbuf, l->qkv, l->atty,
                                                    l->att_saved, B, T, C, cfg->NH, pool));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln1, g->qkvw, g->qkvb, d->dqkv,
-                                                     l->ln1, p->qkvw, N, C, 3 * C, pool));
+                                                     l->ln1, p->qkvw, N, C, 3 * C, x));
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(w->dres, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean,
                                 l->ln1_rstd, N, C, pool));
@@ -100,7 +100,7 @@ static void head_backward_dlogits(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float 
   int N = a->B * a->T, C = m->cfg.C;
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(dlnf, split ? NULL : m->g.wte, NULL,
                                                      a->logits, a->lnf, m->p.wte, N, C,
-                                                     m->cfg.Vp, x->pool));
+                                                     m->cfg.Vp, x));
   if (dlnf_extra) rp_add_inplace(dlnf, dlnf_extra, (long)N * C, x->pool);
   zero(w->dres, (long)N * C, x->pool);
   RP_PROF(RP_PROF_BWD_LAYERNORM,
@@ -176,7 +176,7 @@ void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
   /* Same order as the full backward so that accumulation order matches. */
   if (m->spec.has_head) {
     RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, m->g.wte, NULL, a->logits, a->lnf,
-                                                   m->p.wte, N, C, m->cfg.Vp, x->pool));
+                                                   m->p.wte, N, C, m->cfg.Vp, x));
     RP_PROF(RP_PROF_BWD_LAYERNORM,
             rp_layernorm_backward(NULL, m->g.lnfw, m->g.lnfb, s->dlnf, a->output, m->p.lnfw,
                                   a->lnf_mean, a->lnf_rstd, N, C, x->pool));
@@ -184,7 +184,7 @@ void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
   }
   for (int i = m->spec.num_layers - 1; i >= 0; i--) {
     layer_weight_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i),
-                       &s->layer[i], N, C, x->pool);
+                       &s->layer[i], N, C, x);
     grads_ready(x, m, i);
   }
   if (m->spec.has_embed) {

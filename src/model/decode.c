@@ -98,7 +98,7 @@ static const float *decode_rows(rp_kv_cache *c, int n, const rp_exec *x) {
     const rp_layer_params *p = &m->p.layer[l];
     if (c->layer_hook) c->layer_hook(c->layer_hook_ctx, l);
     rp_layernorm_forward(c->ln, c->mean, c->rstd, c->x, p->ln1w, p->ln1b, n, C, pool);
-    rp_mm_forward(c->qkv, c->ln, p->qkvw, p->qkvb, n, C, 3 * C, pool);
+    rp_mm_forward(c->qkv, c->ln, p->qkvw, p->qkvb, n, C, 3 * C, x);
     store_kv(c, l, n);
     rows_attn_ctx ac = {.c = c, .layer = l, .n = n};
     if (pool && rp_pool_size(pool) > 1 && n * m->cfg.NH > 1)
@@ -106,16 +106,16 @@ static const float *decode_rows(rp_kv_cache *c, int n, const rp_exec *x) {
     else
       rows_attn_task(&ac, 0, 1);
     /* c->ln is free once qkv exists: it takes each branch's projection. */
-    rp_mm_forward(c->ln, c->atty, p->attprojw, p->attprojb, n, C, C, pool);
+    rp_mm_forward(c->ln, c->atty, p->attprojw, p->attprojb, n, C, C, x);
     rp_add_inplace(c->x, c->ln, nC, pool);
     rp_layernorm_forward(c->ln, c->mean, c->rstd, c->x, p->ln2w, p->ln2b, n, C, pool);
-    rp_mm_forward(c->fch, c->ln, p->fcw, p->fcb, n, C, 4 * C, pool);
+    rp_mm_forward(c->fch, c->ln, p->fcw, p->fcb, n, C, 4 * C, x);
     rp_gelu_forward(c->fch_gelu, c->fch, 4 * nC, pool);
-    rp_mm_forward(c->ln, c->fch_gelu, p->fcprojw, p->fcprojb, n, 4 * C, C, pool);
+    rp_mm_forward(c->ln, c->fch_gelu, p->fcprojw, p->fcprojb, n, 4 * C, C, x);
     rp_add_inplace(c->x, c->ln, nC, pool);
   }
   rp_layernorm_forward(c->lnf, c->mean, c->rstd, c->x, m->p.lnfw, m->p.lnfb, n, C, pool);
-  rp_mm_forward(c->logits, c->lnf, m->p.wte, NULL, n, C, m->cfg.Vp, pool);
+  rp_mm_forward(c->logits, c->lnf, m->p.wte, NULL, n, C, m->cfg.Vp, x);
   return c->logits;
 }
 

@@ -33,20 +33,17 @@ static void layer_forward(const rp_layer_params *p, rp_layer_acts *l, const floa
   rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
                                                       p->ln1w, p->ln1b, N, C, pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * C,
-                                                pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * C, x));
   RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
                                                   C, cfg->NH, pool));
   RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward_residual(l->res2, l->atty, p->attprojw,
-                                                         p->attprojb, in, N, C, C, pool));
+                                                         p->attprojb, in, N, C, C, x));
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
                                                       l->res2, p->ln2w, p->ln2b, N, C, pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->fch, l->ln2, p->fcw, p->fcb, N, C, 4 * C,
-                                                pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->fch, l->ln2, p->fcw, p->fcb, N, C, 4 * C, x));
   RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4 * NC, pool));
   RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward_residual(l->res3, l->fch_gelu, p->fcprojw,
-                                                         p->fcprojb, l->res2, N, 4 * C, C,
-                                                         pool));
+                                                         p->fcprojb, l->res2, N, 4 * C, C, x));
 }
 
 /* Backward of layer i is about to read its tensors: rebuild what the chunk's
@@ -77,7 +74,7 @@ double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp
                                                       a->output, m->p.lnfw, m->p.lnfb, N, C,
                                                       x->pool));
   RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(a->logits, a->lnf, m->p.wte, NULL, N, C,
-                                                m->cfg.Vp, x->pool));
+                                                m->cfg.Vp, x));
   RP_PROF(RP_PROF_FWD_XENT, rp_xent_forward(a->losses, a->logits, a->targets, N, m->cfg.V,
                                             m->cfg.Vp, x->pool));
   double sum = 0;

@@ -15,15 +15,16 @@ const float *rp_layer_input(const rp_acts *a, int i);
 static inline int rp_selective_drops_attention(size_t saved, size_t N, size_t C) {
   return saved >= N * C;
 }
-/* The model's matmuls, fp32 or bf16 by the installed precision context. */
+/* The model's matmuls on x's pool, fp32 or bf16 by x's precision context
+ * (x->bf16: NULL is fp32; a weight outside its chunks stays fp32). */
 void rp_mm_forward(float *out, const float *inp, const float *w, const float *bias, int N,
-                   int IC, int OC, rp_pool *pool);
+                   int IC, int OC, const rp_exec *x);
 void rp_mm_forward_residual(float *out, const float *inp, const float *w, const float *bias,
-                            const float *resid, int N, int IC, int OC, rp_pool *pool);
+                            const float *resid, int N, int IC, int OC, const rp_exec *x);
 void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                    const float *w, int N, int IC, int OC, rp_pool *pool);
+                    const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, int N, int IC, int OC, rp_pool *pool);
+                        const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
 /* K/V cache internals shared by kv_cache.c and decode.c (rp_infer.h). */

@@ -2,10 +2,10 @@
  * fp32 accumulation, fp32 master weights (the chunks' params) and fp32
  * everything else (LayerNorm statistics, softmax, loss, AdamW).
  *
- * The model calls rp_mm_* for every matmul. In fp32 they are the kernels
- * themselves; with a bf16 context installed (one per process: precision is a
- * property of the run), a weight that lies in a registered chunk is read from
- * its bf16 copy and the activations are rounded to bf16 on the way in. */
+ * The model calls rp_mm_* for every matmul with its rp_exec. In fp32 (x->bf16
+ * NULL) they are the kernels themselves; with the run's bf16 context in the
+ * exec, a weight that lies in one of its chunks is read from its bf16 copy and
+ * the activations are rounded to bf16 on the way in. */
 #include <string.h>
 
 #include "model_internal.h"
@@ -13,72 +13,73 @@
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_kernels.h"
 
-static const rp_bf16_ctx *ctx;
-
-void rp_model_set_bf16(const rp_bf16_ctx *c) { ctx = c; }
-
-static const uint16_t *bf16_weight(const float *w) {
+/* The bf16 copy of weight w when it lies in one of ctx's chunks, else NULL. */
+static const uint16_t *bf16_weight(const rp_bf16_ctx *ctx, const float *w) {
   for (int i = 0; ctx && i < ctx->n; i++)
     if (w >= ctx->base[i] && w < ctx->base[i] + ctx->len[i]) return ctx->base16[i] + (w - ctx->base[i]);
   return NULL;
 }
 
-static uint16_t *to_bf16(uint16_t *dst, const float *src, long n, rp_pool *pool) {
+static uint16_t *to_bf16(const rp_bf16_ctx *ctx, uint16_t *dst, const float *src, long n,
+                         rp_pool *pool) {
   RP_CHECK((size_t)n <= ctx->scratch_floats);
   rp_bf16_from_f32_array(dst, src, n, pool);
   return dst;
 }
 
 void rp_mm_forward(float *out, const float *inp, const float *w, const float *bias, int N,
-                   int IC, int OC, rp_pool *pool) {
-  const uint16_t *w16 = bf16_weight(w);
+                   int IC, int OC, const rp_exec *x) {
+  const rp_bf16_ctx *ctx = x->bf16;
+  const uint16_t *w16 = bf16_weight(ctx, w);
   if (!w16) {
-    rp_matmul_forward(out, inp, w, bias, N, IC, OC, pool);
+    rp_matmul_forward(out, inp, w, bias, N, IC, OC, x->pool);
     return;
   }
-  rp_matmul_bf16_forward(out, to_bf16(ctx->scratch_a, inp, (long)N * IC, pool), w16, bias, N, IC,
-                         OC, pool);
+  rp_matmul_bf16_forward(out, to_bf16(ctx, ctx->scratch_a, inp, (long)N * IC, x->pool), w16, bias,
+                         N, IC, OC, x->pool);
 }
 
 void rp_mm_forward_residual(float *out, const float *inp, const float *w, const float *bias,
-                            const float *resid, int N, int IC, int OC, rp_pool *pool) {
-  if (!bf16_weight(w)) {
-    rp_matmul_forward_residual(out, inp, w, bias, resid, N, IC, OC, pool);
+                            const float *resid, int N, int IC, int OC, const rp_exec *x) {
+  if (!bf16_weight(x->bf16, w)) {
+    rp_matmul_forward_residual(out, inp, w, bias, resid, N, IC, OC, x->pool);
     return;
   }
   /* out may alias resid: add the residual after the product, element by element */
   if (out == resid) {
-    float *tmp = ctx->scratch_f;
-    rp_mm_forward(tmp, inp, w, bias, N, IC, OC, pool);
-    rp_add_inplace(out, tmp, (long)N * OC, pool);
+    float *tmp = x->bf16->scratch_f;
+    rp_mm_forward(tmp, inp, w, bias, N, IC, OC, x);
+    rp_add_inplace(out, tmp, (long)N * OC, x->pool);
   } else {
-    rp_mm_forward(out, inp, w, bias, N, IC, OC, pool);
-    rp_add_inplace(out, resid, (long)N * OC, pool);
+    rp_mm_forward(out, inp, w, bias, N, IC, OC, x);
+    rp_add_inplace(out, resid, (long)N * OC, x->pool);
   }
 }
 
 void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                    const float *w, int N, int IC, int OC, rp_pool *pool) {
-  const uint16_t *w16 = bf16_weight(w);
+                    const float *w, int N, int IC, int OC, const rp_exec *x) {
+  const rp_bf16_ctx *ctx = x->bf16;
+  rp_pool *pool = x->pool;
+  const uint16_t *w16 = bf16_weight(ctx, w);
   if (!w16) {
     rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
     return;
   }
-  uint16_t *d16 = to_bf16(ctx->scratch_a, dout, (long)N * OC, pool);
-  uint16_t *i16 = dw ? to_bf16(ctx->scratch_b, inp, (long)N * IC, pool) : NULL;
+  uint16_t *d16 = to_bf16(ctx, ctx->scratch_a, dout, (long)N * OC, pool);
+  uint16_t *i16 = dw ? to_bf16(ctx, ctx->scratch_b, inp, (long)N * IC, pool) : NULL;
   /* the bias gradient is a plain fp32 row sum of the fp32 output gradient */
   rp_matmul_bf16_backward(dinp, dw, NULL, d16, i16 ? i16 : ctx->scratch_b, w16, N, IC, OC, pool);
   if (db) rp_matmul_backward(NULL, NULL, db, dout, inp, w, N, IC, OC, pool);
 }
 
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, int N, int IC, int OC, rp_pool *pool) {
-  if (!bf16_weight(w)) {
-    rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
+                        const float *w, int N, int IC, int OC, const rp_exec *x) {
+  if (!bf16_weight(x->bf16, w)) {
+    rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
     return;
   }
   if (dinp) memset(dinp, 0, (size_t)N * IC * sizeof(float));
-  rp_mm_backward(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
+  rp_mm_backward(dinp, dw, db, dout, inp, w, N, IC, OC, x);
 }
 
 rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B, int T) {

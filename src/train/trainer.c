@@ -158,7 +158,7 @@ static rp_status setup_compute(rp_trainer *t) {
     rp_chunk *list[RP_BF16_MAX_CHUNKS];
     for (int c = 0; c < t->nchunks && c < RP_BF16_MAX_CHUNKS; c++) list[c] = &t->chunks[c];
     RP_TRY(rp_bf16_ctx_init(&t->bf16, list, t->nchunks, B, T));
-    rp_model_set_bf16(&t->bf16);
+    t->exec.bf16 = &t->bf16;
   }
   if (t->grid.pp > 1) {
     RP_TRY(setup_pipeline(t));
@@ -364,7 +364,6 @@ void rp_trainer_free(rp_trainer *t) {
   if (t->sched) rp_schedule_free(t->sched);
   if (t->dp) rp_dp_destroy(t->dp);
   if (t->bf16.n) {
-    rp_model_set_bf16(NULL);
     rp_bf16_ctx_free(&t->bf16);
   }
   if (t->tie_comm != MPI_COMM_NULL) MPI_Comm_free(&t->tie_comm);
