@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_bf16: %s\n", rp_errmsg());
     return 1;
   }
-  rp_gemm_set_mode(RP_GEMM_BLAS_THREADS);
+  rp_gemm_set_mode(pool, RP_GEMM_BLAS_THREADS);
   if (rp_isa_init() != RP_OK) {
     fprintf(stderr, "bench_bf16: %s\n", rp_errmsg());
     return 2;

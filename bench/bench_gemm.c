@@ -82,13 +82,13 @@ int main(int argc, char **argv) {
       for (int s = 0; s < NSHAPES; s++) best[g][k][s] = 1e30;
 
   for (int k = 0; k < 2; k++) { /* warm up: OpenBLAS buffers, thread start, caches */
-    rp_gemm_set_mode(modes[k]);
+    rp_gemm_set_mode(pool, modes[k]);
     for (int s = 0; s < NSHAPES; s++) run_shape(&shapes[s], &m, pool, 1);
   }
   for (int r = 0; r < rounds; r++)
     for (int g = 0; g < 2; g++)
       for (int k = 0; k < 2; k++) {
-        rp_gemm_set_mode(modes[(k + r) % 2]); /* alternate which mode goes first */
+        rp_gemm_set_mode(pool, modes[(k + r) % 2]); /* alternate which mode goes first */
         for (int s = 0; s < NSHAPES; s++) {
           double t = run_shape(&shapes[s], &m, pool, g);
           double *b = &best[g][(k + r) % 2][s];

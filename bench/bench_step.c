@@ -158,20 +158,20 @@ static void ab_modes(bench_model *b, rp_pool *pool, const rp_gpt_config *cfg, in
   for (int r = 0; r < 6; r++)
     for (int k = 0; k < 2; k++) {
       int md = (k + r) % 2;
-      rp_gemm_set_mode(modes[md]);
+      rp_gemm_set_mode(pool, modes[md]);
       double p = quiet_gemm_peak(cfg, N, 2, pool);
       if (p > peak[md]) peak[md] = p;
     }
   double *dt[2] = {malloc(sizeof(double) * (size_t)steps), malloc(sizeof(double) * (size_t)steps)};
   if (!dt[0] || !dt[1]) return;
   for (int k = 0; k < 2; k++) { /* warm each mode once */
-    rp_gemm_set_mode(modes[k]);
+    rp_gemm_set_mode(pool, modes[k]);
     train_step(b, pool);
   }
   for (int i = 0; i < steps; i++)
     for (int k = 0; k < 2; k++) {
       int md = (k + i) % 2;
-      rp_gemm_set_mode(modes[md]);
+      rp_gemm_set_mode(pool, modes[md]);
       double t0 = rp_now();
       train_step(b, pool);
       dt[md][i] = rp_now() - t0;
@@ -213,8 +213,8 @@ int main(int argc, char **argv) {
     fc.bk = o.fbk;
     if (rp_flash_configure(&fc) != RP_OK) goto fail;
   }
-  if (strcmp(o.gemm, "blas") == 0) rp_gemm_set_mode(RP_GEMM_BLAS_THREADS);
-  if (strcmp(o.gemm, "split") == 0) rp_gemm_set_mode(RP_GEMM_POOL_SPLIT);
+  if (strcmp(o.gemm, "blas") == 0) rp_gemm_set_mode(pool, RP_GEMM_BLAS_THREADS);
+  if (strcmp(o.gemm, "split") == 0) rp_gemm_set_mode(pool, RP_GEMM_POOL_SPLIT);
   bench_model b = {.x = {.pool = pool,
                          .attn = strcmp(o.attention, "flash") == 0 ? rp_attn_flash()
                                                                    : rp_attn_reference()}};
@@ -247,7 +247,7 @@ int main(int argc, char **argv) {
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("bench_step: L=%d C=%d NH=%d T=%d B=%d V=%d, %d threads, attention %s, gemm %s, "
          "OPENBLAS_CORETYPE=%s\n", o.L, o.C, o.NH, o.T, o.B, o.V, o.threads, b.x.attn->name,
-         rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas", ct ? ct : "(unset)");
+         rp_gemm_get_mode(pool) == RP_GEMM_POOL_SPLIT ? "split" : "blas", ct ? ct : "(unset)");
   printf("sgemm peak on the model's shapes: %.1f GFLOP/s (rp_gpt_gemm_peak), "
          "%.1f GFLOP/s (per-call minima)\n", peak / 1e9, qpeak / 1e9);
 

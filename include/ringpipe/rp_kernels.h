@@ -44,7 +44,8 @@ void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
  * RP_GEMM_BLAS_THREADS: one sgemm call with OpenBLAS threads = pool size, pool asleep;
  * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice. */
 typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1 } rp_gemm_mode;
-void rp_gemm_set_mode(rp_gemm_mode mode);
+void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode);  /* the pool's runs */
+rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
 /* sgemm FLOP/s of forward + backward over the (in, out) feature shapes with N
  * rows, timed with the pool's threads and the GEMM mode (gemm_peak.c): the MFU
  * denominator. scratch (may be NULL) is an idle buffer the operands are carved
@@ -56,7 +57,6 @@ double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, 
  * (NULL when all is well). */
 const char *rp_blas_core(void);
 const char *rp_blas_advice(void);
-rp_gemm_mode rp_gemm_get_mode(void);
 void rp_blas_set_threads(int n);   /* openblas_set_num_threads, remembered */
 
 /* ---- embedding: out[N,C] = wte[tok[i]] + wpe[pos[i]] */

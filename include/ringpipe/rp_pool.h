@@ -25,6 +25,10 @@ typedef struct rp_pool rp_pool;
 rp_status rp_pool_create(rp_pool **out, int nthreads, int pin);
 void rp_pool_destroy(rp_pool *p);
 int rp_pool_size(const rp_pool *p);
+/* The GEMM mode of the runs on this pool (rp_gemm_mode of rp_kernels.h; -1:
+ * the kernels' default): a per-run setting, kept by the pool the run owns. */
+void rp_pool_set_gemm_mode(rp_pool *p, int mode);
+int rp_pool_gemm_mode(const rp_pool *p);
 
 void rp_pool_run(rp_pool *p, rp_pool_fn fn, void *ctx);
 

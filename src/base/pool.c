@@ -49,6 +49,7 @@ struct rp_pool {
   void *ctx;
   int async;                   /* job runs on workers only (caller free) */
   int pinned_caller;           /* the creating thread was pinned: unpin on destroy */
+  int gemm_mode;               /* how this pool's runs use it for GEMMs (kernels' enum), -1 unset */
 };
 
 static inline void cpu_relax(void) {
@@ -152,6 +153,7 @@ rp_status rp_pool_create(rp_pool **out, int nthreads, int pin) {
   if (nthreads < 1 || nthreads > 1024)
     return rp_err(RP_EINVAL, "--threads %d is out of range; use 1..1024", nthreads);
   rp_pool *p = calloc(1, sizeof *p);
+  if (p) p->gemm_mode = -1;
   if (!p) return rp_err(RP_ENOMEM, "out of memory creating the thread pool");
   p->n = nthreads;
   pthread_mutex_init(&p->mu, NULL);
@@ -204,6 +206,12 @@ void rp_pool_destroy(rp_pool *p) {
 }
 
 int rp_pool_size(const rp_pool *p) { return p ? p->n : 1; }
+
+void rp_pool_set_gemm_mode(rp_pool *p, int mode) {
+  if (p) p->gemm_mode = mode;
+}
+
+int rp_pool_gemm_mode(const rp_pool *p) { return p ? p->gemm_mode : -1; }
 
 static void start_job(rp_pool *p, rp_pool_fn fn, void *ctx, int async) {
   p->fn = fn;

@@ -29,7 +29,7 @@ static int bench_gemm(int argc, char **argv) {
   double rate[2];
   for (int rep = 0; rep < 2; rep++)
     for (int mode = 0; mode < 2; mode++) {
-      rp_gemm_set_mode((rp_gemm_mode)mode);
+      rp_gemm_set_mode(pool, (rp_gemm_mode)mode);
       double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, pool, NULL, 0);
       if (rep == 0 || r > rate[mode]) rate[mode] = r;
     }
@@ -73,7 +73,7 @@ static int bench_train(int argc, char **argv) {
     rp_mem_report(mem, sizeof mem);
     printf("bench train: L=%d C=%d NH=%d T=%d B=%d, %d threads, attention %s, gemm %s\n",
            o.layers, o.channels, o.heads, o.seq, o.batch, rp_pool_size(t.pool), t.exec.attn->name,
-           rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas");
+           rp_gemm_get_mode(t.pool) == RP_GEMM_POOL_SPLIT ? "split" : "blas");
     char isa[512];
     rp_isa_kernel_summary(isa, sizeof isa);
     printf("  instruction sets: %s\n", isa);

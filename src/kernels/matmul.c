@@ -20,11 +20,14 @@
  * compete with the pool's workers for the cores during every non-GEMM kernel,
  * while in split mode OpenBLAS never starts its threads. With many threads per
  * rank the row slices get thin and blas mode may win: --gemm blas. */
-static rp_gemm_mode g_gemm_mode = RP_GEMM_POOL_SPLIT;
 static int g_blas_threads = -1; /* unknown until the first rp_blas_set_threads */
 
-void rp_gemm_set_mode(rp_gemm_mode mode) { g_gemm_mode = mode; }
-rp_gemm_mode rp_gemm_get_mode(void) { return g_gemm_mode; }
+/* The mode is the run's, kept by its pool (no pool: the default). */
+void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode) { rp_pool_set_gemm_mode(pool, (int)mode); }
+rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool) {
+  int m = rp_pool_gemm_mode(pool);
+  return m == RP_GEMM_BLAS_THREADS ? RP_GEMM_BLAS_THREADS : RP_GEMM_POOL_SPLIT;
+}
 
 static void blas_threads_cb(void *ctx) { openblas_set_num_threads(*(const int *)ctx); }
 
@@ -179,7 +182,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
     fwd_cols(out, inp, weight, bias, resid, 0, OC, N, IC, OC);
     return;
   }
-  if ((g_gemm_mode == RP_GEMM_BLAS_THREADS && !skinny) || nth == 1) {
+  if ((rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS && !skinny) || nth == 1) {
     rp_blas_set_threads(nth);
     fwd_rows(out, inp, weight, bias, resid, 0, N, IC, OC);
     return;
@@ -208,7 +211,7 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
   mm_ctx c = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
               .weight = weight, .N = N, .IC = IC, .OC = OC, .dinp_beta = dinp_beta,
               .do_gemm = 1};
-  if (g_gemm_mode == RP_GEMM_BLAS_THREADS || nth == 1) {
+  if (rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS || nth == 1) {
     rp_blas_set_threads(nth);
     if (dinp) dinp_rows(dinp, dout, weight, 0, N, IC, OC, dinp_beta);
     if (dweight) dweight_rows(dweight, dout, inp, 0, OC, N, IC, OC);

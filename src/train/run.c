@@ -36,7 +36,7 @@ static void print_banner(const rp_trainer *t) {
            o->bf16_stochastic ? ", stochastic rounding of the weight copies" : "");
   printf("  ranks %d (dp %d x pp %d x cp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, rp_pool_size(t->pool),
-         rp_gemm_get_mode() == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);
+         rp_gemm_get_mode(t->pool) == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);
   if (o->emulate[0])
     printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %s ms per rank), "
            "communication is real; losses are not meaningful\n", o->emulate);

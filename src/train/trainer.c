@@ -137,8 +137,8 @@ static rp_status setup_compute(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int threads = o->threads > 0 ? o->threads : rp_default_threads();
   RP_TRY(rp_pool_create(&t->pool, threads, o->pin));
-  if (strcmp(o->gemm, "blas") == 0) rp_gemm_set_mode(RP_GEMM_BLAS_THREADS);
-  if (strcmp(o->gemm, "split") == 0) rp_gemm_set_mode(RP_GEMM_POOL_SPLIT);
+  if (strcmp(o->gemm, "blas") == 0) rp_gemm_set_mode(t->pool, RP_GEMM_BLAS_THREADS);
+  if (strcmp(o->gemm, "split") == 0) rp_gemm_set_mode(t->pool, RP_GEMM_POOL_SPLIT);
   t->exec.pool = t->pool;
   t->exec.attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference();
   t->local_attn = t->exec.attn;

@@ -25,8 +25,7 @@ static void residual_case(rp_gemm_mode mode, int nthreads, int N, int IC, int OC
   rp_rng rng;
   rp_rng_seed(&rng, 200 + (uint64_t)(mode * 10 + nthreads));
   rp_pool *pool = kt_pool(nthreads);
-  rp_gemm_mode saved = rp_gemm_get_mode();
-  rp_gemm_set_mode(mode);
+  rp_gemm_set_mode(pool, mode);
   float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
   float *res = kt_floats((long)N * OC);
   kt_fill(inp, (long)N * IC, &rng, -1, 1);
@@ -49,7 +48,6 @@ static void residual_case(rp_gemm_mode mode, int nthreads, int N, int IC, int OC
 
   free(inp), free(w), free(b), free(res), free(want), free(out), free(acc);
   rp_pool_destroy(pool);
-  rp_gemm_set_mode(saved);
 }
 
 static void test_matmul_forward_residual(void **state) {
@@ -69,8 +67,7 @@ static void backward_set_case(rp_gemm_mode mode, int nthreads, int N, int IC, in
   rp_rng rng;
   rp_rng_seed(&rng, 300 + (uint64_t)(mode * 10 + nthreads));
   rp_pool *pool = kt_pool(nthreads);
-  rp_gemm_mode saved = rp_gemm_get_mode();
-  rp_gemm_set_mode(mode);
+  rp_gemm_set_mode(pool, mode);
   float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
   float *dout = kt_floats((long)N * OC);
   kt_fill(inp, (long)N * IC, &rng, -1, 1);
@@ -99,7 +96,6 @@ static void backward_set_case(rp_gemm_mode mode, int nthreads, int N, int IC, in
   free(inp), free(w), free(dout), free(dinp_a), free(dinp_s), free(dw_a), free(dw_s);
   free(db_a), free(db_s), free(dinp_r);
   rp_pool_destroy(pool);
-  rp_gemm_set_mode(saved);
 }
 
 static void test_matmul_backward_set(void **state) {
@@ -127,14 +123,12 @@ static void test_matmul_repeatable(void **state) {
   kt_fill(b, OC, &rng, -1, 1);
   kt_fill(res, (long)N * OC, &rng, -1, 1);
   rp_pool *pool = kt_pool(2);
-  rp_gemm_mode saved = rp_gemm_get_mode();
   for (int m = 0; m < 2; m++) {
-    rp_gemm_set_mode(m ? RP_GEMM_POOL_SPLIT : RP_GEMM_BLAS_THREADS);
+    rp_gemm_set_mode(pool, m ? RP_GEMM_POOL_SPLIT : RP_GEMM_BLAS_THREADS);
     rp_matmul_forward_residual(o1, inp, w, b, res, N, IC, OC, pool);
     rp_matmul_forward_residual(o2, inp, w, b, res, N, IC, OC, pool);
     assert_true(kt_bitwise_equal(o1, o2, (long)N * OC));
   }
-  rp_gemm_set_mode(saved);
   rp_pool_destroy(pool);
   free(inp), free(w), free(b), free(res), free(o1), free(o2);
 }

@@ -94,8 +94,8 @@ static void run_mode(rp_gemm_mode mode, int nthreads, int N, int IC, int OC, int
   rp_rng rng;
   rp_rng_seed(&rng, 100 + (uint64_t)(mode * 10 + nthreads));
   rp_pool *pool = kt_pool(nthreads);
-  rp_gemm_set_mode(mode);
-  assert_int_equal(rp_gemm_get_mode(), mode);
+  rp_gemm_set_mode(pool, mode);
+  assert_int_equal(rp_gemm_get_mode(pool), mode);
   float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
   float *dout = kt_floats((long)N * OC);
   kt_fill(inp, (long)N * IC, &rng, -1, 1);
@@ -146,7 +146,6 @@ static void run_mode(rp_gemm_mode mode, int nthreads, int N, int IC, int OC, int
   free(dinp), free(dw), free(db), free(dinp_r), free(dw_r), free(db_r);
   free(g1), free(g2), free(g3), free(g1r), free(g2r), free(g3r);
   rp_pool_destroy(pool);
-  rp_gemm_set_mode(RP_GEMM_BLAS_THREADS);
 }
 
 static void test_matmul_modes(void **state) {
