@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "io/io_fs.h"
 #include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_serve.h"
 #include "ringpipe/rp_train.h"
@@ -160,9 +161,7 @@ static rp_status run_modes(const serve_opts *o, const rp_chunk *m, const rp_trac
   rp_status s = RP_OK;
   for (int i = 0; s == RP_OK && i < n; i++) s = one_run(o, m, t, root, &runs[i], runs[i].label);
   if (owned && rp_mpi_world_rank() == 0) {
-    char cmd[RP_OPT_STRLEN + 64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", root);
+    if (rp_io_remove_tree(root) != RP_OK) fprintf(stderr, "note: %s\n", rp_errmsg());
   }
   return s;
 }

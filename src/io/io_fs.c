@@ -1,6 +1,7 @@
 /* Atomic writes, directory fsync, mkdir -p, exact preads. See io_fs.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,18 @@ rp_status rp_io_fsync_parent(const char *path) {
   char buf[RP_IO_PATH];
   snprintf(buf, sizeof buf, "%s", path);
   return rp_io_fsync_dir(dirname(buf));
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path) == 0 ? 0 : -1;
+}
+
+rp_status rp_io_remove_tree(const char *dir) {
+  /* depth first, without following links: children before their directory */
+  if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    return rp_err(RP_EIO, "cannot remove '%s': %s", dir, strerror(errno));
+  return RP_OK;
 }
 
 rp_status rp_io_mkdir_p(const char *dir) {

@@ -30,6 +30,9 @@ void rp_io_afile_abort(rp_io_afile *a);   /* close and remove the temporary */
 rp_status rp_io_fsync_dir(const char *dir);
 rp_status rp_io_fsync_parent(const char *path);
 rp_status rp_io_mkdir_p(const char *dir);
+/* Removes dir and everything below it (links are removed, not followed);
+ * RP_EIO naming the first path that could not be removed. */
+rp_status rp_io_remove_tree(const char *dir);
 /* pread exactly n bytes; RP_EFORMAT (truncated) on a short read, RP_EIO on error. */
 rp_status rp_io_pread(int fd, void *buf, size_t n, off_t off, const char *path);
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer. */
