@@ -31,6 +31,9 @@
 #include "rp_base.h"
 #include "rp_model.h"
 
+/* --cp-impl ring|ulysses, in that order. */
+typedef enum { RP_CP_RING = 0, RP_CP_ULYSSES = 1 } rp_cp_impl;
+/* --cp-layout zigzag|contiguous, in that order. */
 typedef enum {
   RP_CP_ZIGZAG = 0,      /* chunks r and 2P-1-r of 2P */
   RP_CP_CONTIGUOUS = 1   /* one contiguous block of T/P rows */

@@ -44,6 +44,8 @@ void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
  * RP_GEMM_BLAS_THREADS: one sgemm call with OpenBLAS threads = pool size, pool asleep;
  * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice. */
 typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1 } rp_gemm_mode;
+/* --gemm auto|blas|split, in that order: auto keeps the measured default. */
+typedef enum { RP_GEMM_CHOOSE_AUTO = 0, RP_GEMM_CHOOSE_BLAS, RP_GEMM_CHOOSE_SPLIT } rp_gemm_choice;
 void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode);  /* the pool's runs */
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
 /* sgemm FLOP/s of forward + backward over the (in, out) feature shapes with N
@@ -126,5 +128,7 @@ void rp_scale(float *x, float s, long n, rp_pool *pool);
 /* lr at 0-based step: linear warmup over `warmup`, cosine from lr to min_lr until
  * total; constant lr when warmup == 0 and min_lr == lr. */
 float rp_lr_cosine(int step, int warmup, int total, float lr, float min_lr);
+/* --lr-schedule cosine|constant, in that order. */
+typedef enum { RP_LR_COSINE = 0, RP_LR_CONSTANT = 1 } rp_lr_schedule;
 
 #endif

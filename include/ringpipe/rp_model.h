@@ -81,6 +81,11 @@ typedef struct {
  * gradients are bitwise those of NONE. The recomputed tensors live in one
  * shared per-chunk scratch layer. Not combinable with the I/W split. */
 typedef enum { RP_RECOMPUTE_NONE = 0, RP_RECOMPUTE_SELECTIVE, RP_RECOMPUTE_FULL } rp_recompute;
+const char *rp_recompute_name(rp_recompute mode);  /* "none", "selective", "full" */
+/* Matmul precision of a run (--precision fp32|bf16, in that order). */
+typedef enum { RP_PRECISION_FP32 = 0, RP_PRECISION_BF16 = 1 } rp_precision;
+/* Which local attention kernel (--attention naive|flash, in that order). */
+typedef enum { RP_ATTN_NAIVE = 0, RP_ATTN_FLASH = 1 } rp_attn_kind;
 
 typedef struct {
   rp_gpt_config cfg;
@@ -132,6 +137,8 @@ struct rp_attn_backend {
 };
 /* The local O(T^2) reference backend (always available; the oracle). */
 const rp_attn_backend *rp_attn_reference(void);
+/* The reference or the flash backend (attn_flash.c). */
+const rp_attn_backend *rp_attn_of_kind(rp_attn_kind kind);
 
 /* ---- activations of one micro-batch through one chunk, sized up front. */
 typedef struct {

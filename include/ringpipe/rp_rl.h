@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 #include "rp_infer.h"
+#include "rp_kernels.h"
 #include "rp_model.h"
 #include "rp_options.h"
 #include "rp_pool.h"
@@ -54,6 +55,7 @@ typedef struct {
 
 /* name: add | reverse | sort | countdown; size in the range the message names. */
 rp_status rp_task_init(rp_task *t, const char *name, int size);
+rp_status rp_task_init_kind(rp_task *t, rp_task_kind kind, int size);
 const char *rp_task_name(rp_task_kind k);
 /* Example `index` of a split, a pure function of (task, seed, split, index).
  * The split of a problem is decided by a hash of its prompt alone, so train
@@ -148,21 +150,23 @@ typedef struct {
   /* model (taken from --init-from when given) */
   int layers, channels, heads, seq;
   /* task */
-  char task[RP_OPT_STRLEN];
+  rp_task_kind task;
   int task_size;
   float format_bonus;
   int eval_n, eval_every;
   /* optimizer */
   float lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
   int warmup;
-  char lr_schedule[RP_OPT_STRLEN];
+  rp_lr_schedule lr_schedule;
   /* data parallel (the training engine's) */
   int zero, dp_overlap;
   float bucket_mb;
   /* run */
   int steps, seed, threads, pin, log_every, ckpt_every, quiet;
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
-  char attention[RP_OPT_STRLEN];
+  rp_attn_kind attention;
+  rp_precision precision;
+  int bf16_stochastic;
   /* sft */
   int batch;
   /* rollouts */
@@ -171,7 +175,7 @@ typedef struct {
   /* grpo */
   int mu, scale_std, dynamic_sampling, ds_rounds;
   float clip_low, clip_high, beta, adv_eps;
-  char loss_agg[RP_OPT_STRLEN];
+  rp_loss_agg loss_agg;
   /* ppo */
   float kl_coef, gamma, lam, vf_coef, vf_clip, vf_lr_mult;
   int whiten;

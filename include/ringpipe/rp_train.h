@@ -24,23 +24,26 @@ typedef struct {
   /* optimizer */
   float lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
   int warmup;
-  char lr_schedule[RP_OPT_STRLEN];
+  rp_lr_schedule lr_schedule;
   /* data */
   char data[RP_OPT_STRLEN];
   int file_order, seed;
   /* run */
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
-  char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
+  rp_attn_kind attention;
+  rp_gemm_choice gemm;
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
   int measure_peak, quiet, stop_after, keep_ckpts;
   float comm_timeout;
   /* parallelism */
   int pp, cp, vpp;
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
-  char emulate[RP_OPT_STRLEN];
-  char cp_impl[RP_OPT_STRLEN], cp_layout[RP_OPT_STRLEN];
+  rp_opt_floats emulate;        /* tF,tB,tW in ms; n == 0: real compute */
+  rp_cp_impl cp_impl;
+  rp_cp_layout cp_layout;
   int cp_overlap, zero, dp_overlap;
-  char recompute[RP_OPT_STRLEN], precision[RP_OPT_STRLEN];
+  rp_recompute recompute;
+  rp_precision precision;
   int bf16_stochastic;
   float bucket_mb;
 } rp_train_opts;
@@ -66,7 +69,6 @@ typedef struct {
   rp_pipeline *pipe;
   MPI_Comm tie_comm;            /* first and last stage: the tied wte gradient */
   rp_costs emulate;             /* --emulate-compute, seconds; tF == 0: real compute */
-  rp_recompute recompute;       /* --recompute, parsed once */
   rp_cp_layout cp_layout;       /* --cp-layout, parsed once (contiguous when cp == 1) */
   rp_pool *pool;
   rp_exec exec;

@@ -11,38 +11,44 @@
 #include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_train.h"
 
+typedef enum { SPLIT_VAL, SPLIT_TRAIN } eval_split;  /* --split val|train */
+static const char *const split_names[] = {"val", "train"};
+
 typedef struct {
-  char checkpoint[RP_OPT_STRLEN], data[RP_OPT_STRLEN], split[RP_OPT_STRLEN];
-  char attention[RP_OPT_STRLEN];
+  char checkpoint[RP_OPT_STRLEN], data[RP_OPT_STRLEN];
+  eval_split split;
+  rp_attn_kind attention;
   int batch, seq, batches, threads;
 } eval_opts;
 
 #define O(f) offsetof(eval_opts, f)
+#define E(f) RP_OPT_ENUM_FIELD(eval_opts, f)
 static const rp_opt eval_table[] = {
     {"checkpoint", RP_OPT_STR, O(checkpoint), "", 0, 0, NULL,
      "checkpoint directory or llm.c model .bin"},
     {"data", RP_OPT_STR, O(data), "", 0, 0, NULL, "directory with token shards (llm.c format)"},
-    {"split", RP_OPT_CHOICE, O(split), "val", 0, 0, "val|train", "which shards to evaluate"},
+    {"split", RP_OPT_CHOICE, E(split), "val", 0, 0, "val|train", "which shards to evaluate"},
     {"batch", RP_OPT_INT, O(batch), "4", 1, 65536, NULL, "sequences per batch"},
     {"seq", RP_OPT_INT, O(seq), "256", 1, 1048576, NULL, "sequence length (<= the model's)"},
     {"batches", RP_OPT_INT, O(batches), "16", 1, 100000000, NULL, "batches to average over"},
-    {"attention", RP_OPT_CHOICE, O(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
+    {"attention", RP_OPT_CHOICE, E(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
     {"threads", RP_OPT_INT, O(threads), "0", 0, 1024, NULL, "compute threads (0: all cores)"},
 };
 #undef O
+#undef E
 
 static rp_status evaluate(const eval_opts *o, const rp_chunk *m, rp_pool *pool, double *loss) {
   if (o->seq > m->cfg.T)
     return rp_err(RP_EINVAL, "--seq %d is longer than the model's %d positions", o->seq, m->cfg.T);
   rp_loader *l = NULL;
-  RP_TRY(rp_loader_open(&l, o->data, o->split, o->batch, o->seq, 1, 0, 0, 1));
+  RP_TRY(rp_loader_open(&l, o->data, split_names[o->split], o->batch, o->seq, 1, 0, 0, 1));
   rp_status vs = rp_loader_set_vocab(l, m->cfg.V);
   if (vs != RP_OK) {
     rp_loader_close(l);
     return vs;
   }
   rp_exec x = {.pool = pool,
-               .attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference()};
+               .attn = rp_attn_of_kind(o->attention)};
   rp_layer_acts *lv = calloc(m->spec.num_layers, sizeof *lv);
   void *mem = rp_alloc(rp_acts_bytes(m, x.attn, o->batch, o->seq), RP_MEM_ACTS);
   rp_status s = (lv && mem) ? RP_OK : RP_ENOMEM;
@@ -80,7 +86,7 @@ int rp_cmd_eval(int argc, char **argv) {
   double loss = 0;
   if (s == RP_OK) s = evaluate(&o, &m, pool, &loss);
   if (s == RP_OK)
-    printf("%s loss %.4f over %d batches of %d x %d tokens\n", o.split, loss, o.batches, o.batch,
+    printf("%s loss %.4f over %d batches of %d x %d tokens\n", split_names[o.split], loss, o.batches, o.batch,
            o.seq);
   if (pool) rp_pool_destroy(pool);
   rp_chunk_free(&m);

@@ -14,12 +14,13 @@
 
 typedef struct {
   char checkpoint[RP_OPT_STRLEN], prompt[RP_OPT_STRLEN], tokenizer[RP_OPT_STRLEN];
-  char attention[RP_OPT_STRLEN];
+  rp_attn_kind attention;
   int tokens, top_k, seed, threads, kv_cache;
   float temperature, top_p;
 } sample_opts;
 
 #define O(f) offsetof(sample_opts, f)
+#define E(f) RP_OPT_ENUM_FIELD(sample_opts, f)
 static const rp_opt sample_table[] = {
     {"checkpoint", RP_OPT_STR, O(checkpoint), "", 0, 0, NULL,
      "checkpoint directory (e.g. runs/default/ckpt) or an llm.c model .bin"},
@@ -36,10 +37,11 @@ static const rp_opt sample_table[] = {
     {"seed", RP_OPT_INT, O(seed), "1337", 0, 2147483647, NULL, "sampling seed"},
     {"tokenizer", RP_OPT_STR, O(tokenizer), "", 0, 0, NULL,
      "llm.c gpt2_tokenizer.bin for decoding a GPT-2 vocabulary (default: bytes)"},
-    {"attention", RP_OPT_CHOICE, O(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
+    {"attention", RP_OPT_CHOICE, E(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
     {"threads", RP_OPT_INT, O(threads), "0", 0, 1024, NULL, "compute threads (0: all cores)"},
 };
 #undef O
+#undef E
 
 int rp_cmd_sample(int argc, char **argv) {
   sample_opts o;
@@ -76,7 +78,7 @@ int rp_cmd_sample(int argc, char **argv) {
   if (s == RP_OK) s = rp_pool_create(&pool, o.threads > 0 ? o.threads : 2, 1);
   if (s == RP_OK) {
     rp_exec x = {.pool = pool,
-                 .attn = strcmp(o.attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference()};
+                 .attn = rp_attn_of_kind(o.attention)};
     rp_rng rng;
     rp_rng_seed(&rng, (uint64_t)o.seed);
     const rp_sample_params sp = {.temperature = o.temperature, .top_k = o.top_k,

@@ -19,28 +19,42 @@
 #include "ringpipe/rp_serve.h"
 #include "ringpipe/rp_train.h"
 
+/* --mode: the three loading modes first, in rp_serve_mode's order */
+typedef enum {
+  MODE_BASIC = RP_MODE_BASIC,
+  MODE_DUALPATH = RP_MODE_DUALPATH,
+  MODE_ORACLE = RP_MODE_ORACLE,
+  MODE_COMPARE,
+  MODE_ABLATION,
+  MODE_RECOMPUTE
+} serve_mode_choice;
+
 typedef struct {
-  char checkpoint[RP_OPT_STRLEN], dataset[RP_OPT_STRLEN], mode[RP_OPT_STRLEN];
-  char sched[RP_OPT_STRLEN], store[RP_OPT_STRLEN], outputs[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
-  char jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN], attention[RP_OPT_STRLEN];
+  char checkpoint[RP_OPT_STRLEN], store[RP_OPT_STRLEN], outputs[RP_OPT_STRLEN];
+  char trace[RP_OPT_STRLEN], jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN];
+  int dataset;  /* position in "32k|48k|64k" */
+  serve_mode_choice mode;
+  rp_sched_policy sched;
+  rp_attn_kind attention;
   int pe, de, node_size, layers, channels, heads, ctx, vocab, init_seed, agents, max_turns;
   int seed, layerwise, de_slots, threads;
   float weight_scale, scale, storage_gbps, net_gbps;
 } serve_opts;
 
 #define O(f) offsetof(serve_opts, f)
+#define E(f) RP_OPT_ENUM_FIELD(serve_opts, f)
 static const rp_opt table[] = {
     {"pe", RP_OPT_INT, O(pe), "2", 1, 1024, NULL, "prefill engines (ranks 1..pe)"},
     {"de", RP_OPT_INT, O(de), "2", 1, 1024, NULL, "decode engines (the ranks after them)"},
     {"node-size", RP_OPT_INT, O(node_size), "1", 1, 1024, NULL,
      "engines per node (PEs first, then DEs); one storage link per node"},
-    {"mode", RP_OPT_CHOICE, O(mode), "compare", 0, 0,
+    {"mode", RP_OPT_CHOICE, E(mode), "compare", 0, 0,
      "basic|dualpath|oracle|compare|ablation|recompute",
      "loading mode; compare: basic, dualpath, oracle in turn; ablation: the ladder; recompute: "
      "the reference replies (one rank)"},
     {"layerwise", RP_OPT_BOOL, O(layerwise), "1", 0, 0, NULL,
      "layer-wise streaming: layer l's K/V arrives while layer l-1 computes"},
-    {"sched", RP_OPT_CHOICE, O(sched), "paper", 0, 0, "paper|rr", "scheduler: the paper's rules or round robin"},
+    {"sched", RP_OPT_CHOICE, E(sched), "paper", 0, 0, "paper|rr", "scheduler: the paper's rules or round robin"},
     {"storage-gbps", RP_OPT_FLOAT, O(storage_gbps), "0.5", 0, 1e6, NULL,
      "storage NIC per node, Gbit/s (token bucket on block reads; 0: unlimited)"},
     {"net-gbps", RP_OPT_FLOAT, O(net_gbps), "0", 0, 1e6, NULL,
@@ -48,7 +62,7 @@ static const rp_opt table[] = {
     {"de-slots", RP_OPT_INT, O(de_slots), "8", 1, 1024, NULL, "sequences a DE decodes together"},
     {"store", RP_OPT_STR, O(store), "", 0, 0, NULL,
      "block store directory (default: a fresh one under $TMPDIR, removed at the end)"},
-    {"dataset", RP_OPT_CHOICE, O(dataset), "32k", 0, 0, "32k|48k|64k", "Table 2 statistics"},
+    {"dataset", RP_OPT_CHOICE, E(dataset), "32k", 0, 0, "32k|48k|64k", "Table 2 statistics"},
     {"trace", RP_OPT_STR, O(trace), "", 0, 0, NULL,
      "replay a Mooncake-format JSONL trace (timestamps honoured; lengths and its 512-token "
      "hash blocks divided by --scale) instead of synthetic agents"},
@@ -67,7 +81,7 @@ static const rp_opt table[] = {
     {"weight-scale", RP_OPT_FLOAT, O(weight_scale), "1", 0, 100, NULL,
      "random model: multiply the initial weights (larger: fewer near-tied logits)"},
     {"threads", RP_OPT_INT, O(threads), "1", 1, 1024, NULL, "compute threads per rank"},
-    {"attention", RP_OPT_CHOICE, O(attention), "naive", 0, 0, "naive|flash", "prefill attention"},
+    {"attention", RP_OPT_CHOICE, E(attention), "naive", 0, 0, "naive|flash", "prefill attention"},
     {"outputs", RP_OPT_STR, O(outputs), "", 0, 0, NULL,
      "write every turn's reply to PREFIX.<run>.txt"},
     {"jsonl", RP_OPT_STR, O(jsonl), "", 0, 0, NULL, "per-turn records to PREFIX.<run>.jsonl"},
@@ -105,7 +119,7 @@ static rp_status one_run(const serve_opts *o, const rp_chunk *m, const rp_trace 
                        .layerwise = rg->layerwise, .policy = rg->policy,
                        .storage_gbps = o->storage_gbps, .net_gbps = o->net_gbps,
                        .de_slots = o->de_slots, .threads = o->threads,
-                       .attention_flash = strcmp(o->attention, "flash") == 0, .store = store,
+                       .attention_flash = o->attention == RP_ATTN_FLASH, .store = store,
                        .outputs = named(out, sizeof out, o->outputs, label, "txt"),
                        .jsonl = named(js, sizeof js, o->jsonl, label, "jsonl"),
                        .timeline = named(tl, sizeof tl, o->timeline, label, "json")};
@@ -143,19 +157,24 @@ static rp_status make_root(const serve_opts *o, char *root, size_t cap, int *own
   return ok ? RP_OK : rp_err(RP_EIO, "cannot create the store directory %s (--store)", root);
 }
 
+/* The word of --dataset, which rp_trace_table2 looks up. */
+static const char *dataset_name(int dataset, char word[16]) {
+  return rp_opt_choice_word(rp_opts_find(table, nopts, "dataset"), dataset, word, 16);
+}
+
 static rp_status run_modes(const serve_opts *o, const rp_chunk *m, const rp_trace *t) {
   char root[RP_OPT_STRLEN + 32];
   int owned;
   RP_TRY(make_root(o, root, sizeof root, &owned));
   rp_serve_rung runs[RP_SERVE_RUNGS];
   int n = 0;
-  rp_sched_policy pol = strcmp(o->sched, "rr") == 0 ? RP_SCHED_ROUND_ROBIN : RP_SCHED_PAPER;
-  if (strcmp(o->mode, "ablation") == 0) {
+  rp_sched_policy pol = o->sched;
+  if (o->mode == MODE_ABLATION) {
     for (; n < RP_SERVE_RUNGS; n++) runs[n] = rp_serve_ladder[n];
   } else {
     static const char *names[] = {"basic", "dualpath", "oracle"};
     for (int i = 0; i < 3; i++)
-      if (strcmp(o->mode, "compare") == 0 || strcmp(o->mode, names[i]) == 0)
+      if (o->mode == MODE_COMPARE || (int)o->mode == i)
         runs[n++] = (rp_serve_rung){names[i], (rp_serve_mode)i, o->layerwise, pol};
   }
   rp_status s = RP_OK;
@@ -175,19 +194,20 @@ int rp_cmd_serve(int argc, char **argv) {
   if (rc >= 0) return rc;
   rp_chunk m;
   rp_trace t;
+  char word[16];
   rp_status s = load_model(&o, &m);
   if (s == RP_OK) {
     s = o.trace[0] ? rp_trace_mooncake(&t, o.trace, 512, o.scale)
-                   : rp_trace_synth(&t, rp_trace_table2(o.dataset), o.agents, o.scale,
+                   : rp_trace_synth(&t, rp_trace_table2(dataset_name(o.dataset, word)), o.agents, o.scale,
                                     o.max_turns, (uint64_t)o.seed);
     if (s == RP_OK) {
-      if (strcmp(o.mode, "recompute") == 0) {
+      if (o.mode == MODE_RECOMPUTE) {
         s = rp_mpi_world_size() != 1 ? rp_err(RP_EINVAL, "--mode recompute runs on one rank")
             : !o.outputs[0]          ? rp_err(RP_EINVAL, "--mode recompute needs --outputs PREFIX")
                                      : RP_OK;
         char out[RP_OPT_STRLEN + 64];
         if (s == RP_OK)
-          s = rp_serve_recompute(&m, &t, o.threads, strcmp(o.attention, "flash") == 0,
+          s = rp_serve_recompute(&m, &t, o.threads, o.attention == RP_ATTN_FLASH,
                                  named(out, sizeof out, o.outputs, "recompute", "txt"));
       } else {
         s = run_modes(&o, &m, &t);

@@ -12,17 +12,30 @@
 #include "cli.h"
 #include "ringpipe/rp_serve.h"
 
+/* --mode: the loading modes in rp_serve_mode's order, then the ladder */
+typedef enum {
+  MODE_BASIC = RP_MODE_BASIC,
+  MODE_DUALPATH = RP_MODE_DUALPATH,
+  MODE_ORACLE = RP_MODE_ORACLE,
+  MODE_ABLATION
+} simserve_mode;
+typedef enum { SWEEP_NONE, SWEEP_PD, SWEEP_AGENTS, SWEEP_APPEND, SWEEP_ONLINE } simserve_sweep;
+
 typedef struct {
-  char dataset[RP_OPT_STRLEN], trace[RP_OPT_STRLEN], mode[RP_OPT_STRLEN], sweep[RP_OPT_STRLEN];
-  char sched[RP_OPT_STRLEN], jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN], svg[RP_OPT_STRLEN];
+  char trace[RP_OPT_STRLEN], jsonl[RP_OPT_STRLEN], timeline[RP_OPT_STRLEN], svg[RP_OPT_STRLEN];
+  int dataset;  /* position in "32k|48k|64k" */
+  simserve_mode mode;
+  simserve_sweep sweep;
+  rp_sched_policy sched;
   int agents, max_turns, seed, p_nodes, d_nodes, gpus, de_batch, layers, layerwise, pe_stage;
   float scale, snic_gbps, cnic_gbps, kv_bytes, prefill_tps, prefill_ctx, tpot, append_scale;
   float pe_limit, de_limit, slo_ttft;
 } simserve_opts;
 
 #define O(f) offsetof(simserve_opts, f)
+#define E(f) RP_OPT_ENUM_FIELD(simserve_opts, f)
 static const rp_opt table[] = {
-    {"dataset", RP_OPT_CHOICE, O(dataset), "32k", 0, 0, "32k|48k|64k",
+    {"dataset", RP_OPT_CHOICE, E(dataset), "32k", 0, 0, "32k|48k|64k",
      "synthetic trajectories with this Table 2 data set's statistics"},
     {"trace", RP_OPT_STR, O(trace), "", 0, 0, NULL,
      "replay a Mooncake-format JSONL trace (512-token hash blocks) instead"},
@@ -54,12 +67,12 @@ static const rp_opt table[] = {
      "scheduler: skip PEs with more queued new tokens than this"},
     {"de-token-limit", RP_OPT_FLOAT, O(de_limit), "4194304", 0, 1e15, NULL,
      "scheduler: skip DEs holding more context tokens than this"},
-    {"mode", RP_OPT_CHOICE, O(mode), "ablation", 0, 0, "basic|dualpath|oracle|ablation",
+    {"mode", RP_OPT_CHOICE, E(mode), "ablation", 0, 0, "basic|dualpath|oracle|ablation",
      "one loading mode, or the ablation ladder Basic -> DualPath and Oracle"},
-    {"sched", RP_OPT_CHOICE, O(sched), "paper", 0, 0, "paper|rr",
+    {"sched", RP_OPT_CHOICE, E(sched), "paper", 0, 0, "paper|rr",
      "scheduler for a single mode: the paper's rules or round robin"},
     {"layerwise", RP_OPT_BOOL, O(layerwise), "1", 0, 0, NULL, "layer-wise streaming (single mode)"},
-    {"sweep", RP_OPT_CHOICE, O(sweep), "none", 0, 0, "none|pd|agents|append|online",
+    {"sweep", RP_OPT_CHOICE, E(sweep), "none", 0, 0, "none|pd|agents|append|online",
      "repeat the ladder over P/D ratios, agent counts or append lengths; online: the highest "
      "Poisson agent arrival rate each mode serves within the TTFT SLO"},
     {"slo-ttft", RP_OPT_FLOAT, O(slo_ttft), "5", 0, 1e6, NULL,
@@ -83,7 +96,9 @@ static rp_sim_config config_of(const simserve_opts *o) {
 
 static rp_status make_trace(const simserve_opts *o, rp_trace *t) {
   if (o->trace[0]) return rp_trace_mooncake(t, o->trace, 512, o->scale);
-  rp_trace_stats st = *rp_trace_table2(o->dataset);
+  char word[16];
+  const rp_opt *row = rp_opts_find(table, nopts, "dataset");
+  rp_trace_stats st = *rp_trace_table2(rp_opt_choice_word(row, o->dataset, word, sizeof word));
   st.append = (int)lround(st.append * o->append_scale);
   return rp_trace_synth(t, &st, o->agents, o->scale, o->max_turns, (uint64_t)o->seed);
 }
@@ -168,10 +183,9 @@ static rp_status run_single(const simserve_opts *o) {
   rp_trace t;
   RP_TRY(make_trace(o, &t));
   rp_sim_config c = config_of(o);
-  c.mode = strcmp(o->mode, "basic") == 0 ? RP_MODE_BASIC
-           : strcmp(o->mode, "dualpath") == 0 ? RP_MODE_DUALPATH : RP_MODE_ORACLE;
+  c.mode = (rp_serve_mode)o->mode;
   c.layerwise = o->layerwise;
-  c.policy = strcmp(o->sched, "rr") == 0 ? RP_SCHED_ROUND_ROBIN : RP_SCHED_PAPER;
+  c.policy = o->sched;
   rp_ctrace tl = {0};
   rp_status s = o->timeline[0] ? rp_ctrace_open(&tl, o->timeline) : RP_OK;
   rp_sim_result r = {0};
@@ -235,15 +249,15 @@ static rp_status run_online(const simserve_opts *o) {
 
 static rp_status run_sweep(simserve_opts o) {
   char tag[128];
-  if (strcmp(o.sweep, "online") == 0) return run_online(&o);
-  if (strcmp(o.sweep, "pd") == 0) {
+  if (o.sweep == SWEEP_ONLINE) return run_online(&o);
+  if (o.sweep == SWEEP_PD) {
     static const int pd[][2] = {{1, 4}, {1, 2}, {1, 1}, {2, 1}, {4, 1}};
     for (size_t i = 0; i < sizeof pd / sizeof *pd; i++) {
       o.p_nodes = pd[i][0], o.d_nodes = pd[i][1];
       snprintf(tag, sizeof tag, "== %dP%dD", o.p_nodes, o.d_nodes);
       RP_TRY(run_ladder(&o, tag));
     }
-  } else if (strcmp(o.sweep, "agents") == 0) {
+  } else if (o.sweep == SWEEP_AGENTS) {
     int base = o.agents;
     for (int f = 1; f <= 8; f *= 2) {
       o.agents = base * f / 4 > 0 ? base * f / 4 : 1;
@@ -269,8 +283,8 @@ int rp_cmd_sim_serve(int argc, char **argv) {
                         table, nopts, &o, argc, argv);
   if (rc >= 0) return rc;
   rp_status s;
-  if (strcmp(o.sweep, "none") != 0) s = run_sweep(o);
-  else if (strcmp(o.mode, "ablation") == 0) s = run_ladder(&o, "ablation");
+  if (o.sweep != SWEEP_NONE) s = run_sweep(o);
+  else if (o.mode == MODE_ABLATION) s = run_ladder(&o, "ablation");
   else s = run_single(&o);
   return s == RP_OK ? 0 : rp_cli_fail("sim-serve", s);
 }

@@ -84,18 +84,74 @@ static int parse_bool(const char *v, int *out) {
   return -1;
 }
 
-static int choice_ok(const char *choices, const char *v) {
+static int has_range(const rp_opt *o) { return o->min <= o->max; }
+
+/* Position of v among "a|b|c" (the enum value it parses to), or -1. */
+static int choice_index(const char *choices, const char *v) {
   size_t lv = strlen(v);
-  for (const char *c = choices; c && *c;) {
+  int i = 0;
+  for (const char *c = choices; c && *c; i++) {
     const char *bar = strchr(c, '|');
     size_t l = bar ? (size_t)(bar - c) : strlen(c);
-    if (l == lv && !strncmp(c, v, l)) return 1;
-    c = bar ? bar + 1 : c + l;
+    if (l == lv && !strncmp(c, v, l)) return i;
+    if (!bar) break;
+    c = bar + 1;
   }
-  return 0;
+  return -1;
 }
 
-static int has_range(const rp_opt *o) { return o->min <= o->max; }
+const char *rp_opt_choice_word(const rp_opt *o, int value, char *buf, size_t cap) {
+  const char *c = o->choices ? o->choices : "";
+  for (int i = 0; i < value && c; i++) {
+    c = strchr(c, '|');
+    if (c) c++;
+  }
+  size_t l = c ? strcspn(c, "|") : 0;
+  if (!c || cap == 0) l = 0;
+  if (l >= cap) l = cap - 1;
+  if (cap) {
+    memcpy(buf, c ? c : "", l);
+    buf[l] = '\0';
+  }
+  return buf;
+}
+
+/* "tF,tB,tW" names three elements; the count is fixed by the row. */
+static int list_len(const rp_opt *o) {
+  int n = 1;
+  for (const char *c = o->choices ? o->choices : ""; *c; c++) n += *c == ',';
+  return n;
+}
+
+static rp_status set_floats(const rp_opt *o, rp_opt_floats *f, const char *v, const char *who) {
+  int want = list_len(o);
+  rp_opt_floats got = {0};
+  if (!*v) {  /* empty: not given */
+    *f = got;
+    return RP_OK;
+  }
+  if (want > RP_OPT_MAXFLOATS)
+    return rp_err(RP_EINTERNAL, "option '%s' names %d values; at most %d fit", o->name, want,
+                  RP_OPT_MAXFLOATS);
+  const char *c = v;
+  while (got.n < want) {
+    char *end;
+    double x = strtod(c, &end);
+    if (end == c || !isfinite(x) || (has_range(o) && (x < o->min || x > o->max))) break;
+    got.v[got.n++] = x;
+    if (*end == '\0' || got.n == want) { c = end; break; }
+    if (*end != ',') break;
+    c = end + 1;
+  }
+  if (got.n != want || *c)
+    return has_range(o)
+               ? rp_err(RP_EINVAL, "%s '%s' must be %d comma-separated numbers %s in %g..%g", who,
+                        v, want, o->choices, o->min, o->max)
+               : rp_err(RP_EINVAL, "%s '%s' must be %d comma-separated numbers %s", who, v, want,
+                        o->choices);
+  *f = got;
+  return RP_OK;
+}
 
 /* `who` names the source in messages: "--layers" or "cfg.txt:3: layers". */
 static rp_status set_value(const rp_opt *o, void *out, const char *v, const char *who) {
@@ -140,11 +196,16 @@ static rp_status set_value(const rp_opt *o, void *out, const char *v, const char
       *(int *)field = b;
       return RP_OK;
     }
-    case RP_OPT_CHOICE:
-      if (!choice_ok(o->choices, v))
+    case RP_OPT_CHOICE: {
+      int i = choice_index(o->choices, v);
+      if (i < 0)
         return rp_err(RP_EINVAL, "%s '%s' is not one of %s", who, v,
                       o->choices ? o->choices : "(no choices)");
-      /* fall through */
+      *(int *)field = i;
+      return RP_OK;
+    }
+    case RP_OPT_FLOATS:
+      return set_floats(o, (rp_opt_floats *)field, v, who);
     case RP_OPT_STR:
       if (strlen(v) >= RP_OPT_STRLEN)
         return rp_err(RP_EINVAL, "%s value has %zu characters; at most %d are allowed", who,
@@ -350,6 +411,22 @@ rp_status rp_opts_parse_onto(const rp_opt *t, int n, void *out, int argc, char *
   return parse_impl(t, n, out, argc, argv, help_requested, pos, npos, 0);
 }
 
+/* "10,20,10": each value in the shortest text that reads back bitwise. */
+static const char *floats_text(const rp_opt_floats *f, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < f->n && len < cap; i++) {
+    char num[40];
+    for (int prec = 6; prec <= 17; prec++) {
+      snprintf(num, sizeof num, "%.*g", prec, f->v[i]);
+      if (strtod(num, NULL) == f->v[i]) break;
+    }
+    int w = snprintf(buf + len, cap - len, "%s%s", i ? "," : "", num);
+    len += (size_t)(w > 0 ? w : 0);
+  }
+  return buf;
+}
+
 rp_status rp_opts_to_json(const rp_opt *t, int n, const void *opts, char *buf, size_t cap) {
   size_t len = 0;
 #define EMIT(...)                                                          \
@@ -383,9 +460,16 @@ rp_status rp_opts_to_json(const rp_opt *t, int n, const void *opts, char *buf, s
         break;
       }
       case RP_OPT_STR:
-      case RP_OPT_CHOICE: {
-        size_t need = rp_json_escape(NULL, 0, field);
-        if (len + need < cap) rp_json_escape(buf + len, cap - len, field);
+      case RP_OPT_CHOICE:
+      case RP_OPT_FLOATS: {
+        char text[RP_OPT_STRLEN];
+        const char *str = field;
+        if (o->type == RP_OPT_CHOICE)
+          str = rp_opt_choice_word(o, *(const int *)field, text, sizeof text);
+        else if (o->type == RP_OPT_FLOATS)
+          str = floats_text((const rp_opt_floats *)field, text, sizeof text);
+        size_t need = rp_json_escape(NULL, 0, str);
+        if (len + need < cap) rp_json_escape(buf + len, cap - len, str);
         len += need;
         break;
       }

@@ -161,6 +161,10 @@ void rp_wstash_bind(rp_wstash *s, rp_layer_douts *layer_views, const rp_chunk *m
   layout_wstash(&c, s, layer_views, m, B, T);
 }
 
+const char *rp_recompute_name(rp_recompute mode) {
+  return mode == RP_RECOMPUTE_FULL ? "full" : mode == RP_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
 rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode, const rp_attn_backend *attn,
                                  int B, int T) {
   rp_free(m->rc_scratch);

@@ -29,3 +29,7 @@ static const rp_attn_backend flash_backend = {.name = "flash",
                                               .backward = flash_backward};
 
 const rp_attn_backend *rp_attn_flash(void) { return &flash_backend; }
+
+const rp_attn_backend *rp_attn_of_kind(rp_attn_kind kind) {
+  return kind == RP_ATTN_FLASH ? rp_attn_flash() : rp_attn_reference();
+}

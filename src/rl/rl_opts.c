@@ -1,22 +1,25 @@
 /* Options of `ringpipe sft`, `ringpipe grpo` and `ringpipe ppo`: one table
- * each (flags, config keys, --help), sharing the rows every job has. Defaults
- * that differ between the jobs (learning rate, loss aggregation, group size)
- * are written per table. */
+ * each (flags, config keys, --help). The rows they share with `train` (model,
+ * AdamW, data parallelism, compute) are the training engine's own rows from
+ * rp_opt_rows.h; defaults that differ between the jobs (learning rate, loss
+ * aggregation, group size) are written per table. */
 #include <stddef.h>
 
+#include "ringpipe/rp_opt_rows.h"
 #include "ringpipe/rp_rl.h"
 
 #define O(f) offsetof(rp_rl_opts, f)
+#define E(f) RP_OPT_ENUM_FIELD(rp_rl_opts, f)  /* CHOICE rows: an int-sized enum */
 
-/* model, task, run: identical in every table */
-#define RL_COMMON_ROWS(OUT)                                                                     \
-  {"layers", RP_OPT_INT, O(layers), "2", 1, 1024, NULL,                                        \
-   "transformer layers (taken from --init-from when given)"},                                  \
-  {"channels", RP_OPT_INT, O(channels), "128", 8, 16384, NULL, "model width C"},                \
-  {"heads", RP_OPT_INT, O(heads), "4", 1, 1024, NULL, "attention heads (must divide channels)"}, \
-  {"seq", RP_OPT_INT, O(seq), "32", 4, 65536, NULL,                                            \
-   "positions: prompt plus answer must fit (a new model gets this many)"},                     \
-  {"task", RP_OPT_CHOICE, O(task), "add", 0, 0, "add|reverse|sort|countdown",                  \
+
+/* task and run rows of every RL job; the model, AdamW, data-parallel, compute
+ * and run rows are the training engine's own (rp_opt_rows.h) */
+#define RL_COMMON_ROWS(OUT, LAYERS, CHANNELS, HEADS, SEQ)                                       \
+  RP_ROWS_MODEL(rp_rl_opts, LAYERS, CHANNELS, HEADS, SEQ),                                     \
+  RP_ROWS_DATA_PARALLEL(rp_rl_opts),                                                           \
+  RP_ROWS_COMPUTE(rp_rl_opts, "naive"),                                                        \
+  RP_ROWS_RUN(rp_rl_opts),                                                                     \
+  {"task", RP_OPT_CHOICE, E(task), "add", 0, 0, "add|reverse|sort|countdown",                  \
    "task with a verifiable reward: add (a+b=), reverse, sort (digits), countdown"},            \
   {"task-size", RP_OPT_INT, O(task_size), "3", 1, 24, NULL,                                    \
    "difficulty: digits (add, sort), letters (reverse), numbers given (countdown)"},            \
@@ -30,33 +33,16 @@
   {"steps", RP_OPT_INT, O(steps), "200", 0, 100000000, NULL, "optimizer steps (RL: rollout batches)"}, \
   {"seed", RP_OPT_INT, O(seed), "1337", 0, 2147483647, NULL,                                   \
    "seed for initialisation, problems and sampling"},                                          \
-  {"threads", RP_OPT_INT, O(threads), "0", 0, 1024, NULL,                                      \
-   "compute threads per rank (0: the cores this process may use, divided among local ranks)"}, \
-  {"pin", RP_OPT_BOOL, O(pin), "1", 0, 0, NULL, "pin pool threads to cores when they fit"},    \
-  {"log-every", RP_OPT_INT, O(log_every), "1", 1, 1000000, NULL, "print a line every N steps"}, \
   {"ckpt-every", RP_OPT_INT, O(ckpt_every), "0", 0, 100000000, NULL,                           \
    "save a checkpoint every N steps into OUT/ckpt (0: only at the end)"},                      \
-  {"quiet", RP_OPT_BOOL, O(quiet), "0", 0, 0, NULL, "print only evaluations and the summary"}, \
   {"out", RP_OPT_STR, O(out), OUT, 0, 0, NULL,                                                 \
    "output directory: metrics.jsonl and ckpt/ (created if missing)"},                          \
   {"resume", RP_OPT_STR, O(resume), "", 0, 0, NULL,                                            \
-   "checkpoint directory of this job to continue from (same options)"},                        \
-  {"init-from", RP_OPT_STR, O(init_from), "", 0, 0, NULL,                                      \
-   "start from these weights: a ringpipe checkpoint directory or an llm.c .bin"},              \
-  {"attention", RP_OPT_CHOICE, O(attention), "naive", 0, 0, "naive|flash", "attention kernel"}, \
-  {"beta1", RP_OPT_FLOAT, O(beta1), "0.9", 0, 0.999999, NULL, "AdamW beta1"},                  \
-  {"beta2", RP_OPT_FLOAT, O(beta2), "0.95", 0, 0.999999, NULL, "AdamW beta2"},                 \
-  {"eps", RP_OPT_FLOAT, O(eps), "1e-8", 0, 1, NULL, "AdamW epsilon"},                          \
-  {"zero", RP_OPT_INT, O(zero), "0", 0, 1, NULL,                                               \
-   "ZeRO stage: 1 shards the AdamW state over the data-parallel ranks"},                       \
-  {"bucket-mb", RP_OPT_FLOAT, O(bucket_mb), "4", 0.001, 4096, NULL,                            \
-   "data-parallel gradient bucket size in MiB"},                                               \
-  {"dp-overlap", RP_OPT_BOOL, O(dp_overlap), "1", 0, 0, NULL,                                  \
-   "reduce each gradient bucket as soon as backward fills it (--no-dp-overlap: after)"},      \
-  {"grad-clip", RP_OPT_FLOAT, O(grad_clip), "1.0", 0, 1e30, NULL,                              \
-   "clip the global gradient norm to this (0: no clipping)"},                                  \
-  {"lr-schedule", RP_OPT_CHOICE, O(lr_schedule), LRS, 0, 0, "cosine|constant",                 \
-   "after the warmup: cosine decay to min-lr, or constant"}
+   "checkpoint directory of this job to continue from (same options)"}
+
+/* RL's constant schedule keeps the warmup: fresh AdamW moments make the first
+ * steps large and sign-like */
+#define RL_LRS_HELP "after the warmup: cosine decay to min-lr, or constant"
 
 /* rows of the rollout-based jobs */
 #define RL_ROLLOUT_ROWS                                                                         \
@@ -70,34 +56,22 @@
    "optimisation passes per rollout batch (old log-probs kept from the first)"},               \
   {"clip-low", RP_OPT_FLOAT, O(clip_low), "0.2", 0, 1, NULL, "ratio lower clip: 1 - clip-low"}, \
   {"clip-high", RP_OPT_FLOAT, O(clip_high), "0.2", 0, 100, NULL,                               \
-   "ratio upper clip: 1 + clip-high (clip-higher: make it larger than clip-low)"},             \
-  {"weight-decay", RP_OPT_FLOAT, O(weight_decay), "0.0", 0, 10, NULL, "AdamW decoupled weight decay (matrices)"}, \
-  {"min-lr", RP_OPT_FLOAT, O(min_lr), "0", 0, 10, NULL, "final learning rate of the cosine schedule"}, \
-  {"warmup", RP_OPT_INT, O(warmup), "10", 0, 100000000, NULL,                                \
-   "linear warmup steps (either schedule)"}
+   "ratio upper clip: 1 + clip-high (clip-higher: make it larger than clip-low)"}
 
-#define LRS "cosine"
 const rp_opt rp_sft_opt_table[] = {
-    RL_COMMON_ROWS("runs/sft"),
+    RL_COMMON_ROWS("runs/sft", "2", "128", "4", "32"),
+    RP_ROWS_ADAMW(rp_rl_opts, "1e-3", "1e-4", "20", "cosine", RL_LRS_HELP, "0.1"),
     {"batch", RP_OPT_INT, O(batch), "64", 1, 1000000, NULL,
      "problems per step (global, split over data-parallel ranks)"},
     {"micro", RP_OPT_INT, O(micro), "64", 1, 65536, NULL,
      "sequences per forward/backward micro-batch"},
-    {"lr", RP_OPT_FLOAT, O(lr), "1e-3", 0, 10, NULL, "peak learning rate"},
-    {"min-lr", RP_OPT_FLOAT, O(min_lr), "1e-4", 0, 10, NULL,
-     "final learning rate of the cosine schedule"},
-    {"warmup", RP_OPT_INT, O(warmup), "20", 0, 100000000, NULL, "linear warmup steps"},
-    {"weight-decay", RP_OPT_FLOAT, O(weight_decay), "0.1", 0, 10, NULL,
-     "AdamW decoupled weight decay (matrices)"},
 };
 const int rp_sft_opt_count = sizeof rp_sft_opt_table / sizeof rp_sft_opt_table[0];
-#undef LRS
 
-#define LRS "constant"
 const rp_opt rp_grpo_opt_table[] = {
-    RL_COMMON_ROWS("runs/grpo"),
+    RL_COMMON_ROWS("runs/grpo", "2", "128", "4", "32"),
+    RP_ROWS_ADAMW(rp_rl_opts, "1e-4", "0", "10", "constant", RL_LRS_HELP, "0.0"),
     RL_ROLLOUT_ROWS,
-    {"lr", RP_OPT_FLOAT, O(lr), "1e-4", 0, 10, NULL, "learning rate"},
     {"prompts", RP_OPT_INT, O(prompts), "16", 1, 1000000, NULL,
      "prompts per rollout batch (global, split over data-parallel ranks)"},
     {"group", RP_OPT_INT, O(group), "8", 2, 1024, NULL, "completions per prompt (G)"},
@@ -106,7 +80,7 @@ const rp_opt rp_grpo_opt_table[] = {
     {"scale-std", RP_OPT_BOOL, O(scale_std), "1", 0, 0, NULL,
      "divide group advantages by the group std (--no-scale-std: Dr. GRPO)"},
     {"adv-eps", RP_OPT_FLOAT, O(adv_eps), "1e-4", 0, 1, NULL, "eps in (r - mean) / (std + eps)"},
-    {"loss-agg", RP_OPT_CHOICE, O(loss_agg), "seq-mean-token-mean", 0, 0,
+    {"loss-agg", RP_OPT_CHOICE, E(loss_agg), "seq-mean-token-mean", 0, 0,
      "token-mean|seq-mean-token-mean|seq-mean-token-sum-norm",
      "how token losses are averaged: over all tokens, per sequence then over sequences, or "
      "per-sequence sums / max-new (Dr. GRPO)"},
@@ -118,13 +92,13 @@ const rp_opt rp_grpo_opt_table[] = {
 const int rp_grpo_opt_count = sizeof rp_grpo_opt_table / sizeof rp_grpo_opt_table[0];
 
 const rp_opt rp_ppo_opt_table[] = {
-    RL_COMMON_ROWS("runs/ppo"),
+    RL_COMMON_ROWS("runs/ppo", "2", "128", "4", "32"),
+    RP_ROWS_ADAMW(rp_rl_opts, "1e-4", "0", "10", "constant", RL_LRS_HELP, "0.0"),
     RL_ROLLOUT_ROWS,
-    {"lr", RP_OPT_FLOAT, O(lr), "1e-4", 0, 10, NULL, "learning rate (policy)"},
     {"prompts", RP_OPT_INT, O(prompts), "64", 1, 1000000, NULL,
      "prompts per rollout batch (global, split over data-parallel ranks)"},
     {"group", RP_OPT_INT, O(group), "2", 1, 1024, NULL, "completions per prompt"},
-    {"loss-agg", RP_OPT_CHOICE, O(loss_agg), "token-mean", 0, 0,
+    {"loss-agg", RP_OPT_CHOICE, E(loss_agg), "token-mean", 0, 0,
      "token-mean|seq-mean-token-mean|seq-mean-token-sum-norm", "how token losses are averaged"},
     {"kl-coef", RP_OPT_FLOAT, O(kl_coef), "0.02", 0, 100, NULL,
      "per-token KL penalty to the starting policy inside the reward (0: no reference pass)"},
@@ -139,7 +113,6 @@ const rp_opt rp_ppo_opt_table[] = {
      "normalise advantages to mean 0, std 1 over the batch"},
 };
 const int rp_ppo_opt_count = sizeof rp_ppo_opt_table / sizeof rp_ppo_opt_table[0];
-#undef LRS
 
 const char *rp_rl_algo_name(rp_rl_algo algo) {
   return algo == RP_RL_SFT ? "sft" : algo == RP_RL_GRPO ? "grpo" : "ppo";

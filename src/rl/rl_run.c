@@ -36,10 +36,11 @@ static rp_status run(rp_rl_state *s) {
   snprintf(ckpt, sizeof ckpt, "%s/ckpt", o->out);
   if (rank0)
     printf("%s: task %s size %d | model L=%d C=%d NH=%d T=%d (%zu params) | %d rank(s) x %d "
-           "thread(s)%s%s\n",
-           name, o->task, o->task_size, s->cfg.L, s->cfg.C, s->cfg.NH, s->cfg.T,
+           "thread(s)%s%s%s\n",
+           name, rp_task_name(o->task), o->task_size, s->cfg.L, s->cfg.C, s->cfg.NH, s->cfg.T,
            rp_gpt_num_params(&s->cfg), s->grid.dp, rp_pool_size(s->pool),
-           o->init_from[0] ? " | from " : "", o->init_from);
+           o->init_from[0] ? " | from " : "", o->init_from,
+           s->eng.exec.bf16 ? " | bf16 matmuls (rollouts decode in fp32)" : "");
   double acc0 = -1, acc = -1;
   if (s->step == 0) {
     RP_TRY(eval_into(s, ev, sizeof ev, &acc0));

@@ -69,7 +69,7 @@ static rp_status check_opts(rp_rl_algo algo, const rp_rl_opts *o) {
   if (o->channels % o->heads != 0)
     return rp_err(RP_EINVAL, "--heads %d does not divide --channels %d; choose heads that "
                   "divide channels", o->heads, o->channels);
-  if (strcmp(o->lr_schedule, "cosine") == 0 && o->min_lr > o->lr)
+  if (o->lr_schedule == RP_LR_COSINE && o->min_lr > o->lr)
     return rp_err(RP_EINVAL, "--min-lr %g is above --lr %g; use min-lr <= lr", o->min_lr, o->lr);
   if (algo != RP_RL_SFT && o->ds_rounds > 1 && !o->dynamic_sampling)
     return rp_err(RP_EINVAL, "--ds-rounds %d needs --dynamic-sampling", o->ds_rounds);
@@ -87,8 +87,9 @@ static rp_status engine_opts(const rp_rl_opts *o, rp_train_opts *t) {
   t->lr = o->lr, t->min_lr = o->min_lr, t->weight_decay = o->weight_decay;
   t->beta1 = o->beta1, t->beta2 = o->beta2, t->eps = o->eps, t->grad_clip = o->grad_clip;
   t->warmup = o->warmup;
-  snprintf(t->lr_schedule, sizeof t->lr_schedule, "%s", o->lr_schedule);
-  snprintf(t->attention, sizeof t->attention, "%s", o->attention);
+  t->lr_schedule = o->lr_schedule;
+  t->attention = o->attention;
+  t->precision = o->precision, t->bf16_stochastic = o->bf16_stochastic;
   snprintf(t->init_from, sizeof t->init_from, "%s", o->init_from);
   snprintf(t->out, sizeof t->out, "%s", o->out);
   t->seed = o->seed, t->threads = o->threads, t->pin = o->pin, t->quiet = o->quiet;
@@ -110,10 +111,10 @@ static rp_status check_model(rp_rl_state *s) {
   if (need > o->seq)
     return rp_err(RP_EINVAL, "task %s size %d needs %d positions (prompt + answer) but --seq is "
                   "%d; raise --seq (and the model's positions) or lower --task-size",
-                  o->task, o->task_size, need, o->seq);
+                  rp_task_name(o->task), o->task_size, need, o->seq);
   if (o->max_new < rp_task_max_answer(&s->task))
     rp_warn("--max-new %d is shorter than the longest answer of task %s (%d tokens)", o->max_new,
-            o->task, rp_task_max_answer(&s->task));
+            rp_task_name(o->task), rp_task_max_answer(&s->task));
   return RP_OK;
 }
 
@@ -123,7 +124,12 @@ static rp_status setup_model(rp_rl_state *s) {
   s->model = &s->eng.chunks[0];
   s->grid = s->eng.grid;
   s->pool = s->eng.pool;
+  /* rollouts and evaluations decode in fp32 whatever --precision trains in:
+   * their row counts (every group's sequences at once) are not the training
+   * micro-batch the bf16 scratch is sized for, and the sampler's log-probs are
+   * only compared (sampler_logp_gap), the loss recomputes its own */
   s->exec = s->eng.exec;
+  s->exec.bf16 = NULL;
   s->micro = s->eng.o.batch;
   RP_TRY(check_model(s));
   /* The reference is the starting policy, also after a resume. */
@@ -159,9 +165,9 @@ rp_status rp_rl_state_init(rp_rl_state *s, rp_rl_algo algo, const rp_rl_opts *o)
   s->o = *o;
   rp_train_opts to;
   rp_status st = check_opts(algo, o);
-  if (st == RP_OK) st = rp_task_init(&s->task, o->task, o->task_size);
+  if (st == RP_OK) st = rp_task_init_kind(&s->task, o->task, o->task_size);
   if (st == RP_OK) s->task.format_bonus = o->format_bonus;
-  if (st == RP_OK && algo != RP_RL_SFT) st = rp_loss_agg_parse(o->loss_agg, &s->agg);
+  s->agg = o->loss_agg;
   if (st == RP_OK) st = engine_opts(o, &to);
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, st));
   /* the model (and --init-from's file) first: a refused run writes nothing */
@@ -199,7 +205,7 @@ float rp_rl_lr(const rp_rl_state *s) {
   const rp_rl_opts *o = &s->o;
   /* constant: lr after the (optional) linear warmup. RL starts with fresh
    * AdamW moments, whose first steps are large and sign-like: warm up. */
-  float end = strcmp(o->lr_schedule, "constant") == 0 ? o->lr : o->min_lr;
+  float end = o->lr_schedule == RP_LR_CONSTANT ? o->lr : o->min_lr;
   return rp_lr_cosine(s->step, o->warmup, o->steps, o->lr, end);
 }
 

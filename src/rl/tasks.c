@@ -22,17 +22,20 @@ static const int size_lo[] = {1, 2, 2, 2}, size_hi[] = {9, 24, 24, 6};
 
 const char *rp_task_name(rp_task_kind k) { return names[k]; }
 
-rp_status rp_task_init(rp_task *t, const char *name, int size) {
-  int kind = -1;
-  for (int i = 0; i < 4; i++)
-    if (strcmp(name, names[i]) == 0) kind = i;
-  if (kind < 0)
-    return rp_err(RP_EINVAL, "unknown task '%s'; use add, reverse, sort or countdown", name);
+rp_status rp_task_init_kind(rp_task *t, rp_task_kind kind, int size) {
+  if ((int)kind < 0 || (int)kind >= 4)
+    return rp_err(RP_EINVAL, "task %d is unknown; use add, reverse, sort or countdown", (int)kind);
   if (size < size_lo[kind] || size > size_hi[kind])
     return rp_err(RP_EINVAL, "--task-size %d is out of range for task %s; use %d..%d", size,
-                  name, size_lo[kind], size_hi[kind]);
-  *t = (rp_task){.kind = (rp_task_kind)kind, .size = size, .format_bonus = 0.1f};
+                  names[kind], size_lo[kind], size_hi[kind]);
+  *t = (rp_task){.kind = kind, .size = size, .format_bonus = 0.1f};
   return RP_OK;
+}
+
+rp_status rp_task_init(rp_task *t, const char *name, int size) {
+  for (int i = 0; i < 4; i++)
+    if (strcmp(name, names[i]) == 0) return rp_task_init_kind(t, (rp_task_kind)i, size);
+  return rp_err(RP_EINVAL, "unknown task '%s'; use add, reverse, sort or countdown", name);
 }
 
 int rp_task_max_prompt(const rp_task *t) {

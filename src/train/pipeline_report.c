@@ -52,7 +52,7 @@ static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, cons
   rp_jw_init(&w);
   rp_jw_obj(&w);
   rp_jw_key(&w, "pipeline"), rp_jw_obj(&w);
-  rp_jw_key(&w, "emulated"), rp_jw_bool(&w, t->o.emulate[0] != 0);
+  rp_jw_key(&w, "emulated"), rp_jw_bool(&w, t->o.emulate.n != 0);
   rp_jw_key(&w, "schedule"), rp_jw_str(&w, t->sched->name);
   rp_jw_key(&w, "pp"), rp_jw_int(&w, p);
   rp_jw_key(&w, "vpp"), rp_jw_int(&w, t->sched->v);
@@ -116,7 +116,7 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   double formula = rp_schedule_bubble_formula(t->sched->name, p, t->sched->v, t->sched->m, &c,
                                               &formula_text);
   printf("pipeline (last step, schedule %s, pp %d, vpp %d, %d micro-batches, %s compute):\n",
-         t->sched->name, p, t->sched->v, t->sched->m, t->o.emulate[0] ? "EMULATED" : "real");
+         t->sched->name, p, t->sched->v, t->sched->m, t->o.emulate.n ? "EMULATED" : "real");
   printf("  measured costs per rank: tF %.2f ms, tB %.2f ms, tW %.2f ms\n", c.tF * 1e3,
          c.tB * 1e3, c.tW * 1e3);
   printf("  bubble (idle/total, idle/ideal): measured %.3f, %.3f | predicted %.3f, %.3f",

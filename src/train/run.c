@@ -30,16 +30,18 @@ static void print_banner(const rp_trainer *t) {
          o->steps, t->exec.attn->name);
   if (t->grid.cp > 1)
     printf("  context parallel: %s attention, %s layout, %d of %d tokens per rank\n",
-           o->cp_impl, o->cp_layout, t->T_local, o->seq);
+           o->cp_impl == RP_CP_ULYSSES ? "ulysses" : "ring", rp_cp_layout_name(t->cp_layout),
+           t->T_local, o->seq);
   if (t->bf16.n)
     printf("  precision: bf16 matmuls (fp32 accumulation, fp32 master weights and AdamW)%s\n",
            o->bf16_stochastic ? ", stochastic rounding of the weight copies" : "");
   printf("  ranks %d (dp %d x pp %d x cp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, rp_pool_size(t->pool),
          rp_gemm_get_mode(t->pool) == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);
-  if (o->emulate[0])
-    printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %s ms per rank), "
-           "communication is real; losses are not meaningful\n", o->emulate);
+  if (o->emulate.n)
+    printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %g,%g,%g ms per rank), "
+           "communication is real; losses are not meaningful\n", o->emulate.v[0],
+           o->emulate.v[1], o->emulate.v[2]);
   if (t->grid.pp > 1)
     printf("  pipeline: schedule %s, %d stages of %s layers\n", t->sched->name,
            t->grid.pp * o->vpp, o->pp_layers[0] ? o->pp_layers : "evenly split");
@@ -73,7 +75,7 @@ static void print_banner(const rp_trainer *t) {
              : m->recompute == RP_RECOMPUTE_SELECTIVE ? 12 * N * C + 4 * N + (S >= N * C ? 0 : S)
                                                       : 16 * N * C + 4 * N + S;
     printf("  activations per layer per micro-batch: %.3f MiB measured, %.3f MiB formula "
-           "(recompute %s)\n", meas / 1048576.0, 4 * f / 1048576.0, o->recompute);
+           "(recompute %s)\n", meas / 1048576.0, 4 * f / 1048576.0, rp_recompute_name(o->recompute));
   }
   {
     /* AdamW keeps m and v in fp32: 8 bytes per parameter of this rank's chunks,

@@ -55,7 +55,7 @@ void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale) {
 
 static float current_lr(const rp_trainer *t) {
   const rp_train_opts *o = &t->o;
-  if (strcmp(o->lr_schedule, "constant") == 0) return o->lr;
+  if (o->lr_schedule == RP_LR_CONSTANT) return o->lr;
   return rp_lr_cosine(t->step, o->warmup, o->steps, o->lr, o->min_lr);
 }
 

@@ -73,11 +73,11 @@ static rp_status setup_model(rp_trainer *t, int model_T) {
 
 /* Recomputation drops layer tensors that a split backward's W still needs. */
 static rp_status check_recompute_fits(const rp_trainer *t, int splits_backward) {
-  if (t->recompute == RP_RECOMPUTE_NONE || !splits_backward) return RP_OK;
+  if (t->o.recompute == RP_RECOMPUTE_NONE || !splits_backward) return RP_OK;
   return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule %s: it splits "
                 "backward into I and W actions, and W needs the tensors recomputation "
                 "drops; use --recompute none or a schedule without I/W (1f1b, interleaved)",
-                t->o.recompute, t->o.schedule);
+                rp_recompute_name(t->o.recompute), t->o.schedule);
 }
 
 /* The pipeline: schedule, executor, and the pair of ranks sharing wte. */
@@ -98,9 +98,9 @@ static rp_status setup_pipeline(rp_trainer *t) {
   for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
   rp_pipeline_cfg pc = {.sched = t->sched, .comm = t->grid.pp_comm, .chunks = chunks,
                         .exec = &t->exec, .B = o->batch, .T = t->T_local};
-  if (o->emulate[0]) {
-    sscanf(o->emulate, "%lf,%lf,%lf", &t->emulate.tF, &t->emulate.tB, &t->emulate.tW);
-    t->emulate.tF *= 1e-3, t->emulate.tB *= 1e-3, t->emulate.tW *= 1e-3;
+  if (o->emulate.n) {  /* parsed by the options table, checked by rp_train_opts_check */
+    t->emulate = (rp_costs){.tF = o->emulate.v[0] * 1e-3, .tB = o->emulate.v[1] * 1e-3,
+                            .tW = o->emulate.v[2] * 1e-3};
     pc.emulate = &t->emulate;
   }
   rp_status s = rp_pipeline_create(&t->pipe, &pc);
@@ -137,24 +137,24 @@ static rp_status setup_compute(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int threads = o->threads > 0 ? o->threads : rp_default_threads();
   RP_TRY(rp_pool_create(&t->pool, threads, o->pin));
-  if (strcmp(o->gemm, "blas") == 0) rp_gemm_set_mode(t->pool, RP_GEMM_BLAS_THREADS);
-  if (strcmp(o->gemm, "split") == 0) rp_gemm_set_mode(t->pool, RP_GEMM_POOL_SPLIT);
+  if (o->gemm == RP_GEMM_CHOOSE_BLAS) rp_gemm_set_mode(t->pool, RP_GEMM_BLAS_THREADS);
+  if (o->gemm == RP_GEMM_CHOOSE_SPLIT) rp_gemm_set_mode(t->pool, RP_GEMM_POOL_SPLIT);
   t->exec.pool = t->pool;
-  t->exec.attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference();
+  t->exec.attn = rp_attn_of_kind(o->attention);
   t->local_attn = t->exec.attn;
   if (t->grid.cp > 1) {
     rp_cp_layout layout = t->cp_layout;
-    if (strcmp(o->cp_impl, "ulysses") == 0)
+    if (o->cp_impl == RP_CP_ULYSSES)
       RP_TRY(rp_cp_ulysses_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->heads));
     else
       RP_TRY(rp_cp_ring_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->cp_overlap));
     t->exec.attn = t->cp_attn;
   }
   int B = o->batch, T = t->T_local;
-  rp_recompute rc = t->recompute;
+  rp_recompute rc = o->recompute;
   for (int c = 0; c < t->nchunks; c++)
     RP_TRY(rp_chunk_set_recompute(&t->chunks[c], rc, t->exec.attn, B, T));
-  if (strcmp(o->precision, "bf16") == 0) {
+  if (o->precision == RP_PRECISION_BF16) {
     rp_chunk *list[RP_BF16_MAX_CHUNKS];
     for (int c = 0; c < t->nchunks && c < RP_BF16_MAX_CHUNKS; c++) list[c] = &t->chunks[c];
     RP_TRY(rp_bf16_ctx_init(&t->bf16, list, t->nchunks, B, T));
@@ -256,15 +256,6 @@ static void reclaim_stale(const rp_trainer *t) {
            n == 1 ? "y" : "ies", t->o.out, list);
 }
 
-/* Choice options into their enums, once (the table has checked the spelling). */
-static rp_status parse_choices(rp_trainer *t) {
-  const rp_train_opts *o = &t->o;
-  t->recompute = strcmp(o->recompute, "full") == 0        ? RP_RECOMPUTE_FULL
-                 : strcmp(o->recompute, "selective") == 0 ? RP_RECOMPUTE_SELECTIVE
-                                                          : RP_RECOMPUTE_NONE;
-  t->cp_layout = RP_CP_CONTIGUOUS;
-  return o->cp > 1 ? rp_cp_layout_parse(o->cp_layout, &t->cp_layout) : RP_OK;
-}
 
 /* Model, compute and gradient reduction, and the --init-from weights: the
  * engine every job shares. */
@@ -296,7 +287,7 @@ rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
   if (s == RP_OK && (o->pp != 1 || o->cp != 1))
     s = rp_err(RP_EINVAL, "this job runs one pipeline stage and no context parallelism (--pp 1 "
                "--cp 1); data parallelism takes every rank");
-  if (s == RP_OK) s = parse_choices(t);
+  t->cp_layout = RP_CP_CONTIGUOUS;
   if (s == RP_OK) s = rp_grid_init(&t->grid, 1, 1);
   t->T_local = o->seq;
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));
@@ -315,10 +306,11 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   resolve_resume_auto(t, note, sizeof note);
   rp_status s = check_before_creating(t, &changed, &model_T);
   if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
-  if (s == RP_OK) s = parse_choices(t);
+  /* one rank holds the whole sequence: contiguous whatever was asked */
+  t->cp_layout = o->cp > 1 ? o->cp_layout : RP_CP_CONTIGUOUS;
   if (s == RP_OK && o->cp > 1) {
     s = rp_cp_check(t->cp_layout, o->seq, o->cp);
-    if (s == RP_OK && strcmp(o->cp_impl, "ulysses") == 0 && o->heads % o->cp != 0)
+    if (s == RP_OK && o->cp_impl == RP_CP_ULYSSES && o->heads % o->cp != 0)
       s = rp_err(RP_EINVAL, "--cp-impl ulysses needs --heads %d divisible by --cp %d; use "
                  "--cp-impl ring or a head count that --cp divides", o->heads, o->cp);
   }

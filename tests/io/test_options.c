@@ -14,10 +14,13 @@
 #include "ringpipe/rp_json.h"
 #include "ringpipe/rp_options.h"
 
+typedef enum { ATTN_NAIVE, ATTN_FLASH } tattn;
+
 typedef struct {
   int layers;
   float lr;
-  char attn[RP_OPT_STRLEN];
+  tattn attn;
+  rp_opt_floats costs;
   int fused;
   char out[RP_OPT_STRLEN];
   int batch_size;
@@ -26,7 +29,8 @@ typedef struct {
 static const rp_opt tab[] = {
     {"layers", RP_OPT_INT, offsetof(topts, layers), "6", 1, 96, NULL, "transformer layers"},
     {"lr", RP_OPT_FLOAT, offsetof(topts, lr), "3e-4", 0, 1, NULL, "peak learning rate"},
-    {"attn", RP_OPT_CHOICE, offsetof(topts, attn), "flash", 0, 0, "naive|flash", "attention kernel"},
+    {"attn", RP_OPT_CHOICE, RP_OPT_ENUM_FIELD(topts, attn), "flash", 0, 0, "naive|flash", "attention kernel"},
+    {"costs", RP_OPT_FLOATS, offsetof(topts, costs), "", 0, 1000, "tF,tB,tW", "action costs"},
     {"fused", RP_OPT_BOOL, offsetof(topts, fused), "0", 0, 0, NULL, "fuse the kernels"},
     {"out", RP_OPT_STR, offsetof(topts, out), "", 0, 0, NULL, "output directory"},
     {"batch_size", RP_OPT_INT, offsetof(topts, batch_size), "4", 1, 0, NULL, "sequences per step"},
@@ -44,7 +48,8 @@ static void test_defaults(void **state) {
   assert_int_equal(rp_opts_defaults(tab, NT, &o), RP_OK);
   assert_int_equal(o.layers, 6);
   assert_true(o.lr == 3e-4f);
-  assert_string_equal(o.attn, "flash");
+  assert_int_equal(o.attn, ATTN_FLASH);
+  assert_int_equal(o.costs.n, 0);
   assert_int_equal(o.fused, 0);
   assert_string_equal(o.out, "");
   assert_int_equal(o.batch_size, 4);
@@ -58,7 +63,7 @@ static void test_flags(void **state) {
     assert_int_equal(parse(&o, a, 8), RP_OK);
     assert_int_equal(o.layers, 12);
     assert_true(o.lr == 1e-3f);
-    assert_string_equal(o.attn, "naive");
+    assert_int_equal(o.attn, ATTN_NAIVE);
     assert_int_equal(o.fused, 1);
     assert_string_equal(o.out, "/tmp/x y");
     assert_int_equal(o.batch_size, 4);
@@ -110,6 +115,10 @@ static void test_errors(void **state) {
   expect_error((char *[]){"--lr", "2"}, 2, RP_EINVAL, "--lr 2", "0..1");
   expect_error((char *[]){"--lr", "nan"}, 2, RP_EINVAL, "--lr", "not a number");
   expect_error((char *[]){"--attn", "slow"}, 2, RP_EINVAL, "'slow'", "naive|flash");
+  expect_error((char *[]){"--costs", "1,2"}, 2, RP_EINVAL, "'1,2'", "3 comma-separated");
+  expect_error((char *[]){"--costs", "1,2,3,4"}, 2, RP_EINVAL, "'1,2,3,4'", "tF,tB,tW");
+  expect_error((char *[]){"--costs", "1,x,3"}, 2, RP_EINVAL, "'1,x,3'", "0..1000");
+  expect_error((char *[]){"--costs", "1,2,3000"}, 2, RP_EINVAL, "'1,2,3000'", "0..1000");
   expect_error((char *[]){"--fused=maybe"}, 1, RP_EINVAL, "maybe", "true/false");
   expect_error((char *[]){"--layers"}, 1, RP_EINVAL, "--layers needs a value", NULL);
   expect_error((char *[]){"--no-layers"}, 1, RP_EINVAL, "not an on/off option", NULL);
@@ -163,7 +172,7 @@ static void test_config_file(void **state) {
   assert_int_equal(parse(&o, a, 3), RP_OK);
   assert_int_equal(o.layers, 5);
   assert_true(o.lr == 0.01f);
-  assert_string_equal(o.attn, "naive");
+  assert_int_equal(o.attn, ATTN_NAIVE);
   assert_int_equal(o.fused, 1);
   assert_string_equal(o.out, "runs/a b#1");
   assert_int_equal(o.batch_size, 2);
@@ -231,8 +240,9 @@ static void test_help(void **state) {
 static void test_json_roundtrip(void **state) {
   (void)state;
   topts o, p;
-  char *a[] = {"--lr", "0.000123456789", "--out", "a \"quoted\"\\path\n", "--fused"};
-  assert_int_equal(parse(&o, a, 5), RP_OK);
+  char *a[] = {"--lr", "0.000123456789", "--out", "a \"quoted\"\\path\n", "--fused",
+               "--attn", "naive", "--costs", "0.1,20,7.25"};
+  assert_int_equal(parse(&o, a, 9), RP_OK);
   char buf[2048];
   assert_int_equal(rp_opts_to_json(tab, NT, &o, buf, sizeof buf), RP_OK);
   assert_int_equal(rp_json_validate(buf), RP_OK);
@@ -244,6 +254,10 @@ static void test_json_roundtrip(void **state) {
   assert_memory_equal(&o.lr, &p.lr, sizeof(float));  /* bitwise */
   assert_string_equal(o.out, p.out);
   assert_int_equal(p.fused, 1);
+  assert_int_equal(p.attn, ATTN_NAIVE);  /* a choice is saved as its word */
+  assert_non_null(strstr(buf, "\"attn\":\"naive\""));
+  assert_int_equal(p.costs.n, 3);
+  assert_memory_equal(p.costs.v, o.costs.v, 3 * sizeof(double));
   assert_int_equal(rp_opts_to_json(tab, NT, &o, buf, 20), RP_EINVAL);
   assert_non_null(strstr(rp_errmsg(), "bytes"));
 }

@@ -358,7 +358,7 @@ static void mini_engine(rp_rl_state *s) {
   to.layers = tiny.L, to.channels = tiny.C, to.heads = tiny.NH, to.seq = tiny.T;
   to.vocab = tiny.V, to.batch = 2, to.microbatches = 1, to.seed = 21, to.threads = 1;
   to.measure_peak = 0;
-  snprintf(to.attention, sizeof to.attention, "naive");
+  to.attention = RP_ATTN_NAIVE;
   assert_int_equal(rp_engine_init(&s->eng, &to), RP_OK);
   assert_int_equal(s->eng.cfg.Vp, tiny.Vp);
   s->model = &s->eng.chunks[0];
