@@ -27,7 +27,7 @@
    "final learning rate of the cosine schedule"},                                         \
   {"warmup", RP_OPT_INT, offsetof(T, warmup), WARMUP, 0, 100000000, NULL,                 \
    "linear warmup steps"},                                                                \
-  {"lr-schedule", RP_OPT_CHOICE, RP_OPT_ENUM_FIELD(T, lr_schedule), LRS, 0, 0, "cosine|constant",  \
+  {"lr-schedule", RP_OPT_ENUM, RP_OPT_ENUM_FIELD(T, lr_schedule), LRS, 0, 0, "cosine|constant",  \
    LRS_HELP},                                                                             \
   {"weight-decay", RP_OPT_FLOAT, offsetof(T, weight_decay), WD, 0, 10, NULL,              \
    "AdamW decoupled weight decay, applied to matrices only"},                             \
@@ -50,9 +50,9 @@
 
 /* compute: kernels, precision, threads */
 #define RP_ROWS_COMPUTE(T, ATTENTION)                                                     \
-  {"attention", RP_OPT_CHOICE, RP_OPT_ENUM_FIELD(T, attention), ATTENTION, 0, 0, "naive|flash",    \
+  {"attention", RP_OPT_ENUM, RP_OPT_ENUM_FIELD(T, attention), ATTENTION, 0, 0, "naive|flash",    \
    "attention kernel: naive (O(T^2) reference) or flash (tiled)"},                        \
-  {"precision", RP_OPT_CHOICE, RP_OPT_ENUM_FIELD(T, precision), "fp32", 0, 0, "fp32|bf16",         \
+  {"precision", RP_OPT_ENUM, RP_OPT_ENUM_FIELD(T, precision), "fp32", 0, 0, "fp32|bf16",         \
    "matmul precision: bf16 weights and activations with fp32 accumulation (fp32 master "  \
    "weights, AdamW state, LayerNorm, softmax and loss), or fp32 throughout"},             \
   {"bf16-stochastic", RP_OPT_BOOL, offsetof(T, bf16_stochastic), "0", 0, 0, NULL,         \

@@ -7,7 +7,7 @@
  *   static const rp_opt tab[] = {
  *     {"layers", RP_OPT_INT,    offsetof(my_opts, layers), "6",     1, 96, NULL, "transformer layers"},
  *     {"lr",     RP_OPT_FLOAT,  offsetof(my_opts, lr),     "3e-4",  0, 1,  NULL, "peak learning rate"},
- *     {"attn",   RP_OPT_CHOICE, offsetof(my_opts, attn),   "flash", 0, 0,  "naive|flash", "attention"},
+ *     {"attn",   RP_OPT_ENUM, RP_OPT_ENUM_FIELD(my_opts, attn), "flash", 0, 0,  "naive|flash", "attention"},
  *       (attn is an enum { NAIVE, FLASH }: a choice parses straight to its position)
  *     {"fused",  RP_OPT_BOOL,   offsetof(my_opts, fused),  "1",     0, 0,  NULL, "fuse kernels"},
  *   };
@@ -30,14 +30,14 @@ typedef enum {
   RP_OPT_FLOAT,
   RP_OPT_STR,
   RP_OPT_BOOL,
-  RP_OPT_CHOICE,  /* one word of "a|b|c", stored as its position: an enum value */
+  RP_OPT_ENUM,  /* one word of "a|b|c", stored as its position: an enum value */
   RP_OPT_FLOATS   /* a fixed number of comma-separated numbers, "tF,tB,tW" */
 } rp_opt_type;
 
 #define RP_OPT_STRLEN 512
 #define RP_OPT_MAXFLOATS 8
 
-/* The offset of a CHOICE row's field: offsetof(T, f), and a compile error when
+/* The offset of an ENUM row's field: offsetof(T, f), and a compile error when
  * the field is not int-sized (a char array left over from string choices). */
 #define RP_OPT_ENUM_FIELD(T, f) \
   (offsetof(T, f) + 0 * sizeof(char[sizeof(((T *)0)->f) == sizeof(int) ? 1 : -1]))
@@ -53,11 +53,11 @@ typedef struct {
   const char *name;     /* "layers": flag --layers and config key "layers" */
   rp_opt_type type;
   size_t offset;        /* offsetof(struct, field): int for INT/BOOL, float for FLOAT,
-                           char[RP_OPT_STRLEN] for STR, an enum (int-sized) for CHOICE,
+                           char[RP_OPT_STRLEN] for STR, an enum (int-sized) for ENUM,
                            rp_opt_floats for FLOATS */
   const char *defval;   /* default as text ("6", "3e-4", "flash", "", "0") */
   double min, max;      /* inclusive range for INT/FLOAT (ignored if min > max) */
-  const char *choices;  /* "naive|flash" for CHOICE, in the order of the field's enum;
+  const char *choices;  /* "naive|flash" for ENUM, in the order of the field's enum;
                            element names "tF,tB,tW" for FLOATS (their count is fixed) */
   const char *help;
 } rp_opt;
@@ -90,7 +90,7 @@ rp_status rp_opts_set(const rp_opt *t, int n, void *out, const char *name, const
 /* Applies a config file (see the format above) on top of `out`. */
 rp_status rp_opts_load_config(const rp_opt *t, int n, void *out, const char *path);
 
-/* The word of a CHOICE row for enum value `value` ("" when out of range), in buf. */
+/* The word of an ENUM row for enum value `value` ("" when out of range), in buf. */
 const char *rp_opt_choice_word(const rp_opt *o, int value, char *buf, size_t cap);
 
 /* Row for `name` ('-'/'_' insensitive), or NULL. */

@@ -27,11 +27,11 @@ static const rp_opt eval_table[] = {
     {"checkpoint", RP_OPT_STR, O(checkpoint), "", 0, 0, NULL,
      "checkpoint directory or llm.c model .bin"},
     {"data", RP_OPT_STR, O(data), "", 0, 0, NULL, "directory with token shards (llm.c format)"},
-    {"split", RP_OPT_CHOICE, E(split), "val", 0, 0, "val|train", "which shards to evaluate"},
+    {"split", RP_OPT_ENUM, E(split), "val", 0, 0, "val|train", "which shards to evaluate"},
     {"batch", RP_OPT_INT, O(batch), "4", 1, 65536, NULL, "sequences per batch"},
     {"seq", RP_OPT_INT, O(seq), "256", 1, 1048576, NULL, "sequence length (<= the model's)"},
     {"batches", RP_OPT_INT, O(batches), "16", 1, 100000000, NULL, "batches to average over"},
-    {"attention", RP_OPT_CHOICE, E(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
+    {"attention", RP_OPT_ENUM, E(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
     {"threads", RP_OPT_INT, O(threads), "0", 0, 1024, NULL, "compute threads (0: all cores)"},
 };
 #undef O

@@ -37,7 +37,7 @@ static const rp_opt sample_table[] = {
     {"seed", RP_OPT_INT, O(seed), "1337", 0, 2147483647, NULL, "sampling seed"},
     {"tokenizer", RP_OPT_STR, O(tokenizer), "", 0, 0, NULL,
      "llm.c gpt2_tokenizer.bin for decoding a GPT-2 vocabulary (default: bytes)"},
-    {"attention", RP_OPT_CHOICE, E(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
+    {"attention", RP_OPT_ENUM, E(attention), "naive", 0, 0, "naive|flash", "attention kernel"},
     {"threads", RP_OPT_INT, O(threads), "0", 0, 1024, NULL, "compute threads (0: all cores)"},
 };
 #undef O

@@ -35,7 +35,7 @@ typedef struct {
 #define O(f) offsetof(simserve_opts, f)
 #define E(f) RP_OPT_ENUM_FIELD(simserve_opts, f)
 static const rp_opt table[] = {
-    {"dataset", RP_OPT_CHOICE, E(dataset), "32k", 0, 0, "32k|48k|64k",
+    {"dataset", RP_OPT_ENUM, E(dataset), "32k", 0, 0, "32k|48k|64k",
      "synthetic trajectories with this Table 2 data set's statistics"},
     {"trace", RP_OPT_STR, O(trace), "", 0, 0, NULL,
      "replay a Mooncake-format JSONL trace (512-token hash blocks) instead"},
@@ -67,12 +67,12 @@ static const rp_opt table[] = {
      "scheduler: skip PEs with more queued new tokens than this"},
     {"de-token-limit", RP_OPT_FLOAT, O(de_limit), "4194304", 0, 1e15, NULL,
      "scheduler: skip DEs holding more context tokens than this"},
-    {"mode", RP_OPT_CHOICE, E(mode), "ablation", 0, 0, "basic|dualpath|oracle|ablation",
+    {"mode", RP_OPT_ENUM, E(mode), "ablation", 0, 0, "basic|dualpath|oracle|ablation",
      "one loading mode, or the ablation ladder Basic -> DualPath and Oracle"},
-    {"sched", RP_OPT_CHOICE, E(sched), "paper", 0, 0, "paper|rr",
+    {"sched", RP_OPT_ENUM, E(sched), "paper", 0, 0, "paper|rr",
      "scheduler for a single mode: the paper's rules or round robin"},
     {"layerwise", RP_OPT_BOOL, O(layerwise), "1", 0, 0, NULL, "layer-wise streaming (single mode)"},
-    {"sweep", RP_OPT_CHOICE, E(sweep), "none", 0, 0, "none|pd|agents|append|online",
+    {"sweep", RP_OPT_ENUM, E(sweep), "none", 0, 0, "none|pd|agents|append|online",
      "repeat the ladder over P/D ratios, agent counts or append lengths; online: the highest "
      "Poisson agent arrival rate each mode serves within the TTFT SLO"},
     {"slo-ttft", RP_OPT_FLOAT, O(slo_ttft), "5", 0, 1e6, NULL,

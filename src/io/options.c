@@ -196,7 +196,7 @@ static rp_status set_value(const rp_opt *o, void *out, const char *v, const char
       *(int *)field = b;
       return RP_OK;
     }
-    case RP_OPT_CHOICE: {
+    case RP_OPT_ENUM: {
       int i = choice_index(o->choices, v);
       if (i < 0)
         return rp_err(RP_EINVAL, "%s '%s' is not one of %s", who, v,
@@ -460,11 +460,11 @@ rp_status rp_opts_to_json(const rp_opt *t, int n, const void *opts, char *buf, s
         break;
       }
       case RP_OPT_STR:
-      case RP_OPT_CHOICE:
+      case RP_OPT_ENUM:
       case RP_OPT_FLOATS: {
         char text[RP_OPT_STRLEN];
         const char *str = field;
-        if (o->type == RP_OPT_CHOICE)
+        if (o->type == RP_OPT_ENUM)
           str = rp_opt_choice_word(o, *(const int *)field, text, sizeof text);
         else if (o->type == RP_OPT_FLOATS)
           str = floats_text((const rp_opt_floats *)field, text, sizeof text);

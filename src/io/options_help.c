@@ -14,7 +14,7 @@ static void left_column(const rp_opt *o, char *buf, size_t cap) {
     case RP_OPT_FLOAT: snprintf(buf, cap, "  --%s FLOAT", o->name); break;
     case RP_OPT_STR: snprintf(buf, cap, "  --%s TEXT", o->name); break;
     case RP_OPT_BOOL: snprintf(buf, cap, "  --[no-]%s", o->name); break;
-    case RP_OPT_CHOICE: snprintf(buf, cap, "  --%s {%s}", o->name, o->choices ? o->choices : ""); break;
+    case RP_OPT_ENUM: snprintf(buf, cap, "  --%s {%s}", o->name, o->choices ? o->choices : ""); break;
     case RP_OPT_FLOATS: snprintf(buf, cap, "  --%s %s", o->name, o->choices ? o->choices : ""); break;
   }
 }

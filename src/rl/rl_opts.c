@@ -9,7 +9,7 @@
 #include "ringpipe/rp_rl.h"
 
 #define O(f) offsetof(rp_rl_opts, f)
-#define E(f) RP_OPT_ENUM_FIELD(rp_rl_opts, f)  /* CHOICE rows: an int-sized enum */
+#define E(f) RP_OPT_ENUM_FIELD(rp_rl_opts, f)  /* ENUM rows: an int-sized enum */
 
 
 /* task and run rows of every RL job; the model, AdamW, data-parallel, compute
@@ -19,7 +19,7 @@
   RP_ROWS_DATA_PARALLEL(rp_rl_opts),                                                           \
   RP_ROWS_COMPUTE(rp_rl_opts, "naive"),                                                        \
   RP_ROWS_RUN(rp_rl_opts),                                                                     \
-  {"task", RP_OPT_CHOICE, E(task), "add", 0, 0, "add|reverse|sort|countdown",                  \
+  {"task", RP_OPT_ENUM, E(task), "add", 0, 0, "add|reverse|sort|countdown",                  \
    "task with a verifiable reward: add (a+b=), reverse, sort (digits), countdown"},            \
   {"task-size", RP_OPT_INT, O(task_size), "3", 1, 24, NULL,                                    \
    "difficulty: digits (add, sort), letters (reverse), numbers given (countdown)"},            \
@@ -80,7 +80,7 @@ const rp_opt rp_grpo_opt_table[] = {
     {"scale-std", RP_OPT_BOOL, O(scale_std), "1", 0, 0, NULL,
      "divide group advantages by the group std (--no-scale-std: Dr. GRPO)"},
     {"adv-eps", RP_OPT_FLOAT, O(adv_eps), "1e-4", 0, 1, NULL, "eps in (r - mean) / (std + eps)"},
-    {"loss-agg", RP_OPT_CHOICE, E(loss_agg), "seq-mean-token-mean", 0, 0,
+    {"loss-agg", RP_OPT_ENUM, E(loss_agg), "seq-mean-token-mean", 0, 0,
      "token-mean|seq-mean-token-mean|seq-mean-token-sum-norm",
      "how token losses are averaged: over all tokens, per sequence then over sequences, or "
      "per-sequence sums / max-new (Dr. GRPO)"},
@@ -98,7 +98,7 @@ const rp_opt rp_ppo_opt_table[] = {
     {"prompts", RP_OPT_INT, O(prompts), "64", 1, 1000000, NULL,
      "prompts per rollout batch (global, split over data-parallel ranks)"},
     {"group", RP_OPT_INT, O(group), "2", 1, 1024, NULL, "completions per prompt"},
-    {"loss-agg", RP_OPT_CHOICE, E(loss_agg), "token-mean", 0, 0,
+    {"loss-agg", RP_OPT_ENUM, E(loss_agg), "token-mean", 0, 0,
      "token-mean|seq-mean-token-mean|seq-mean-token-sum-norm", "how token losses are averaged"},
     {"kl-coef", RP_OPT_FLOAT, O(kl_coef), "0.02", 0, 100, NULL,
      "per-token KL penalty to the starting policy inside the reward (0: no reference pass)"},

@@ -7,7 +7,7 @@
 #include "ringpipe/rp_train.h"
 
 #define O(f) offsetof(rp_train_opts, f)
-#define E(f) RP_OPT_ENUM_FIELD(rp_train_opts, f)  /* CHOICE rows: an int-sized enum */
+#define E(f) RP_OPT_ENUM_FIELD(rp_train_opts, f)  /* ENUM rows: an int-sized enum */
 
 const rp_opt rp_train_opt_table[] = {
     /* model */
@@ -36,7 +36,7 @@ const rp_opt rp_train_opt_table[] = {
     {"resume", RP_OPT_STR, O(resume), "", 0, 0, NULL,
      "checkpoint directory to resume from (continues bitwise identically), or 'auto': the "
      "newest complete checkpoint in --out (a fresh start when there is none)"},
-    {"gemm", RP_OPT_CHOICE, E(gemm), "auto", 0, 0, "auto|blas|split",
+    {"gemm", RP_OPT_ENUM, E(gemm), "auto", 0, 0, "auto|blas|split",
      "how GEMMs use the threads: blas (OpenBLAS threads), split (pool threads each run "
      "single-threaded sgemm on a slice), auto (the measured faster default)"},
     {"eval-every", RP_OPT_INT, O(eval_every), "25", 0, 100000000, NULL,
@@ -61,15 +61,15 @@ const rp_opt rp_train_opt_table[] = {
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
-    {"recompute", RP_OPT_CHOICE, E(recompute), "none", 0, 0, "none|selective|full",
+    {"recompute", RP_OPT_ENUM, E(recompute), "none", 0, 0, "none|selective|full",
      "activation recomputation: selective recomputes the GELU output and O(T^2) attention "
      "probabilities in backward, full keeps only each layer's output and recomputes the "
      "layer (gradients are bitwise unchanged)"},
     RP_ROWS_DATA_PARALLEL(rp_train_opts),
-    {"cp-impl", RP_OPT_CHOICE, E(cp_impl), "ring", 0, 0, "ring|ulysses",
+    {"cp-impl", RP_OPT_ENUM, E(cp_impl), "ring", 0, 0, "ring|ulysses",
      "context-parallel attention: ring (K/V blocks around the ring) or ulysses (all-to-all "
      "to head shards; needs heads divisible by --cp)"},
-    {"cp-layout", RP_OPT_CHOICE, E(cp_layout), "zigzag", 0, 0, "zigzag|contiguous",
+    {"cp-layout", RP_OPT_ENUM, E(cp_layout), "zigzag", 0, 0, "zigzag|contiguous",
      "how a sequence is split over --cp ranks: zigzag (rank r holds chunks r and 2P-1-r of "
      "2P: balanced causal work) or contiguous (shows the imbalance)"},
     {"cp-overlap", RP_OPT_BOOL, O(cp_overlap), "1", 0, 0, NULL,

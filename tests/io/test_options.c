@@ -29,7 +29,7 @@ typedef struct {
 static const rp_opt tab[] = {
     {"layers", RP_OPT_INT, offsetof(topts, layers), "6", 1, 96, NULL, "transformer layers"},
     {"lr", RP_OPT_FLOAT, offsetof(topts, lr), "3e-4", 0, 1, NULL, "peak learning rate"},
-    {"attn", RP_OPT_CHOICE, RP_OPT_ENUM_FIELD(topts, attn), "flash", 0, 0, "naive|flash", "attention kernel"},
+    {"attn", RP_OPT_ENUM, RP_OPT_ENUM_FIELD(topts, attn), "flash", 0, 0, "naive|flash", "attention kernel"},
     {"costs", RP_OPT_FLOATS, offsetof(topts, costs), "", 0, 1000, "tF,tB,tW", "action costs"},
     {"fused", RP_OPT_BOOL, offsetof(topts, fused), "0", 0, 0, NULL, "fuse the kernels"},
     {"out", RP_OPT_STR, offsetof(topts, out), "", 0, 0, NULL, "output directory"},
