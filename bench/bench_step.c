@@ -206,17 +206,13 @@ int main(int argc, char **argv) {
   rp_pool *pool;
   if (rp_pool_create(&pool, o.threads, o.pin) != RP_OK) goto fail;
   int ab = strcmp(o.gemm, "ab") == 0;
-  if (o.fbq || o.fbk) {
-    rp_flash_config fc;
-    rp_flash_get_config(&fc);
-    fc.bq = o.fbq;
-    fc.bk = o.fbk;
-    if (rp_flash_configure(&fc) != RP_OK) goto fail;
-  }
+  rp_flash_config fc = {.bq = o.fbq, .bk = o.fbk};
+  rp_attn_backend flash_attn;
+  if (rp_attn_flash_with(&flash_attn, &fc) != RP_OK) goto fail;
   if (strcmp(o.gemm, "blas") == 0) rp_gemm_set_mode(pool, RP_GEMM_BLAS_THREADS);
   if (strcmp(o.gemm, "split") == 0) rp_gemm_set_mode(pool, RP_GEMM_POOL_SPLIT);
   bench_model b = {.x = {.pool = pool,
-                         .attn = strcmp(o.attention, "flash") == 0 ? rp_attn_flash()
+                         .attn = strcmp(o.attention, "flash") == 0 ? &flash_attn
                                                                    : rp_attn_reference()}};
   rp_stage_spec spec = {.first_layer = 0, .num_layers = o.L, .has_embed = 1, .has_head = 1};
   if (rp_chunk_init(&b.m, &cfg, &spec) != RP_OK) goto fail;

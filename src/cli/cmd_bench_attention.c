@@ -29,6 +29,7 @@
 typedef struct {
   int threads, tmin, tmax, B, NH, HS, bq, bk, causal_mask; /* bit 0: non-causal, bit 1: causal */
   double naive_max_gib, min_seconds;
+  rp_flash_config flash;   /* this run's flash settings (bq, bk; the rest automatic) */
 } bench_opts;
 
 static int usage(const char *bad) {
@@ -108,15 +109,17 @@ typedef struct {
   int B, T, C, NH, causal;
   float *qkv, *dout, *out, *dqkv, *saved;
   rp_pool *pool;
+  const rp_flash_config *flash;
 } run_ctx;
 
 static void flash_fwd(run_ctx *c) {
-  if (rp_flash_forward(c->out, c->saved, c->qkv, c->B, c->T, c->C, c->NH, c->causal, c->pool))
+  if (rp_flash_forward(c->out, c->saved, c->qkv, c->B, c->T, c->C, c->NH, c->causal, c->flash,
+                       c->pool))
     rp_fatal("bench: flash forward failed: %s", rp_errmsg());
 }
 static void flash_bwd(run_ctx *c) {
   if (rp_flash_backward(c->dqkv, c->dout, c->qkv, c->out, c->saved, c->B, c->T, c->C, c->NH,
-                        c->causal, c->pool))
+                        c->causal, c->flash, c->pool))
     rp_fatal("bench: flash backward failed: %s", rp_errmsg());
 }
 static void naive_fwd(run_ctx *c) {
@@ -160,10 +163,11 @@ typedef struct {
 
 /* The machine may be shared: peaks are re-measured before every T and the best
  * seen is used for all rows (a lower peak would flatter the fractions). */
-static void update_peaks(rp_pool *pool, int threads, double *peak, double *kpeak) {
+static void update_peaks(const rp_flash_config *flash, rp_pool *pool, int threads, double *peak,
+                         double *kpeak) {
   double p = sgemm_peak(threads);
   rp_blas_set_threads(1);
-  double k = rp_flash_kernel_peak(pool);
+  double k = rp_flash_kernel_peak(flash, pool);
   if (p > *peak) *peak = p;
   if (k > *kpeak) *kpeak = k;
 }
@@ -171,14 +175,15 @@ static void update_peaks(rp_pool *pool, int threads, double *peak, double *kpeak
 static void print_table(const bench_opts *o, const bench_row *rows, int nrows, double peak,
                         double kpeak, double max_diff) {
   int bq, bk;
-  rp_flash_block_sizes(o->HS, o->tmax, o->tmax, &bq, &bk);
+  rp_flash_block_sizes(&o->flash, o->HS, o->tmax, o->tmax, &bq, &bk);
   printf("attention benchmark: B=%d NH=%d HS=%d threads=%d isa=%s blocks %dx%d (L2 %ld KiB)\n",
-         o->B, o->NH, o->HS, o->threads, rp_flash_isa_name(rp_flash_isa_active()), bq, bk,
-         rp_flash_l2_bytes() / 1024);
+         o->B, o->NH, o->HS, o->threads, rp_flash_isa_name(rp_flash_isa_active(&o->flash)), bq,
+         bk,
+         rp_flash_l2_bytes(&o->flash) / 1024);
   printf("sgemm peak (OpenBLAS core %s, %d threads, 1024^3, best seen): %.1f GFLOP/s\n",
          openblas_get_corename(), o->threads, peak / 1e9);
   printf("flash micro-kernel GEMM peak (%s, %d threads, best seen): %.1f GFLOP/s\n",
-         rp_flash_isa_name(rp_flash_isa_active()), o->threads, kpeak / 1e9);
+         rp_flash_isa_name(rp_flash_isa_active(&o->flash)), o->threads, kpeak / 1e9);
   printf("spd = naive time / flash time; sgemm f / fb = flash FLOP/s (fwd / fwd+bwd) over the "
          "sgemm peak, naive fb likewise;\nkern fb = flash fwd+bwd FLOP/s over the micro-kernel "
          "peak; FLOPs: fwd 4*HS, bwd 10*HS per visible (query, key) pair and head;\nmem = peak "
@@ -228,7 +233,7 @@ static void bench_one(const bench_opts *o, rp_pool *pool, int T, int causal, ben
                       double *max_diff) {
   const int B = o->B, NH = o->NH, C = NH * o->HS;
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
-  run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool};
+  run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool, &o->flash};
   c.qkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
   c.dqkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
   c.dout = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
@@ -274,10 +279,8 @@ int rp_bench_attention(int argc, char **argv) {
   bench_opts o;
   int rc = parse(&o, argc, argv);
   if (rc) return rc;
-  rp_flash_config cfg;
-  rp_flash_get_config(&cfg);
-  cfg.bq = o.bq, cfg.bk = o.bk;
-  if (rp_flash_configure(&cfg) != RP_OK) {
+  o.flash = (rp_flash_config){.bq = o.bq, .bk = o.bk};
+  if (rp_flash_config_check(&o.flash) != RP_OK) {
     fprintf(stderr, "ringpipe bench attention: %s\n", rp_errmsg());
     return 2;
   }
@@ -290,7 +293,7 @@ int rp_bench_attention(int argc, char **argv) {
   int nrows = 0;
   double peak = 0, kpeak = 0, max_diff = 0;
   for (int T = o.tmin; T <= o.tmax && nrows < 62; T *= 2) {
-    update_peaks(pool, o.threads, &peak, &kpeak);
+    update_peaks(&o.flash, pool, o.threads, &peak, &kpeak);
     for (int causal = 1; causal >= 0; causal--) {
       if (!((o.causal_mask >> causal) & 1)) continue;
       bench_one(&o, pool, T, causal, &rows[nrows], &max_diff);
@@ -299,7 +302,7 @@ int rp_bench_attention(int argc, char **argv) {
       nrows++;
     }
   }
-  update_peaks(pool, o.threads, &peak, &kpeak);
+  update_peaks(&o.flash, pool, o.threads, &peak, &kpeak);
   print_table(&o, rows, nrows, peak, kpeak, max_diff);
   rp_pool_destroy(pool);
   return 0;
