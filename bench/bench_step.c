@@ -25,6 +25,7 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_model.h"
 #include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_util.h"
 
@@ -97,6 +98,7 @@ static void train_step(bench_model *b, rp_pool *pool) {
                     pool);
   }
   if (rp_prof_enabled) rp_prof_add(RP_PROF_OPT_ADAMW, rp_prof_clock() - t0);
+  rp_prof_step_end();
 }
 
 /* sgemm FLOP/s on the shapes rp_gpt_gemm_peak uses, from the minimum time of
@@ -261,6 +263,12 @@ int main(int argc, char **argv) {
     sum += comp[c];
     sum_min += cmin[c];
   }
+  rp_step_work work = {0};
+  rp_step_work_add_chunk(&work, &b.m, o.B, o.T, 0.5 * o.T * (o.T + 1.0), 1);
+  rp_step_work_add_optimizer(&work, (long)b.m.num_params);
+  rp_step_peaks pk;
+  rp_step_peaks_measure(&pk, 16L * N * o.C, pool);
+  rp_step_profile_print(stdout, &work, &pk);
   rp_prof_enable(0);
   /* unprofiled steps: step time and MFU */
   double *dt = malloc(sizeof(double) * (size_t)o.steps);

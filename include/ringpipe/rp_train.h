@@ -32,7 +32,7 @@ typedef struct {
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
-  int measure_peak, quiet, stop_after, keep_ckpts;
+  int measure_peak, quiet, stop_after, keep_ckpts, profile;
   float comm_timeout;
   /* parallelism */
   int pp, cp, vpp;
