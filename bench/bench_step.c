@@ -25,6 +25,7 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_model.h"
 #include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_util.h"
 
@@ -97,6 +98,7 @@ static void train_step(bench_model *b, rp_pool *pool) {
                     pool);
   }
   if (rp_prof_enabled) rp_prof_add(RP_PROF_OPT_ADAMW, rp_prof_clock() - t0);
+  rp_prof_step_end();
 }
 
 /* sgemm FLOP/s on the shapes rp_gpt_gemm_peak uses, from the minimum time of
@@ -206,17 +208,13 @@ int main(int argc, char **argv) {
   rp_pool *pool;
   if (rp_pool_create(&pool, o.threads, o.pin) != RP_OK) goto fail;
   int ab = strcmp(o.gemm, "ab") == 0;
-  if (o.fbq || o.fbk) {
-    rp_flash_config fc;
-    rp_flash_get_config(&fc);
-    fc.bq = o.fbq;
-    fc.bk = o.fbk;
-    if (rp_flash_configure(&fc) != RP_OK) goto fail;
-  }
+  rp_flash_config fc = {.bq = o.fbq, .bk = o.fbk};
+  rp_attn_backend flash_attn;
+  if (rp_attn_flash_with(&flash_attn, &fc) != RP_OK) goto fail;
   if (strcmp(o.gemm, "blas") == 0) rp_gemm_set_mode(pool, RP_GEMM_BLAS_THREADS);
   if (strcmp(o.gemm, "split") == 0) rp_gemm_set_mode(pool, RP_GEMM_POOL_SPLIT);
   bench_model b = {.x = {.pool = pool,
-                         .attn = strcmp(o.attention, "flash") == 0 ? rp_attn_flash()
+                         .attn = strcmp(o.attention, "flash") == 0 ? &flash_attn
                                                                    : rp_attn_reference()}};
   rp_stage_spec spec = {.first_layer = 0, .num_layers = o.L, .has_embed = 1, .has_head = 1};
   if (rp_chunk_init(&b.m, &cfg, &spec) != RP_OK) goto fail;
@@ -265,6 +263,12 @@ int main(int argc, char **argv) {
     sum += comp[c];
     sum_min += cmin[c];
   }
+  rp_step_work work = {0};
+  rp_step_work_add_chunk(&work, &b.m, o.B, o.T, 0.5 * o.T * (o.T + 1.0), 1);
+  rp_step_work_add_optimizer(&work, (long)b.m.num_params);
+  rp_step_peaks pk;
+  rp_step_peaks_measure(&pk, 16L * N * o.C, pool);
+  rp_step_profile_print(stdout, &work, &pk);
   rp_prof_enable(0);
   /* unprofiled steps: step time and MFU */
   double *dt = malloc(sizeof(double) * (size_t)o.steps);

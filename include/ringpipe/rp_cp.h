@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "rp_base.h"
+#include "rp_flash.h"
 #include "rp_model.h"
 
 /* --cp-impl ring|ulysses, in that order. */
@@ -95,6 +96,9 @@ rp_status rp_cp_ring_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_layou
 /* Ulysses all-to-all attention: needs NH % P == 0 (checked here). */
 rp_status rp_cp_ulysses_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_layout layout,
                                int T_global, int NH);
+/* The flash settings the backend's tiles run with (default automatic); checked,
+ * copied. RP_EINVAL if a is not a cp backend or cfg is invalid. */
+rp_status rp_cp_set_flash(rp_attn_backend *a, const rp_flash_config *cfg);
 /* Either kind; collective (frees the duplicated communicator). NULL is fine. */
 void rp_cp_destroy(rp_attn_backend *a);
 

@@ -16,8 +16,8 @@
  * path, and a clamp would let "RINGPIPE_ISA=avx512 meson test" pass on an AVX2
  * machine while testing nothing it asked for. An unknown name is an error too.
  *
- * The ceiling is process-wide; set it before launching work, not during (like
- * rp_flash_configure). */
+ * The ceiling is process-wide; set it before launching work, not during. A
+ * kernel chosen by a run's config (rp_flash_config.isa) yields to a lower one. */
 #ifndef RP_ISA_H
 #define RP_ISA_H
 

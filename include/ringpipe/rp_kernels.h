@@ -55,6 +55,10 @@ rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
  * accounted workspace. 0 when they cannot be allocated. */
 double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
                     size_t scratch_bytes);
+/* Bytes/s the pool's threads stream through two buffers of `bytes` each
+ * (y = a x + y: two reads, one write), best of a few (mem_peak.c): the memory
+ * counterpart of the FMA peak. 0 when the buffers cannot be allocated. */
+double rp_stream_bandwidth(long bytes, rp_pool *pool);
 /* The OpenBLAS kernel family in use, and advice when it is a slow fallback
  * (NULL when all is well). */
 const char *rp_blas_core(void);

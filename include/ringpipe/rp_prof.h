@@ -26,6 +26,8 @@ typedef enum {
   RP_PROF_OPT_ZERO_GRADS,
   RP_PROF_OPT_GRAD_NORM,
   RP_PROF_OPT_ADAMW,
+  RP_PROF_DATA,             /* loading the step's batches */
+  RP_PROF_COMM,             /* waiting on gradient reductions and step all-reduces */
   RP_PROF_COUNT
 } rp_prof_id;
 
@@ -45,6 +47,13 @@ long rp_prof_calls(rp_prof_id id);
  * step on a quiet machine. */
 void rp_prof_step_begin(void);
 double rp_prof_min_seconds(rp_prof_id id);  /* sum over this component's sites */
+/* rp_prof_step_end() closes the step rp_prof_step_begin opened: its wall time
+ * is added to the total, so that wall minus the components is what no timed
+ * region covers (idle: waits on other ranks, untimed glue). Once a step has
+ * been closed, calls between steps (evaluation) no longer count. */
+void rp_prof_step_end(void);
+long rp_prof_steps(void);
+double rp_prof_wall_seconds(void);
 
 double rp_prof_clock(void);        /* rp_now() */
 void rp_prof_add(rp_prof_id id, double seconds);

@@ -33,7 +33,7 @@ typedef struct {
   rp_attn_kind attention;
   rp_gemm_choice gemm;
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
-  int measure_peak, quiet, stop_after, keep_ckpts;
+  int measure_peak, quiet, stop_after, keep_ckpts, profile;
   float comm_timeout;
   /* parallelism */
   int pp, cp, vpp;

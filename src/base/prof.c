@@ -6,6 +6,12 @@ int rp_prof_enabled;
 
 static double prof_seconds[RP_PROF_COUNT];
 static long prof_calls[RP_PROF_COUNT];
+static double step_t0, step_wall;   /* open step's start; closed steps' total */
+static long step_count;
+/* Calls count only inside a step once rp_prof_step_end has been used (the
+ * trainer's evaluation forwards between steps are not step time); a caller
+ * that only ever opens steps (bench_step) counts everything. */
+static int step_open, steps_closed_seen;
 
 /* call sites of one step, in order; beyond PROF_SITES calls only totals count */
 #define PROF_SITES 8192
@@ -31,6 +37,8 @@ static const char *const prof_names[RP_PROF_COUNT] = {
     [RP_PROF_OPT_ZERO_GRADS] = "opt zero grads",
     [RP_PROF_OPT_GRAD_NORM] = "opt grad norm",
     [RP_PROF_OPT_ADAMW] = "opt adamw",
+    [RP_PROF_DATA] = "data loading",
+    [RP_PROF_COMM] = "comm waits (dp, step all-reduces)",
 };
 
 void rp_prof_reset(void) {
@@ -39,9 +47,28 @@ void rp_prof_reset(void) {
     prof_calls[i] = 0;
   }
   site_next = site_count = 0;
+  step_wall = 0;
+  step_count = 0;
+  step_t0 = 0;
+  step_open = steps_closed_seen = 0;
 }
 
-void rp_prof_step_begin(void) { site_next = 0; }
+void rp_prof_step_begin(void) {
+  site_next = 0;
+  step_t0 = rp_now();
+  step_open = 1;
+}
+
+void rp_prof_step_end(void) {
+  if (!step_open) return;
+  step_wall += rp_now() - step_t0;
+  step_count++;
+  step_open = 0;
+  steps_closed_seen = 1;
+}
+
+long rp_prof_steps(void) { return step_count; }
+double rp_prof_wall_seconds(void) { return step_wall; }
 
 double rp_prof_min_seconds(rp_prof_id id) {
   double s = 0;
@@ -64,7 +91,7 @@ long rp_prof_calls(rp_prof_id id) { return id >= 0 && id < RP_PROF_COUNT ? prof_
 double rp_prof_clock(void) { return rp_now(); }
 
 void rp_prof_add(rp_prof_id id, double seconds) {
-  if (id < 0 || id >= RP_PROF_COUNT) return;
+  if (id < 0 || id >= RP_PROF_COUNT || (steps_closed_seen && !step_open)) return;
   prof_seconds[id] += seconds;
   prof_calls[id]++;
   int k = site_next++;

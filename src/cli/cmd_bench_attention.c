@@ -13,7 +13,9 @@
  * dQ, dK), i.e. the FlashAttention convention bwd = 2.5 fwd. Causal counts
  * T(T+1)/2 pairs. Because OpenBLAS may run a generic kernel on a CPU it does not
  * recognise, the table also gives the fraction of the flash micro-kernel's own
- * GEMM peak (the same instruction set, all pool threads). */
+ * GEMM peak (the same instruction set, all pool threads), and of the FMA peak:
+ * the register-only multiply-add probe of the flash path's SIMD level
+ * (rp_isa_peak_gflops) times the threads, the machine's ceiling. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,12 +25,14 @@
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_util.h"
 
 typedef struct {
   int threads, tmin, tmax, B, NH, HS, bq, bk, causal_mask; /* bit 0: non-causal, bit 1: causal */
   double naive_max_gib, min_seconds;
+  rp_flash_config flash;   /* this run's flash settings (bq, bk; the rest automatic) */
 } bench_opts;
 
 static int usage(const char *bad) {
@@ -108,15 +112,17 @@ typedef struct {
   int B, T, C, NH, causal;
   float *qkv, *dout, *out, *dqkv, *saved;
   rp_pool *pool;
+  const rp_flash_config *flash;
 } run_ctx;
 
 static void flash_fwd(run_ctx *c) {
-  if (rp_flash_forward(c->out, c->saved, c->qkv, c->B, c->T, c->C, c->NH, c->causal, c->pool))
+  if (rp_flash_forward(c->out, c->saved, c->qkv, c->B, c->T, c->C, c->NH, c->causal, c->flash,
+                       c->pool))
     rp_fatal("bench: flash forward failed: %s", rp_errmsg());
 }
 static void flash_bwd(run_ctx *c) {
   if (rp_flash_backward(c->dqkv, c->dout, c->qkv, c->out, c->saved, c->B, c->T, c->C, c->NH,
-                        c->causal, c->pool))
+                        c->causal, c->flash, c->pool))
     rp_fatal("bench: flash backward failed: %s", rp_errmsg());
 }
 static void naive_fwd(run_ctx *c) {
@@ -160,53 +166,69 @@ typedef struct {
 
 /* The machine may be shared: peaks are re-measured before every T and the best
  * seen is used for all rows (a lower peak would flatter the fractions). */
-static void update_peaks(rp_pool *pool, int threads, double *peak, double *kpeak) {
+static void update_peaks(const rp_flash_config *flash, rp_pool *pool, int threads, double *peak,
+                         double *kpeak) {
   double p = sgemm_peak(threads);
   rp_blas_set_threads(1);
-  double k = rp_flash_kernel_peak(pool);
+  double k = rp_flash_kernel_peak(flash, pool);
   if (p > *peak) *peak = p;
   if (k > *kpeak) *kpeak = k;
+}
+
+/* FLOP/s of the FMA probe at the flash path's level, all threads; 0 for scalar. */
+static double fma_peak(const bench_opts *o) {
+  rp_flash_isa fi = rp_flash_isa_active(&o->flash);
+  rp_isa l = fi == RP_FLASH_ISA_AVX512 ? RP_ISA_AVX512
+             : fi == RP_FLASH_ISA_AVX2 ? RP_ISA_AVX2 : RP_ISA_SCALAR;
+  return rp_isa_peak_gflops(l) * 1e9 * o->threads;
 }
 
 static void print_table(const bench_opts *o, const bench_row *rows, int nrows, double peak,
                         double kpeak, double max_diff) {
   int bq, bk;
-  rp_flash_block_sizes(o->HS, o->tmax, o->tmax, &bq, &bk);
+  const double fpeak = fma_peak(o);
+  rp_flash_block_sizes(&o->flash, o->HS, o->tmax, o->tmax, &bq, &bk);
   printf("attention benchmark: B=%d NH=%d HS=%d threads=%d isa=%s blocks %dx%d (L2 %ld KiB)\n",
-         o->B, o->NH, o->HS, o->threads, rp_flash_isa_name(rp_flash_isa_active()), bq, bk,
-         rp_flash_l2_bytes() / 1024);
+         o->B, o->NH, o->HS, o->threads, rp_flash_isa_name(rp_flash_isa_active(&o->flash)), bq,
+         bk,
+         rp_flash_l2_bytes(&o->flash) / 1024);
   printf("sgemm peak (OpenBLAS core %s, %d threads, 1024^3, best seen): %.1f GFLOP/s\n",
          openblas_get_corename(), o->threads, peak / 1e9);
   printf("flash micro-kernel GEMM peak (%s, %d threads, best seen): %.1f GFLOP/s\n",
-         rp_flash_isa_name(rp_flash_isa_active()), o->threads, kpeak / 1e9);
+         rp_flash_isa_name(rp_flash_isa_active(&o->flash)), o->threads, kpeak / 1e9);
+  printf("FMA peak (register-only probe at that level x %d threads): %.1f GFLOP/s\n",
+         o->threads, fpeak / 1e9);
   printf("spd = naive time / flash time; sgemm f / fb = flash FLOP/s (fwd / fwd+bwd) over the "
          "sgemm peak, naive fb likewise;\nkern fb = flash fwd+bwd FLOP/s over the micro-kernel "
-         "peak; FLOPs: fwd 4*HS, bwd 10*HS per visible (query, key) pair and head;\nmem = peak "
+         "peak, fma fb over the FMA peak; FLOPs: fwd 4*HS, bwd 10*HS per visible (query, key) pair and head;\nmem = peak "
          "bytes rp_alloc'd by the attention (saved state + workspace) during fwd+bwd\n\n");
-  printf("%6s %6s | %9s %9s | %9s %9s | %6s %6s | %7s %7s %7s | %6s | %9s %9s\n", "T",
-         "causal", "flash fwd", "flash f+b", "naive fwd", "naive f+b", "spd f", "spd fb",
-         "sgemm f", "sgemm fb", "naive fb", "kern fb", "mem flash", "mem naive");
-  printf("%6s %6s | %9s %9s | %9s %9s | %6s %6s | %7s %7s %7s | %6s | %9s %9s\n", "", "",
-         "ms", "ms", "ms", "ms", "x", "x", "", "", "", "", "MiB", "MiB");
-  double spd1024 = -1, spd4096 = -1, best_frac = 0, best_kfrac = 0, mem_prev = 0;
+  printf("%6s %6s | %9s %9s | %9s %9s | %6s %6s | %7s %7s %7s | %6s | %6s | %9s %9s\n",
+         "T", "causal", "flash fwd", "flash f+b", "naive fwd", "naive f+b", "spd f", "spd fb",
+         "sgemm f", "sgemm fb", "naive fb", "kern fb", "fma fb", "mem flash", "mem naive");
+  printf("%6s %6s | %9s %9s | %9s %9s | %6s %6s | %7s %7s %7s | %6s | %6s | %9s %9s\n", "",
+         "", "ms", "ms", "ms", "ms", "x", "x", "", "", "", "", "", "MiB", "MiB");
+  double spd1024 = -1, spd4096 = -1, best_frac = 0, best_kfrac = 0, best_ffrac = 0, mem_prev = 0;
   int mem_linear = 1;
   for (int i = 0; i < nrows; i++) {
     const bench_row *r = &rows[i];
     double ff = r->ffwd / r->ft / peak, fb = r->ffb / r->ftb / peak, kf = r->ffb / r->ftb / kpeak;
+    double fm = fpeak > 0 ? r->ffb / r->ftb / fpeak : 0.0;
     best_frac = fmax(best_frac, fb);
     best_kfrac = fmax(best_kfrac, kf);
+    best_ffrac = fmax(best_ffrac, fm);
     if (r->nt > 0) {
       printf("%6d %6s | %9.2f %9.2f | %9.1f %9.1f | %6.2f %6.2f | %7.3f %7.3f %7.3f | %6.3f | "
-             "%9.2f %9.1f\n",
+             "%6.3f | %9.2f %9.1f\n",
              r->T, r->causal ? "yes" : "no", 1e3 * r->ft, 1e3 * r->ftb, 1e3 * r->nt,
              1e3 * r->ntb, r->nt / r->ft, r->ntb / r->ftb, ff, fb, r->ffb / r->ntb / peak, kf,
-             r->mem_f, r->mem_n);
+             fm, r->mem_f, r->mem_n);
       if (r->causal && r->T == 1024) spd1024 = r->ntb / r->ftb;
       if (r->causal && r->T == 4096) spd4096 = r->ntb / r->ftb;
     } else {
-      printf("%6d %6s | %9.2f %9.2f | %9s %9s | %6s %6s | %7.3f %7.3f %7s | %6.3f | %9.2f %9s\n",
+      printf("%6d %6s | %9.2f %9.2f | %9s %9s | %6s %6s | %7.3f %7.3f %7s | %6.3f | %6.3f | "
+             "%9.2f %9s\n",
              r->T, r->causal ? "yes" : "no", 1e3 * r->ft, 1e3 * r->ftb, "-", "-", "-", "-", ff,
-             fb, "-", kf, r->mem_f, "skipped");
+             fb, "-", kf, fm, r->mem_f, "skipped");
     }
     /* memory linear in T: doubling T may at most double it (plus slack) */
     if (r->causal) {
@@ -220,15 +242,16 @@ static void print_table(const bench_opts *o, const bench_row *rows, int nrows, d
   printf("\nnaive skipped where B*NH*T^2*4 bytes > %.1f GiB (--naive-max-gib)\n", o->naive_max_gib);
   printf("max |out flash - out naive| over the runs: %.3g\n", max_diff);
   printf("targets: f+b speedup causal T=1024 %s (>= 2), T=4096 %s (>= 4); best f+b fraction "
-         "of sgemm peak %.3f (>= 0.4), of micro-kernel peak %.3f; flash memory linear in T: %s\n",
-         s1, s2, best_frac, best_kfrac, mem_linear ? "yes" : "no");
+         "of sgemm peak %.3f (>= 0.4), of micro-kernel peak %.3f, of FMA peak %.3f (>= 0.7); "
+         "flash memory linear in T: %s\n",
+         s1, s2, best_frac, best_kfrac, best_ffrac, mem_linear ? "yes" : "no");
 }
 
 static void bench_one(const bench_opts *o, rp_pool *pool, int T, int causal, bench_row *row,
                       double *max_diff) {
   const int B = o->B, NH = o->NH, C = NH * o->HS;
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
-  run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool};
+  run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool, &o->flash};
   c.qkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
   c.dqkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
   c.dout = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
@@ -274,10 +297,8 @@ int rp_bench_attention(int argc, char **argv) {
   bench_opts o;
   int rc = parse(&o, argc, argv);
   if (rc) return rc;
-  rp_flash_config cfg;
-  rp_flash_get_config(&cfg);
-  cfg.bq = o.bq, cfg.bk = o.bk;
-  if (rp_flash_configure(&cfg) != RP_OK) {
+  o.flash = (rp_flash_config){.bq = o.bq, .bk = o.bk};
+  if (rp_flash_config_check(&o.flash) != RP_OK) {
     fprintf(stderr, "ringpipe bench attention: %s\n", rp_errmsg());
     return 2;
   }
@@ -290,7 +311,7 @@ int rp_bench_attention(int argc, char **argv) {
   int nrows = 0;
   double peak = 0, kpeak = 0, max_diff = 0;
   for (int T = o.tmin; T <= o.tmax && nrows < 62; T *= 2) {
-    update_peaks(pool, o.threads, &peak, &kpeak);
+    update_peaks(&o.flash, pool, o.threads, &peak, &kpeak);
     for (int causal = 1; causal >= 0; causal--) {
       if (!((o.causal_mask >> causal) & 1)) continue;
       bench_one(&o, pool, T, causal, &rows[nrows], &max_diff);
@@ -299,7 +320,7 @@ int rp_bench_attention(int argc, char **argv) {
       nrows++;
     }
   }
-  update_peaks(pool, o.threads, &peak, &kpeak);
+  update_peaks(&o.flash, pool, o.threads, &peak, &kpeak);
   print_table(&o, rows, nrows, peak, kpeak, max_diff);
   rp_pool_destroy(pool);
   return 0;

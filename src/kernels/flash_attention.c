@@ -12,7 +12,13 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_isa.h"
 
-static rp_flash_config g_cfg;   /* all zero: everything automatic */
+/* Every setting comes from the caller's config (NULL: all automatic); this file
+ * keeps no settings of its own, only the cached L2 size the CPU reports. */
+static const rp_flash_config k_auto;   /* all zero: everything automatic */
+
+static const rp_flash_config *cfg_or_auto(const rp_flash_config *cfg) {
+  return cfg ? cfg : &k_auto;
+}
 
 /* ---- instruction set: the best path at or below the process's ceiling (rp_isa.h) */
 
@@ -31,8 +37,9 @@ int rp_flash_isa_supported(rp_flash_isa isa) {
 
 /* A configured ISA counts only while the ceiling allows it: lowering the ceiling
  * later (a test looping over levels) must not leave a path above it running. */
-rp_flash_isa rp_flash_isa_active(void) {
-  if (g_cfg.isa != RP_FLASH_ISA_AUTO && rp_flash_isa_supported(g_cfg.isa)) return g_cfg.isa;
+rp_flash_isa rp_flash_isa_active(const rp_flash_config *cfg) {
+  cfg = cfg_or_auto(cfg);
+  if (cfg->isa != RP_FLASH_ISA_AUTO && rp_flash_isa_supported(cfg->isa)) return cfg->isa;
   if (rp_flash_isa_supported(RP_FLASH_ISA_AVX512)) return RP_FLASH_ISA_AVX512;
   if (rp_flash_isa_supported(RP_FLASH_ISA_AVX2)) return RP_FLASH_ISA_AVX2;
   return RP_FLASH_ISA_SCALAR;
@@ -48,8 +55,8 @@ const char *rp_flash_isa_name(rp_flash_isa isa) {
   return "?";
 }
 
-const rp_flash_ops *rp_flash_ops_active(void) {
-  switch (rp_flash_isa_active()) {
+const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg) {
+  switch (rp_flash_isa_active(cfg)) {
     case RP_FLASH_ISA_AVX512: return &rp_flash_ops_avx512;
     case RP_FLASH_ISA_AVX2: return &rp_flash_ops_avx2;
     default: return &rp_flash_ops_scalar;
@@ -83,9 +90,10 @@ static long read_sys_l2(void) {
   return 0;
 }
 
-long rp_flash_l2_bytes(void) {
+long rp_flash_l2_bytes(const rp_flash_config *cfg) {
+  /* the CPU's answer never changes: a benign race (same value) at worst */
   static long cached = 0;
-  if (g_cfg.l2_bytes > 0) return g_cfg.l2_bytes;
+  if (cfg && cfg->l2_bytes > 0) return cfg->l2_bytes;
   if (cached > 0) return cached;
   long v = 0;
 #ifdef _SC_LEVEL2_CACHE_SIZE
@@ -106,9 +114,9 @@ long rp_flash_l2_bytes(void) {
  * 256, and bk beyond 192 slows the backward; half-height query blocks halve the
  * work wasted in causal diagonal tiles and give the pool more tasks. Multiples
  * of 6 and 64 fit the AVX-512 micro-kernel's row and column blocks. */
-static void auto_blocks(int HS, int *bq, int *bk) {
+static void auto_blocks(const rp_flash_config *cfg, int HS, int *bq, int *bk) {
   static const int cand[] = {192, 128, 96, 64, 48, 32, 16};
-  long budget = rp_flash_l2_bytes() / 2;
+  long budget = rp_flash_l2_bytes(cfg) / 2;
   for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
     long k = cand[i], q = k / 2;
     if (4 * (2 * q * k + 4 * (long)HS * (q + k)) <= budget || k == 16) {
@@ -119,17 +127,20 @@ static void auto_blocks(int HS, int *bq, int *bk) {
   }
 }
 
-void rp_flash_block_sizes(int HS, int Tq, int Tk, int *bq, int *bk) {
+void rp_flash_block_sizes(const rp_flash_config *cfg, int HS, int Tq, int Tk, int *bq,
+                          int *bk) {
+  cfg = cfg_or_auto(cfg);
   int aq, ak;
-  auto_blocks(HS, &aq, &ak);
-  int q = g_cfg.bq > 0 ? g_cfg.bq : aq;
-  int k = g_cfg.bk > 0 ? g_cfg.bk : ak;
+  auto_blocks(cfg, HS, &aq, &ak);
+  int q = cfg->bq > 0 ? cfg->bq : aq;
+  int k = cfg->bk > 0 ? cfg->bk : ak;
   /* a short sequence needs no block bigger than itself */
   *bq = Tq > 0 && Tq < q ? Tq : q;
   *bk = Tk > 0 && Tk < k ? Tk : k;
 }
 
-rp_status rp_flash_configure(const rp_flash_config *cfg) {
+rp_status rp_flash_config_check(const rp_flash_config *cfg) {
+  if (!cfg) return RP_OK;
   if (cfg->bq < 0 || cfg->bq > 1024 || cfg->bk < 0 || cfg->bk > 1024)
     return rp_err(RP_EINVAL, "flash block sizes bq=%d bk=%d out of range; use 0 (auto) or 1..1024",
                   cfg->bq, cfg->bk);
@@ -143,11 +154,8 @@ rp_status rp_flash_configure(const rp_flash_config *cfg) {
     return rp_err(RP_EINVAL, "flash split %d unknown; use auto, head or keyblock", cfg->split);
   if (cfg->l2_bytes < 0)
     return rp_err(RP_EINVAL, "flash l2_bytes %ld is negative; use 0 (query the CPU)", cfg->l2_bytes);
-  g_cfg = *cfg;
   return RP_OK;
 }
-
-void rp_flash_get_config(rp_flash_config *cfg) { *cfg = g_cfg; }
 
 rp_status rp_flash_check_problem(const rp_flash_problem *pr) {
   if (pr->B < 1 || pr->NH < 1 || pr->HS < 1 || pr->HS > 256 || pr->Tq < 0 || pr->Tk < 0)
@@ -171,12 +179,12 @@ rp_status rp_flash_check_problem(const rp_flash_problem *pr) {
 }
 
 void rp_flash_make_plan(rp_flash_plan *pl, const rp_flash_problem *pr) {
-  rp_flash_block_sizes(pr->HS, pr->Tq, pr->Tk, &pl->bq, &pl->bk);
+  rp_flash_block_sizes(pr->cfg, pr->HS, pr->Tq, pr->Tk, &pl->bq, &pl->bk);
   pl->nqb = RP_CEIL_DIV(pr->Tq, pl->bq);
   pl->nkb = RP_CEIL_DIV(pr->Tk, pl->bk);
   pl->scale = pr->scale > 0.0f ? pr->scale : 1.0f / sqrtf((float)pr->HS);
-  pl->split = g_cfg.split;
-  pl->ops = rp_flash_ops_active();
+  pl->split = cfg_or_auto(pr->cfg)->split;
+  pl->ops = rp_flash_ops_active(pr->cfg);
 }
 
 void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS) {
@@ -288,11 +296,11 @@ static void rowdot_task(void *vc, int ith, int nth) {
 }
 
 rp_status rp_flash_rowdot(rp_flash_view dsum, rp_flash_view dout, rp_flash_view o, int B,
-                          int NH, int T, int HS, rp_pool *pool) {
+                          int NH, int T, int HS, const rp_flash_config *cfg, rp_pool *pool) {
   if (B < 1 || NH < 1 || T < 0 || HS < 1)
     return rp_err(RP_EINVAL, "flash rowdot shape B=%d NH=%d T=%d HS=%d is invalid", B, NH, T, HS);
   rows_ctx c = {.a = dout, .b = o, .sa = dsum, .B = B, .NH = NH, .T = T, .HS = HS,
-                .ops = rp_flash_ops_active()};
+                .ops = rp_flash_ops_active(cfg)};
   run_rows(pool, rowdot_task, &c);
   return RP_OK;
 }
@@ -322,11 +330,12 @@ static void merge_task(void *vc, int ith, int nth) {
 }
 
 rp_status rp_flash_merge(rp_flash_view o, rp_flash_view lse, rp_flash_view o_b,
-                         rp_flash_view lse_b, int B, int NH, int T, int HS, rp_pool *pool) {
+                         rp_flash_view lse_b, int B, int NH, int T, int HS,
+                         const rp_flash_config *cfg, rp_pool *pool) {
   if (B < 1 || NH < 1 || T < 0 || HS < 1)
     return rp_err(RP_EINVAL, "flash merge shape B=%d NH=%d T=%d HS=%d is invalid", B, NH, T, HS);
   rows_ctx c = {.a = o, .b = o_b, .sa = lse, .sb = lse_b, .B = B, .NH = NH, .T = T, .HS = HS,
-                .ops = rp_flash_ops_active()};
+                .ops = rp_flash_ops_active(cfg)};
   run_rows(pool, merge_task, &c);
   return RP_OK;
 }
@@ -334,7 +343,7 @@ rp_status rp_flash_merge(rp_flash_view o, rp_flash_view lse, rp_flash_view o_b,
 /* ---- whole attention over qkv[B,T,3C] */
 
 static rp_status qkv_problem(rp_flash_problem *pr, const float *qkv, int B, int T, int C,
-                             int NH, int causal) {
+                             int NH, int causal, const rp_flash_config *cfg) {
   if (NH < 1 || C < 1 || C % NH != 0)
     return rp_err(RP_EINVAL, "heads %d must divide channels %d for flash attention", NH, C);
   long C3 = 3L * C, bs = (long)T * C3;
@@ -347,28 +356,29 @@ static rp_status qkv_problem(rp_flash_problem *pr, const float *qkv, int B, int 
   pr->q = rp_flash_view_of(qkv, C3, bs);
   pr->k = rp_flash_view_of(qkv + C, C3, bs);
   pr->v = rp_flash_view_of(qkv + 2L * C, C3, bs);
+  pr->cfg = cfg;
   return RP_OK;
 }
 
 rp_status rp_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                           int NH, int causal, rp_pool *pool) {
+                           int NH, int causal, const rp_flash_config *cfg, rp_pool *pool) {
   rp_flash_problem pr;
-  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal));
+  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal, cfg));
   return rp_flash_block_forward(&pr, rp_flash_view_of(out, C, (long)T * C),
                                 rp_flash_view_of(lse, T, (long)NH * T), pool);
 }
 
 rp_status rp_flash_backward(float *dqkv, const float *dout, const float *qkv,
                             const float *out, const float *lse, int B, int T, int C,
-                            int NH, int causal, rp_pool *pool) {
+                            int NH, int causal, const rp_flash_config *cfg, rp_pool *pool) {
   rp_flash_problem pr;
-  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal));
+  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal, cfg));
   float *dsum = rp_alloc(sizeof(float) * (size_t)B * NH * (T > 0 ? T : 1), RP_MEM_WORKSPACE);
   if (!dsum) return RP_ENOMEM;
   rp_flash_view dsv = rp_flash_view_of(dsum, T, (long)NH * T);
   rp_flash_view dov = rp_flash_view_of(dout, C, (long)T * C);
   rp_status s = rp_flash_rowdot(dsv, dov, rp_flash_view_of(out, C, (long)T * C), B, NH, T,
-                                C / NH, pool);
+                                C / NH, cfg, pool);
   long C3 = 3L * C, bs = (long)T * C3;
   if (s == RP_OK)
     s = rp_flash_block_backward(&pr, dov, rp_flash_view_of(lse, T, (long)NH * T), dsv,

@@ -25,7 +25,7 @@ typedef struct {
 extern const rp_flash_ops rp_flash_ops_scalar;
 extern const rp_flash_ops rp_flash_ops_avx2;
 extern const rp_flash_ops rp_flash_ops_avx512;
-const rp_flash_ops *rp_flash_ops_active(void);
+const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg);
 
 /* Resolved settings for one call. */
 typedef struct {

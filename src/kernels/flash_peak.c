@@ -20,9 +20,9 @@ static void kpeak_task(void *v, int ith, int nth) {
   for (int r = 0; r < c->reps; r++) c->ops->gemm(192, 192, 256, a, 256, 1, b, 192, o, 192, 0);
 }
 
-double rp_flash_kernel_peak(rp_pool *pool) {
+double rp_flash_kernel_peak(const rp_flash_config *cfg, rp_pool *pool) {
   int n = rp_pool_size(pool);
-  kpeak_ctx c = {rp_flash_ops_active(), NULL, 192 * 256 * 2 + 192 * 192, 40};
+  kpeak_ctx c = {rp_flash_ops_active(cfg), NULL, 192 * 256 * 2 + 192 * 192, 40};
   c.buf = rp_alloc(sizeof(float) * (size_t)(c.per * n), RP_MEM_WORKSPACE);
   if (!c.buf) return 0.0;
   for (long i = 0; i < c.per * n; i++) c.buf[i] = 0.001f * (float)(i % 1000);

@@ -133,6 +133,6 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
            "cpu %s, ceiling %s (%s): flash attention %s, bf16 GEMM %s, bf16 conversions %s; "
            "other kernels are plain C compiled for %s",
            rp_isa_name(cpu), rp_isa_name(act), rp_isa_source(),
-           rp_flash_isa_name(rp_flash_isa_active()), rp_bf16_kernel_name(rp_bf16_kernel_active()),
+           rp_flash_isa_name(rp_flash_isa_active(NULL)), rp_bf16_kernel_name(rp_bf16_kernel_active()),
            rp_bf16_conversions_name(), rp_isa_build_target());
 }

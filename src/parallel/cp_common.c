@@ -33,6 +33,17 @@ static rp_cp_common *common_of(const rp_attn_backend *a) {
   return c && c->magic == RP_CP_MAGIC ? c : NULL;
 }
 
+rp_status rp_cp_set_flash(rp_attn_backend *a, const rp_flash_config *cfg) {
+  rp_cp_common *c = common_of(a);
+  if (!c)
+    return rp_err(RP_EINVAL, "attention backend '%s' is not a context-parallel backend",
+                  a && a->name ? a->name : "(null)");
+  RP_TRY(rp_flash_config_check(cfg));
+  if (cfg) c->flash = *cfg;
+  else memset(&c->flash, 0, sizeof c->flash);
+  return RP_OK;
+}
+
 void rp_cp_destroy(rp_attn_backend *a) {
   rp_cp_common *c = common_of(a);
   if (!c) return;

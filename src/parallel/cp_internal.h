@@ -5,6 +5,7 @@
 #define RP_CP_INTERNAL_H
 
 #include "ringpipe/rp_cp.h"
+#include "ringpipe/rp_flash.h"
 
 #define RP_CP_MAGIC 0x52504350u /* "RPCP": marks a ctx as a cp backend's */
 
@@ -14,6 +15,7 @@ typedef struct rp_cp_common {
   int P, rank;
   rp_cp_layout layout;
   rp_cp_stats st[2];        /* [0] forward, [1] backward */
+  rp_flash_config flash;    /* the run's flash settings (all zero: automatic) */
   void (*free_fn)(struct rp_cp_common *c);  /* frees the kind's buffers and c */
 } rp_cp_common;
 

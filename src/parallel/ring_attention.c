@@ -115,7 +115,8 @@ static rp_flash_view stat_at(const float *p, int NH, int Tl, int r0) {
  * the packed block [B,Tl,2C] received from a peer, or qkv + C (ld 3C) for the
  * rank's own block. */
 static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const float *kb,
-                                     long ld, int B, int Tl, int C, int NH) {
+                                     long ld, int B, int Tl, int C, int NH,
+                                     const rp_flash_config *cfg) {
   rp_flash_problem pr;
   memset(&pr, 0, sizeof pr);
   pr.B = B;
@@ -129,6 +130,7 @@ static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const
   pr.q = rows_at(qkv, 3L * C, Tl, t->q0);
   pr.k = rows_at(kb, ld, Tl, t->k0);
   pr.v = rows_at(kb + C, ld, Tl, t->k0);
+  pr.cfg = cfg;
   return pr;
 }
 
@@ -229,14 +231,14 @@ static void ring_forward(const rp_attn_backend *a, float *out, float *saved, con
     ring_task tk[4];
     int nt = step_tasks(tk, &mine, &peer);
     for (int i = 0; i < nt; i++) {
-      rp_flash_problem pr = make_problem(&tk[i], qkv, kb, kld, B, T, C, NH);
+      rp_flash_problem pr = make_problem(&tk[i], qkv, kb, kld, B, T, C, NH, &x->c.flash);
       rp_flash_view ob = rows_at(x->ob, C, T, tk[i].q0), lb = stat_at(x->lb, NH, T, tk[i].q0);
       rp_flash_job *job = NULL;
       if (rp_flash_block_forward_launch(&job, &pr, ob, lb, pool) != RP_OK)
         rp_fatal("ring attention forward: %s", rp_errmsg());
       drive(x, 0, job, &kv, &none);
       rp_flash_merge(rows_at(out, C, T, tk[i].q0), stat_at(saved, NH, T, tk[i].q0), ob, lb, B,
-                     NH, tk[i].nq, HS, pool);
+                     NH, tk[i].nq, HS, &x->c.flash, pool);
       x->c.st[0].flops += 4.0 * HS * B * NH * task_pairs(&tk[i]);
     }
     if (s < P - 1 && !x->overlap) post_pair(x, 0, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
@@ -283,7 +285,7 @@ static void bwd_tasks(ring_ctx *x, const bwd_args *g, const ring_task *tk, int n
                       const float *kb, long kld, float *db, long dld, reqs *q1, reqs *q2) {
   const int T = g->T, C = g->C, NH = g->NH;
   for (int i = 0; i < nt; i++) {
-    rp_flash_problem pr = make_problem(&tk[i], g->qkv, kb, kld, g->B, T, C, NH);
+    rp_flash_problem pr = make_problem(&tk[i], g->qkv, kb, kld, g->B, T, C, NH, &x->c.flash);
     rp_flash_job *job = NULL;
     if (rp_flash_block_backward_launch(
             &job, &pr, rows_at(g->dout, C, T, tk[i].q0), stat_at(g->saved, NH, T, tk[i].q0),
@@ -310,7 +312,7 @@ static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *do
   prepare(x, &mine, B, T, C, NH, 1);
   bwd_args g = {dout, saved, x->lb, qkv, dqkv, B, T, C, NH, pool};
   rp_flash_rowdot(rp_flash_view_of(x->lb, T, (long)NH * T), rows_at(dout, C, T, 0),
-                  rows_at(out, C, T, 0), B, NH, T, HS, pool);
+                  rows_at(out, C, T, 0), B, NH, T, HS, &x->c.flash, pool);
   if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
   ring_task own[4], early[4], late[4];
   int ne, nl;

@@ -133,7 +133,7 @@ static void uly_forward(const rp_attn_backend *a, float *out, float *saved, cons
   gather_sequence(&f, x->rbuf, seg, 0, B, T, C, NH, x);
 
   double t0 = rp_now();
-  if (rp_flash_forward(f.o, f.lse, f.qkv, B, Tg, Cl, NHl, 1, pool) != RP_OK)
+  if (rp_flash_forward(f.o, f.lse, f.qkv, B, Tg, Cl, NHl, 1, &x->c.flash, pool) != RP_OK)
     rp_fatal("ulysses attention forward: %s", rp_errmsg());
   x->c.st[0].compute_s += rp_now() - t0;
   x->c.st[0].flops += 4.0 * (C / NH) * B * NHl * causal_pairs(Tg);
@@ -178,7 +178,8 @@ static void uly_backward(const rp_attn_backend *a, float *dqkv, const float *dou
 
   double t0 = rp_now();
   memset(f.dqkv, 0, sizeof(float) * (size_t)B * Tg * 3 * Cl);
-  if (rp_flash_backward(f.dqkv, f.dout, f.qkv, f.o, f.lse, B, Tg, Cl, NHl, 1, pool) != RP_OK)
+  if (rp_flash_backward(f.dqkv, f.dout, f.qkv, f.o, f.lse, B, Tg, Cl, NHl, 1, &x->c.flash,
+                        pool) != RP_OK)
     rp_fatal("ulysses attention backward: %s", rp_errmsg());
   x->c.st[1].compute_s += rp_now() - t0;
   x->c.st[1].flops += 10.0 * (C / NH) * B * NHl * causal_pairs(Tg);

@@ -16,13 +16,15 @@
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_prof.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
 #include "train_internal.h"
 
 void rp_engine_begin_step(rp_trainer *t, int microbatches) {
   for (int c = 0; c < t->nchunks; c++)
-    rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool);
+    RP_PROF(RP_PROF_OPT_ZERO_GRADS,
+            rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool));
   rp_dp_set_microbatches(t->dp, microbatches);
   rp_dp_begin_step(t->dp);
 }
@@ -57,14 +59,16 @@ double rp_engine_forward_backward(rp_trainer *t, rp_acts *a, const rp_loss_head 
 
 rp_status rp_engine_reduce(rp_trainer *t, double *sumsq) {
   /* sums over replicas (and the tied wte between first and last stage) */
-  RP_TRY(rp_dp_finish(t->dp));
+  rp_status s;
+  RP_PROF(RP_PROF_COMM, s = rp_dp_finish(t->dp));
+  RP_TRY(s);
   *sumsq = rp_grad_sumsq(t);
   return RP_OK;
 }
 
 void rp_engine_apply(rp_trainer *t, float lr, float grad_scale) {
   const rp_train_opts *o = &t->o;
-  rp_optimizer_step(t, lr, grad_scale);
+  RP_PROF(RP_PROF_OPT_ADAMW, rp_optimizer_step(t, lr, grad_scale));
   t->step++;
   if (t->bf16.n)
     rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,

@@ -8,6 +8,8 @@
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_json.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_train.h"
 #include "train_internal.h"
@@ -201,6 +203,23 @@ static void print_stop(const rp_trainer *t, int sig, int first, const char *dir)
   fflush(stdout);
 }
 
+/* The step profile of this rank's steps (rp_step_profile.h): the work of its
+ * chunks, the peaks measured now that the steps are done. */
+static void print_profile(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  rp_step_work w = {0};
+  /* causal pairs of the whole sequence, this rank's share of them */
+  double pairs = 0.5 * o->seq * (o->seq + 1.0) / t->grid.cp;
+  for (int c = 0; c < t->nchunks; c++)
+    rp_step_work_add_chunk(&w, &t->chunks[c], o->batch, t->T_local, pairs, o->microbatches);
+  long params = 0;
+  for (int c = 0; c < t->nchunks; c++) params += (long)t->chunks[c].num_params;
+  rp_step_work_add_optimizer(&w, params / (o->zero ? t->grid.dp * t->grid.cp : 1));
+  rp_step_peaks pk;
+  rp_step_peaks_measure(&pk, 16L * o->batch * t->T_local * t->cfg.C, t->pool);
+  rp_step_profile_print(stdout, &w, &pk);
+}
+
 static void print_summary(rp_trainer *t, int first, int last, double t_start, double last_loss,
                           double val) {
   const rp_train_opts *o = &t->o;
@@ -218,6 +237,7 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
   printf("done: %d steps in %.1f s, final loss %.4f, val loss %s\n", t->step - first,
          rp_now() - t_start, last_loss, vtext);
   printf("peak memory (rank 0): %s\n", mem);
+  if (o->profile) print_profile(t);
 }
 
 rp_status rp_trainer_run(rp_trainer *t) {
@@ -239,11 +259,14 @@ rp_status rp_trainer_run(rp_trainer *t) {
   rp_ckpt_dir_for(t, t->step, dir, sizeof dir);
   /* a signal during the banner stops before the first step */
   rp_status s = rp_train_agree(t, RP_OK, "start-up agreement", &stop);
+  if (o->profile && last == first + 1) rp_prof_enable(1);  /* one step: profile it */
   while (s == RP_OK && !stop && t->step < last) {
     rp_step_stats st;
     s = rp_trainer_step(t, &st);   /* agreed: the same status on every rank */
     if (s != RP_OK) break;
     last_loss = st.loss;
+    /* the first step warms caches and pages in buffers: profile the rest */
+    if (o->profile && t->step == first + 1 && last > first + 1) rp_prof_enable(1);
     int at = t->step;
     rp_status local = root ? write_step_metrics(metrics, at, &st) : RP_OK;
     if (talk && (at % o->log_every == 0 || at == o->steps || at == first + 1))

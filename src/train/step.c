@@ -8,6 +8,7 @@
 #include "ringpipe/rp_cp.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_prof.h"
 #include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
@@ -37,13 +38,16 @@ static void load_microbatch(rp_trainer *t, int mb) {
  * copy is skipped), summed over pipeline stages and, under ZeRO-1, over the
  * replicas' shards. */
 double rp_grad_sumsq(rp_trainer *t) {
-  double s = rp_dp_local_sumsq(t->dp, 0);
+  double s;
+  RP_PROF(RP_PROF_OPT_GRAD_NORM, s = rp_dp_local_sumsq(t->dp, 0));
   if (t->o.zero && t->grid.dp * t->grid.cp > 1)
-    rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
-                         "all-reduce of the gradient norm over the replicas");
+    RP_PROF(RP_PROF_COMM,
+            rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
+                                 "all-reduce of the gradient norm over the replicas"));
   if (t->grid.pp > 1)
-    rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
-                         "all-reduce of the gradient norm over the pipeline");
+    RP_PROF(RP_PROF_COMM,
+            rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
+                                 "all-reduce of the gradient norm over the pipeline"));
   return s;
 }
 
@@ -89,18 +93,22 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   const rp_train_opts *o = &t->o;
   int m = o->microbatches, N = o->batch * t->T_local;
   rp_wait_set_step(t->step + 1);
+  if (rp_prof_enabled) rp_prof_step_begin();
   rp_status loaded = RP_OK;
   for (int mb = 0; mb < m && loaded == RP_OK; mb++)
-    loaded = rp_trainer_load_batch(t, t->train, mb);
+    RP_PROF(RP_PROF_DATA, loaded = rp_trainer_load_batch(t, t->train, mb));
   /* a shard that fails to read on one rank stops every rank with its message */
-  RP_TRY(rp_train_agree(t, loaded, "agreement on the step's data", NULL));
+  rp_status agreed;
+  RP_PROF(RP_PROF_COMM, agreed = rp_train_agree(t, loaded, "agreement on the step's data", NULL));
+  RP_TRY(agreed);
   /* The loss is the mean over every valid target of the global batch, whatever
    * the layout, so each micro-batch's gradient is scaled by 1 / global count. */
   long valid = 0;
   for (long i = 0; i < (long)m * N; i++) valid += t->batch_targets[i] >= 0;
   if (t->grid.dp * t->grid.cp > 1)
-    rp_allreduce_watched(&valid, 1, MPI_LONG, MPI_SUM, t->grid.dpcp_comm,
-                         "all-reduce of the target count over the replicas");
+    RP_PROF(RP_PROF_COMM,
+            rp_allreduce_watched(&valid, 1, MPI_LONG, MPI_SUM, t->grid.dpcp_comm,
+                                 "all-reduce of the target count over the replicas"));
   float dscale = valid > 0 ? 1.0f / (float)valid : 0.0f;
 
   double loss_sum = 0;
@@ -110,8 +118,9 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   double sumsq;
   RP_TRY(rp_engine_reduce(t, &sumsq));
   if (t->grid.dp * t->grid.cp > 1)
-    rp_allreduce_watched(&loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
-                         "all-reduce of the loss over the replicas");
+    RP_PROF(RP_PROF_COMM,
+            rp_allreduce_watched(&loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
+                                 "all-reduce of the loss over the replicas"));
   double norm = sqrt(sumsq);
   /* Both are global sums, the same on every rank, so every rank stops here
    * together, before the update: the weights and AdamW state stay finite. */
@@ -126,6 +135,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   rp_engine_apply(t, lr, rp_engine_clip_scale(t, norm));
 
   double dt = rp_now() - t0;
+  if (rp_prof_enabled) rp_prof_step_end();
   double tokens = (double)m * o->batch * o->seq * t->grid.dp;
   st->loss = valid ? loss_sum / valid : 0.0;
   st->grad_norm = norm;

@@ -58,6 +58,10 @@ const rp_opt rp_train_opt_table[] = {
      "time the model's GEMM shapes at start-up to report MFU"},
     RP_ROWS_COMPUTE(rp_train_opts, "flash"),
     RP_ROWS_RUN(rp_train_opts),
+    {"profile", RP_OPT_BOOL, O(profile), "0", 0, 0, NULL,
+     "time every kernel of the steps after the first and print at the end where the step's "
+     "time goes (GEMM, attention, layernorm, GELU, optimizer, copies, comm, idle) with each "
+     "part's fraction of the FMA or stream peak"},
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},

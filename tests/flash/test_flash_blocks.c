@@ -47,9 +47,9 @@ static void problem_init(problem *p, int B, int T, int C, int NH, int causal, ui
   p->out_w = ft_floats(nout);
   p->lse_w = ft_floats((long)B * NH * T);
   p->dqkv_w = ft_floats(nqkv);
-  assert_int_equal(rp_flash_forward(p->out_w, p->lse_w, p->qkv, B, T, C, NH, causal, g_pool2), RP_OK);
+  assert_int_equal(rp_flash_forward(p->out_w, p->lse_w, p->qkv, B, T, C, NH, causal, &ft_cfg, g_pool2), RP_OK);
   assert_int_equal(rp_flash_backward(p->dqkv_w, p->dout, p->qkv, p->out_w, p->lse_w, B, T, C, NH,
-                                     causal, g_pool2), RP_OK);
+                                     causal, &ft_cfg, g_pool2), RP_OK);
 }
 
 static void problem_free(problem *p) {
@@ -106,6 +106,7 @@ static void make_piece(piece *pc, const problem *p, long qa, long qb, long ka, l
   pr->q = rp_flash_view_of(p->qkv + qa * C3, C3, (long)p->T * C3);
   pr->k = rp_flash_view_of(pc->kv, 2 * C, Tk * 2 * C);
   pr->v = rp_flash_view_of(pc->kv + C, 2 * C, Tk * 2 * C);
+  pr->cfg = &ft_cfg;
 }
 
 /* Ring-style forward and backward over the given cuts; returns the worst error
@@ -139,7 +140,7 @@ static double ring_sim(const problem *p, const long *qc, int nq, const long *kc,
       }
       assert_int_equal(rp_flash_merge(rp_flash_view_of(out + qa * C, C, T * C),
                                       rp_flash_view_of(lse + qa, T, NH * T), ov, lv, (int)B,
-                                      (int)NH, (int)Tq, (int)(C / NH), pool), RP_OK);
+                                      (int)NH, (int)Tq, (int)(C / NH), &ft_cfg, pool), RP_OK);
     }
     free(ob), free(lb);
   }
@@ -149,7 +150,7 @@ static double ring_sim(const problem *p, const long *qc, int nq, const long *kc,
   /* backward: D from the final O, then every (chunk, piece) with the final L, D */
   assert_int_equal(rp_flash_rowdot(rp_flash_view_of(dsum, T, NH * T), rp_flash_view_of(p->dout, C, T * C),
                                    rp_flash_view_of(out, C, T * C), (int)B, (int)NH, (int)T,
-                                   (int)(C / NH), pool), RP_OK);
+                                   (int)(C / NH), &ft_cfg, pool), RP_OK);
   for (int a = 0; a < nq; a++)
     for (int c = 0; c < nk; c++) {
       piece *pc = &pcs[a * nk + c];
@@ -291,7 +292,7 @@ static void test_merge_cases(void **state) {
   memcpy(l, la, sizeof l);
   assert_int_equal(rp_flash_merge(rp_flash_view_of(o, HS, T * HS), rp_flash_view_of(l, T, T),
                                   rp_flash_view_of(ob, HS, T * HS), rp_flash_view_of(lb, T, T),
-                                  1, 1, T, HS, NULL), RP_OK);
+                                  1, 1, T, HS, &ft_cfg, NULL), RP_OK);
   for (int t = 0; t < T; t++) {
     double a = la[t], b = lb[t];
     double L = (a == -INFINITY && b == -INFINITY) ? -INFINITY
@@ -323,9 +324,10 @@ static void test_null_grads(void **state) {
   pr.q = rp_flash_view_of(p.qkv, C3, T * C3);
   pr.k = rp_flash_view_of(p.qkv + C, C3, T * C3);
   pr.v = rp_flash_view_of(p.qkv + 2 * C, C3, T * C3);
+  pr.cfg = &ft_cfg;
   rp_flash_view dov = rp_flash_view_of(p.dout, C, T * C), lv = rp_flash_view_of(p.lse_w, T, 2 * T);
   rp_flash_view dv = rp_flash_view_of(d, T, 2 * T), none = {0};
-  assert_int_equal(rp_flash_rowdot(dv, dov, rp_flash_view_of(p.out_w, C, T * C), 1, 2, 50, 32, NULL), RP_OK);
+  assert_int_equal(rp_flash_rowdot(dv, dov, rp_flash_view_of(p.out_w, C, T * C), 1, 2, 50, 32, &ft_cfg, NULL), RP_OK);
   for (int skip = 0; skip < 3; skip++) {
     memset(g, 0, sizeof(float) * (size_t)(T * C3));
     rp_flash_view gv[3];

@@ -52,8 +52,8 @@ static void check_fd(int causal, rp_flash_isa isa) {
   ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
   ft_fill(dout, nout, &rng, -1.0f, 1.0f);
   ft_configure(isa, RP_FLASH_SPLIT_AUTO, 2, 3);  /* several tiles per row */
-  assert_int_equal(rp_flash_forward(out, lse, qkv, B, T, C, NH, causal, NULL), RP_OK);
-  assert_int_equal(rp_flash_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, NULL), RP_OK);
+  assert_int_equal(rp_flash_forward(out, lse, qkv, B, T, C, NH, causal, &ft_cfg, NULL), RP_OK);
+  assert_int_equal(rp_flash_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, &ft_cfg, NULL), RP_OK);
   ft_reset_config();
 
   double *x = calloc((size_t)nqkv, sizeof(double)), *r = calloc((size_t)nout, sizeof(double));

@@ -67,9 +67,9 @@ static int check_shape(shape s, int causal, int sweep) {
           memset(out, 0x7f, sizeof(float) * (size_t)nout);  /* garbage: must be overwritten */
           memcpy(dqkv, dqkv0, sizeof(float) * (size_t)nqkv);
           assert_int_equal(rp_flash_forward(out, lse, qkv, s.B, s.T, s.C, s.NH, causal,
-                                            g_pool[th]), RP_OK);
+                                            &ft_cfg, g_pool[th]), RP_OK);
           assert_int_equal(rp_flash_backward(dqkv, dout, qkv, out, lse, s.B, s.T, s.C, s.NH,
-                                             causal, g_pool[th]), RP_OK);
+                                             causal, &ft_cfg, g_pool[th]), RP_OK);
           double e_o = ft_maxdiff("out", out, out_r, nout, FT_ATOL);
           double e_l = ft_maxdiff("lse", lse, lse_r, nlse, FT_ATOL);
           double e_d = ft_maxdiff("dqkv", dqkv, dqkv_r, nqkv, FT_ATOL);
@@ -144,27 +144,70 @@ static void test_backend(void **state) {
   free(qkv), free(dout), free(of), free(orf), free(df), free(dr), free(sf), free(sr);
 }
 
+/* Two runs in one process with different flash settings (tiny tiles on the
+ * scalar path, and automatic), called alternately: each matches the reference,
+ * so neither leaks its settings into the other. */
+static void test_two_configs_interleaved(void **state) {
+  rp_flash_config tiny = {.bq = 3, .bk = 5, .isa = RP_FLASH_ISA_SCALAR}, autocfg = {0};
+  rp_attn_backend a1, a2;
+  assert_int_equal(rp_attn_flash_with(&a1, &tiny), RP_OK);
+  assert_int_equal(rp_attn_flash_with(&a2, &autocfg), RP_OK);
+  const rp_attn_backend *ra = rp_attn_reference();
+  const int B = 1, T = 29, C = 64, NH = 2;
+  const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
+  rp_rng rng;
+  rp_rng_seed(&rng, 9);
+  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout), *orf = ft_floats(nout);
+  float *dr = ft_floats(nqkv), *sr = ft_floats((long)ra->saved_floats(ra, B, T, C, NH));
+  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  ra->forward(ra, orf, sr, qkv, B, T, C, NH, g_pool[2]);
+  ra->backward(ra, dr, dout, qkv, orf, sr, B, T, C, NH, g_pool[2]);
+  const rp_attn_backend *order[4] = {&a1, &a2, &a1, &a2};
+  for (int i = 0; i < 4; i++) {
+    const rp_attn_backend *fa = order[i];
+    float *of = ft_floats(nout), *df = ft_floats(nqkv), *sf = ft_floats((long)B * NH * T);
+    fa->forward(fa, of, sf, qkv, B, T, C, NH, g_pool[2]);
+    fa->backward(fa, df, dout, qkv, of, sf, B, T, C, NH, g_pool[2]);
+    assert_true(ft_maxdiff("interleaved out", of, orf, nout, FT_ATOL) <= FT_ATOL);
+    assert_true(ft_maxdiff("interleaved dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
+    free(of), free(df), free(sf);
+  }
+  free(qkv), free(dout), free(orf), free(dr), free(sr);
+}
+
 /* Bad shapes and configurations are refused with a message, not a crash. */
 static void test_errors(void **state) {
   float x[48] = {0};
-  assert_int_equal(rp_flash_forward(x, x, x, 1, 1, 10, 3, 1, NULL), RP_EINVAL);
+  assert_int_equal(rp_flash_forward(x, x, x, 1, 1, 10, 3, 1, NULL, NULL), RP_EINVAL);
   assert_true(strstr(rp_errmsg(), "divide") != NULL);
   rp_flash_config cfg = {.bq = -1};
-  assert_int_equal(rp_flash_configure(&cfg), RP_EINVAL);
+  assert_int_equal(rp_flash_config_check(&cfg), RP_EINVAL);
+  rp_attn_backend bad;
+  assert_int_equal(rp_attn_flash_with(&bad, &cfg), RP_EINVAL);
+  assert_true(strstr(rp_errmsg(), "bq=-1") != NULL);
   rp_flash_problem pr = {.B = 1, .NH = 1, .HS = 300, .Tq = 1, .Tk = 1};
   assert_int_equal(rp_flash_block_forward(&pr, rp_flash_view_of(x, 300, 300),
                                           rp_flash_view_of(x, 1, 1), NULL), RP_EINVAL);
   assert_true(strstr(rp_errmsg(), "HS=300") != NULL);
   int bq, bk;
-  rp_flash_block_sizes(64, 4096, 4096, &bq, &bk);
+  rp_flash_block_sizes(NULL, 64, 4096, 4096, &bq, &bk);
   assert_true(bq >= 16 && bk >= 16 && bq <= 1024 && bk <= 1024);
-  assert_true(rp_flash_l2_bytes() > 0);
+  assert_true(rp_flash_l2_bytes(NULL) > 0);
+  /* a config's settings are its own: blocks and L2 follow it, NULL stays automatic */
+  rp_flash_config small = {.bq = 8, .bk = 5, .l2_bytes = 65536};
+  rp_flash_block_sizes(&small, 64, 4096, 4096, &bq, &bk);
+  assert_true(bq == 8 && bk == 5);
+  assert_int_equal(rp_flash_l2_bytes(&small), 65536);
+  rp_flash_block_sizes(NULL, 64, 4096, 4096, &bq, &bk);
+  assert_true(bq != 8 && bk != 5);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_T), cmocka_unit_test(test_T129),
       cmocka_unit_test(test_T1000),   cmocka_unit_test(test_backend),
+      cmocka_unit_test(test_two_configs_interleaved),
       cmocka_unit_test(test_errors),
   };
   ft_report_skipped("flash_ref");

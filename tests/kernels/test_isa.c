@@ -69,7 +69,7 @@ static void check_level(rp_isa l) {
   const char *n = rp_isa_name(l);
   assert_int_equal(rp_isa_set(l), RP_OK);
   assert_int_equal(rp_isa_active(), l);
-  rp_flash_isa fi = rp_flash_isa_active();
+  rp_flash_isa fi = rp_flash_isa_active(NULL);
   rp_bf16_kernel bk = rp_bf16_kernel_active();
   const char *conv = rp_bf16_conversions_name();
   printf("isa=%s: flash %s, bf16 GEMM %s, conversions %s\n", n, rp_flash_isa_name(fi),
@@ -82,9 +82,9 @@ static void check_level(rp_isa l) {
   for (int f = RP_FLASH_ISA_SCALAR; f <= RP_FLASH_ISA_AVX512; f++)
     assert_int_equal(rp_flash_isa_supported((rp_flash_isa)f), f <= (int)flash_for(l));
   rp_flash_config cfg = {.isa = RP_FLASH_ISA_AVX512};
-  assert_int_equal(rp_flash_configure(&cfg), l >= RP_ISA_AVX512 ? RP_OK : RP_EINVAL);
+  assert_int_equal(rp_flash_config_check(&cfg), l >= RP_ISA_AVX512 ? RP_OK : RP_EINVAL);
   cfg.isa = RP_FLASH_ISA_AUTO;
-  assert_int_equal(rp_flash_configure(&cfg), RP_OK);
+  assert_int_equal(rp_flash_config_check(&cfg), RP_OK);
   assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_FMA), l >= RP_ISA_AVX512);
   assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16), l >= RP_ISA_AVX512BF16);
   assert_true(rp_isa_peak_gflops(RP_ISA_SCALAR) == 0.0);
@@ -104,15 +104,14 @@ static void check_ceiling_wins(rp_isa top) {
   if (top < RP_ISA_AVX512) return;
   assert_int_equal(rp_isa_set(top), RP_OK);
   rp_flash_config cfg = {.isa = RP_FLASH_ISA_AVX512};
-  assert_int_equal(rp_flash_configure(&cfg), RP_OK);
+  assert_int_equal(rp_flash_config_check(&cfg), RP_OK);
+  assert_int_equal(rp_flash_isa_active(&cfg), RP_FLASH_ISA_AVX512);
   assert_int_equal(rp_bf16_set_kernel(RP_BF16_KERNEL_AVX512_FMA), RP_OK);
   assert_int_equal(rp_isa_set(RP_ISA_AVX2), RP_OK);
-  assert_int_equal(rp_flash_isa_active(), RP_FLASH_ISA_AVX2);
+  assert_int_equal(rp_flash_isa_active(&cfg), RP_FLASH_ISA_AVX2);
   assert_int_equal(rp_bf16_kernel_active(), RP_BF16_KERNEL_PORTABLE);
   assert_int_equal(rp_bf16_set_kernel(RP_BF16_KERNEL_AVX512_FMA), RP_EINVAL);
   assert_non_null(strstr(rp_errmsg(), "above the ceiling avx2"));
-  cfg.isa = RP_FLASH_ISA_AUTO;
-  assert_int_equal(rp_flash_configure(&cfg), RP_OK);
   assert_int_equal(rp_bf16_set_kernel(RP_BF16_KERNEL_AUTO), RP_OK);
 }
 

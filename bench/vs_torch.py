@@ -1,0 +1,136 @@
+"""PyTorch side of bench/vs_torch.sh: the same GPT-2 training step and the same
+attention forward+backward as ringpipe, timed the same way.
+
+  vs_torch.py train --impl eager|compile --layers L --channels C --heads NH
+                    --seq T --batch B --vocab V --steps S --warmup W --threads N
+      prints "tokens/s: X" (mean over the steps after the warm-up ones)
+  vs_torch.py attention --impl sdpa --seq T --causal 0|1 --batch B --heads NH
+                    --head-size HS --threads N --min-seconds S     (pass --batch: its default is train's)
+      prints "fb_ms: X" (best forward+backward, like `ringpipe bench attention`)
+
+The model is GPT-2 as ringpipe builds it: learned positions, pre-LayerNorm
+blocks, tanh GELU, causal attention (scaled_dot_product_attention), final
+LayerNorm, LM head tied to the token embedding, vocabulary padded to a multiple
+of 64, random N(0, 0.02) init, AdamW (betas 0.9/0.95, weight decay 0.1 on
+matrices), gradient clipping at 1.0, fp32, random tokens."""
+import argparse
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(C)
+        self.qkv = nn.Linear(C, 3 * C)
+        self.proj = nn.Linear(C, C)
+        self.ln2 = nn.LayerNorm(C)
+        self.fc = nn.Linear(C, 4 * C)
+        self.fcproj = nn.Linear(4 * C, C)
+        self.NH = NH
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        shape = (B, T, self.NH, C // self.NH)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, L, C, NH, T, Vp):
+        super().__init__()
+        self.wte = nn.Embedding(Vp, C)
+        self.wpe = nn.Embedding(T, C)
+        self.blocks = nn.ModuleList(Block(C, NH) for _ in range(L))
+        self.lnf = nn.LayerNorm(C)
+        for p in self.parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.lnf(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def train(a):
+    Vp = (a.vocab + 63) // 64 * 64
+    model = GPT(a.layers, a.channels, a.heads, a.seq, Vp)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": rest, "weight_decay": 0.0}],
+                            lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
+    fwd = torch.compile(model) if a.impl == "compile" else model
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
+    y = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = fwd(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    for _ in range(a.warmup):     # compile (if any) and first-touch happen here
+        step()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    dt = time.perf_counter() - t0
+    if not math.isfinite(loss.item()):
+        sys.exit("vs_torch.py: non-finite loss")
+    print(f"tokens/s: {a.steps * a.batch * a.seq / dt:.1f}")
+
+
+def attention(a):
+    C = a.heads * a.head_size
+    g = torch.Generator().manual_seed(a.seq)
+    qkv = (2 * torch.rand(a.batch, a.seq, 3, a.heads, a.head_size, generator=g) - 1)
+    qkv.requires_grad_(True)
+    dout = 2 * torch.rand(a.batch, a.heads, a.seq, a.head_size, generator=g) - 1
+    best, spent, rep = 1e30, 0.0, 0
+    while rep < 2 or spent < a.min_seconds:
+        qkv.grad = None
+        t0 = time.perf_counter()
+        q, k, v = qkv.unbind(2)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=bool(a.causal))
+        y.backward(dout)
+        dt = time.perf_counter() - t0
+        best, spent, rep = min(best, dt), spent + dt, rep + 1
+        if spent > 20 * a.min_seconds:
+            break
+    assert C > 0
+    print(f"fb_ms: {1e3 * best:.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=["train", "attention"])
+    p.add_argument("--impl", default="eager", choices=["eager", "compile", "sdpa"])
+    for k, v in [("layers", 6), ("channels", 384), ("heads", 6), ("seq", 256),
+                 ("batch", 4), ("vocab", 256), ("steps", 10), ("warmup", 3),
+                 ("threads", 2), ("head_size", 64), ("causal", 1)]:
+        p.add_argument("--" + k.replace("_", "-"), type=int, default=v)
+    p.add_argument("--min-seconds", type=float, default=0.5)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    train(a) if a.what == "train" else attention(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# ringpipe against PyTorch on the same shapes and threads, in alternating rounds:
+# training tokens/s (ringpipe `bench train` vs PyTorch eager and torch.compile,
+# bench/vs_torch.py) and causal / non-causal attention forward+backward (ringpipe
+# flash vs PyTorch scaled_dot_product_attention). Prints per round and, per
+# comparison, the median ratio with its min..max spread over the rounds; writes
+# the tables to OUT_DIR/vs_torch.md.
+#
+# PyTorch comes from a virtual environment OUTSIDE the repository, created on
+# first use (the CPU wheel index first, then PyPI). When it cannot be installed
+# (no network, no wheel for this Python) the script says so and exits 0 without
+# measuring anything.
+#
+# usage: bench/vs_torch.sh [OUT_DIR]        (default bench/results)
+#
+# Environment knobs (defaults in brackets):
+#   RINGPIPE     the ringpipe binary [build/ringpipe]
+#   TORCH_VENV   the virtual environment [$HOME/.cache/ringpipe/torch-venv]
+#   PYTHON       the Python that creates it [python3]
+#   THREADS      compute threads, both sides [2]
+#   ROUNDS       alternating rounds [3]
+#   STEPS        measured training steps per run (after 3 warm-up) [8]
+#   MODELS       "default" and/or "gpt2" (124M shape T512 B4 vocab 50257: slow) [default]
+#   ATTN_T       attention sequence lengths ["1024 2048 4096 8192"] ("" skips attention)
+#   IMPLS        PyTorch training variants ["eager compile"]
+set -euo pipefail
+. "$(dirname "$0")/common.sh" "$@"
+TORCH_VENV=${TORCH_VENV:-$HOME/.cache/ringpipe/torch-venv}
+PYTHON=${PYTHON:-python3}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+STEPS=${STEPS:-8}
+MODELS=${MODELS:-default}
+ATTN_T=${ATTN_T-1024 2048 4096 8192}
+IMPLS=${IMPLS:-eager compile}
+PYBENCH=$PWD/bench/vs_torch.py
+
+case $TORCH_VENV in "$PWD"/*)
+  echo "vs_torch: TORCH_VENV=$TORCH_VENV is inside the repository; choose a directory outside it" >&2
+  exit 2 ;;
+esac
+[ -x "$RINGPIPE" ] || { echo "vs_torch: $RINGPIPE not found; build first (ninja -C build) or set RINGPIPE" >&2; exit 2; }
+
+# ---- PyTorch in its own virtual environment
+have_torch() { [ -x "$TORCH_VENV/bin/python" ] && "$TORCH_VENV/bin/python" -c 'import torch' 2>/dev/null; }
+if ! have_torch; then
+  echo "vs_torch: installing PyTorch (CPU) into $TORCH_VENV (outside the repository) ..."
+  mkdir -p "$(dirname "$TORCH_VENV")"
+  if ! "$PYTHON" -m venv "$TORCH_VENV" >/dev/null 2>&1; then
+    echo "vs_torch: skipped: '$PYTHON -m venv' failed (install python3-venv); nothing measured"
+    exit 0
+  fi
+  "$TORCH_VENV/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch numpy \
+    >/dev/null 2>&1 || "$TORCH_VENV/bin/pip" install -q torch numpy >/dev/null 2>&1 || true
+  if ! have_torch; then
+    echo "vs_torch: skipped: PyTorch could not be installed into $TORCH_VENV (no network or no"
+    echo "  wheel for this Python); nothing measured. Install it there by hand and run again."
+    exit 0
+  fi
+fi
+TPY="$TORCH_VENV/bin/python"
+mkdir -p "$OUT"
+report=$OUT/vs_torch.md
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+tver=$("$TPY" -c 'import torch; print(torch.__version__)')
+isa=$("$RINGPIPE" bench train --steps 1 --layers 1 --channels 64 --heads 1 --seq 16 --batch 1 \
+      --no-measure-peak 2>/dev/null | sed -n 's/^  instruction sets: //p')
+{
+  echo "# ringpipe vs PyTorch $tver"
+  echo
+  echo "CPU: $cpu, $THREADS threads each; ringpipe: $isa"
+  echo "Rounds: $ROUNDS, alternating (ringpipe, then each PyTorch variant, in every round)."
+  echo
+} | tee "$report"
+
+# ratios "a/b" of paired columns -> "median (min..max)"
+spread() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END {
+  m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+  printf "%.2fx (%.2f..%.2f)", m, v[1], v[NR] }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print 0 }'; }
+
+model_flags() {
+  case $1 in
+    default) echo "--layers 6 --channels 384 --heads 6 --seq 256 --batch 4 --vocab 256" ;;
+    gpt2) echo "--layers 12 --channels 768 --heads 12 --seq 512 --batch 4 --vocab 50257" ;;
+    *) echo "vs_torch: unknown model '$1' in MODELS; use default or gpt2" >&2; exit 2 ;;
+  esac
+}
+
+# ---- training
+for model in $MODELS; do
+  flags=$(model_flags "$model")
+  declare -A ratios=()
+  echo "## training, $model model ($flags)" | tee -a "$report"
+  echo | tee -a "$report"
+  echo "| round | ringpipe tok/s | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)" | tee -a "$report"
+  echo "|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
+  for r in $(seq "$ROUNDS"); do
+    # shellcheck disable=SC2086
+    rp=$("$RINGPIPE" bench train $flags --steps $((STEPS + 2)) --threads "$THREADS" \
+         --no-measure-peak 2>/dev/null | sed -n 's/^  tokens\/s: //p')
+    line="| $r | $rp |"
+    for impl in $IMPLS; do
+      # shellcheck disable=SC2086
+      tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --steps "$STEPS" --warmup 3 \
+           --threads "$THREADS" 2>/dev/null | sed -n 's/^tokens\/s: //p')
+      line="$line ${tt:-failed} |"
+      [ -n "$tt" ] && [ -n "$rp" ] && ratios[$impl]="${ratios[$impl]:-} $(ratio "$rp" "$tt")"
+    done
+    echo "$line" | tee -a "$report"
+  done
+  echo | tee -a "$report"
+  for impl in $IMPLS; do
+    echo "ringpipe / torch $impl, $model: $(echo "${ratios[$impl]:-}" | spread)" | tee -a "$report"
+  done
+  echo | tee -a "$report"
+  unset ratios
+done
+
+# ---- attention: flash vs SDPA, B1 NH6 HS64
+if [ -n "$ATTN_T" ]; then
+  echo "## attention forward+backward, B=1 NH=6 HS=64 (ms, best of repetitions)" | tee -a "$report"
+  echo | tee -a "$report"
+  echo "| T | causal | round | ringpipe flash | fraction of FMA peak | torch SDPA | SDPA / flash |" | tee -a "$report"
+  echo "|---|---|---|---|---|---|---|" | tee -a "$report"
+  summary=""
+  for T in $ATTN_T; do
+    for causal in 1 0; do
+      rs=""
+      cz=$([ $causal = 1 ] && echo yes || echo no)
+      for r in $(seq "$ROUNDS"); do
+        row=$("$RINGPIPE" bench attention --tmin "$T" --tmax "$T" --causal "$cz" --batch 1 \
+              --heads 6 --head-size 64 --naive-max-gib 0 --threads "$THREADS" --min-seconds 0.5 \
+              2>/dev/null |
+              awk -v T="$T" '$1 == T && $2 ~ /yes|no/ { print $5, $19 }')
+        fl=${row%% *}
+        fma=${row##* }
+        sd=$("$TPY" "$PYBENCH" attention --seq "$T" --causal "$causal" --batch 1 --heads 6 \
+             --head-size 64 --threads "$THREADS" 2>/dev/null | sed -n 's/^fb_ms: //p')
+        x=$(ratio "${sd:-0}" "${fl:-0}")
+        rs="$rs $x"
+        echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x |" | tee -a "$report"
+      done
+      summary="$summary
+flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)"
+    done
+  done
+  echo "$summary" | tee -a "$report"
+fi
+echo
+echo "vs_torch: report in $report"

@@ -1,0 +1,60 @@
+/* The step profile: where a training step's time goes (GEMM, attention,
+ * LayerNorm, GELU, cross-entropy, embeddings, optimizer, copies, data, comm
+ * waits, idle) and what fraction of the machine's peak each part reaches.
+ *
+ * Times come from the component profiler (rp_prof.h); the work of each part is
+ * counted from the model's shapes (rp_step_work_of): FLOPs for the GEMMs and
+ * attention, compared with the FMA peak (the register-only probe of the widest
+ * fp32 SIMD level under the ceiling, times the threads), and the minimum bytes
+ * each memory-bound pass must move, compared with the measured stream rate of
+ * the pool's threads over a buffer the size of the largest activation. */
+#ifndef RP_STEP_PROFILE_H
+#define RP_STEP_PROFILE_H
+
+#include <stdio.h>
+
+#include "rp_model.h"
+#include "rp_pool.h"
+
+typedef enum {
+  RP_PART_GEMM = 0,
+  RP_PART_ATTENTION,
+  RP_PART_LAYERNORM,
+  RP_PART_GELU,
+  RP_PART_XENT,
+  RP_PART_EMBED,
+  RP_PART_OPTIMIZER,
+  RP_PART_COPIES,
+  RP_PART_DATA,
+  RP_PART_COMM,
+  RP_PART_IDLE,      /* the step's wall time no timed region covers */
+  RP_PART_COUNT
+} rp_step_part;
+
+typedef struct {
+  double flops[RP_PART_COUNT];  /* per step; 0: not compute-bound */
+  double bytes[RP_PART_COUNT];  /* per step; 0: not counted */
+} rp_step_work;
+
+/* Adds to *w (zero it first) the work of one chunk over `microbatches`
+ * micro-batches of B sequences of T tokens (this rank's shard), whose
+ * attention covers `pairs` visible (query, key) pairs per sequence and head. */
+void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, double pairs,
+                            int microbatches);
+/* The optimizer's share: zero, norm and AdamW over `params` floats. */
+void rp_step_work_add_optimizer(rp_step_work *w, long params);
+
+typedef struct {
+  double fma_flops;      /* FLOP/s, all pool threads; 0 when not measured */
+  const char *fma_level; /* the SIMD level the probe used */
+  double stream_bytes;   /* bytes/s, all pool threads */
+  long stream_size;      /* buffer bytes the stream rate was measured at */
+} rp_step_peaks;
+
+/* Measures both peaks with the pool's threads (a fraction of a second). */
+void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool);
+
+/* Prints the table from the profiler's totals over its closed steps. */
+void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk);
+
+#endif

@@ -1,0 +1,123 @@
+/* The step profile (rp_step_profile.h): the profiler's components folded into
+ * the parts of a step, with the work each part does and its fraction of peak. */
+#include "ringpipe/rp_step_profile.h"
+
+#include "ringpipe/rp_isa.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_prof.h"
+
+static const char *const part_names[RP_PART_COUNT] = {
+    [RP_PART_GEMM] = "GEMM (matmuls, dbias)",
+    [RP_PART_ATTENTION] = "attention",
+    [RP_PART_LAYERNORM] = "layernorm",
+    [RP_PART_GELU] = "GELU",
+    [RP_PART_XENT] = "cross-entropy",
+    [RP_PART_EMBED] = "embeddings",
+    [RP_PART_OPTIMIZER] = "optimizer (zero, norm, AdamW)",
+    [RP_PART_COPIES] = "copies (gradient scratch)",
+    [RP_PART_DATA] = "data loading",
+    [RP_PART_COMM] = "comm waits",
+    [RP_PART_IDLE] = "idle / untimed",
+};
+
+static rp_step_part part_of(rp_prof_id id) {
+  switch (id) {
+    case RP_PROF_FWD_MATMUL: case RP_PROF_BWD_MATMUL: return RP_PART_GEMM;
+    case RP_PROF_FWD_ATTENTION: case RP_PROF_BWD_ATTENTION: return RP_PART_ATTENTION;
+    case RP_PROF_FWD_LAYERNORM: case RP_PROF_BWD_LAYERNORM: return RP_PART_LAYERNORM;
+    case RP_PROF_FWD_GELU: case RP_PROF_BWD_GELU: return RP_PART_GELU;
+    case RP_PROF_FWD_XENT: case RP_PROF_BWD_XENT: return RP_PART_XENT;
+    case RP_PROF_FWD_EMBED: case RP_PROF_BWD_EMBED: return RP_PART_EMBED;
+    case RP_PROF_OPT_ZERO_GRADS: case RP_PROF_OPT_GRAD_NORM: case RP_PROF_OPT_ADAMW:
+      return RP_PART_OPTIMIZER;
+    case RP_PROF_DATA: return RP_PART_DATA;
+    case RP_PROF_COMM: return RP_PART_COMM;
+    default: return RP_PART_COPIES;   /* residual adds, scratch zero/copy */
+  }
+}
+
+/* Per micro-batch of N rows, fp32 (4 bytes): GEMM FLOPs 2*N*in*out forward and
+ * twice that backward; attention as the flash kernels execute it (forward 4*HS,
+ * backward 10*HS per visible pair and head, the recomputed scores included);
+ * memory passes as the bytes they must read and write at least: LayerNorm
+ * forward x -> y (8 NC), backward dy, x -> dx accumulated (16 NC); GELU on 4C
+ * columns forward 32 NC, backward 48 NC; cross-entropy forward reads the
+ * logits, backward reads them and writes dlogits; embeddings forward reads a
+ * wte and a wpe row and writes the sum (12 NC), backward read-modify-writes
+ * both (20 NC). */
+void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, double pairs,
+                            int microbatches) {
+  const double N = (double)B * T * microbatches, C = m->cfg.C, Vp = m->cfg.Vp;
+  const double L = m->spec.num_layers;
+  w->flops[RP_PART_GEMM] += L * 3.0 * 2.0 * N * C * (3 * C + C + 4 * C + 4 * C);
+  w->flops[RP_PART_ATTENTION] += L * 14.0 * C * pairs * B * microbatches;
+  w->bytes[RP_PART_LAYERNORM] += L * 2 * 24.0 * N * C;
+  w->bytes[RP_PART_GELU] += L * 80.0 * N * C;
+  if (m->spec.has_head) {
+    w->flops[RP_PART_GEMM] += 3.0 * 2.0 * N * C * Vp;
+    w->bytes[RP_PART_LAYERNORM] += 24.0 * N * C;
+    w->bytes[RP_PART_XENT] += 12.0 * N * Vp;
+  }
+  if (m->spec.has_embed) w->bytes[RP_PART_EMBED] += 32.0 * N * C;
+}
+
+/* zero grads writes P floats, the norm reads P, AdamW reads p, g, m, v and
+ * writes p, m, v */
+void rp_step_work_add_optimizer(rp_step_work *w, long params) {
+  w->bytes[RP_PART_OPTIMIZER] += 4.0 * 9.0 * (double)params;
+}
+
+void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
+  /* fp32 GEMMs run on zmm or ymm FMAs; avx512bf16's probe is the bf16 dot */
+  rp_isa lvl = rp_isa_allows(RP_ISA_AVX512) ? RP_ISA_AVX512 : RP_ISA_AVX2;
+  double g = rp_isa_allows(lvl) ? rp_isa_peak_gflops(lvl) : 0.0;
+  pk->fma_flops = g * 1e9 * rp_pool_size(pool);
+  pk->fma_level = g > 0 ? rp_isa_name(lvl) : "scalar (no SIMD probe)";
+  pk->stream_size = stream_size;
+  pk->stream_bytes = rp_stream_bandwidth(stream_size, pool);
+}
+
+static void print_row(FILE *f, const char *name, double s, double wall, double flops,
+                      double bytes, const rp_step_peaks *pk) {
+  char work[32] = "", rate[32] = "", frac[32] = "";
+  if (flops > 0 && s > 0) {
+    snprintf(work, sizeof work, "%.3g GFLOP", flops / 1e9);
+    snprintf(rate, sizeof rate, "%.1f GFLOP/s", flops / s / 1e9);
+    if (pk->fma_flops > 0) snprintf(frac, sizeof frac, "%.3f FMA", flops / s / pk->fma_flops);
+  } else if (bytes > 0 && s > 0) {
+    snprintf(work, sizeof work, "%.3g MB", bytes / 1e6);
+    snprintf(rate, sizeof rate, "%.1f GB/s", bytes / s / 1e9);
+    if (pk->stream_bytes > 0)
+      snprintf(frac, sizeof frac, "%.3f stream", bytes / s / pk->stream_bytes);
+  }
+  fprintf(f, "  %-30s %9.2f %6.1f%% %12s %14s %12s\n", name, s * 1e3,
+          wall > 0 ? 100.0 * s / wall : 0.0, work, rate, frac);
+}
+
+void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk) {
+  long steps = rp_prof_steps();
+  if (steps < 1) {
+    fprintf(f, "step profile: no profiled step\n");
+    return;
+  }
+  double part[RP_PART_COUNT] = {0}, timed = 0;
+  for (int c = 0; c < RP_PROF_COUNT; c++) {
+    double s = rp_prof_seconds((rp_prof_id)c) / (double)steps;
+    part[part_of((rp_prof_id)c)] += s;
+    timed += s;
+  }
+  double wall = rp_prof_wall_seconds() / (double)steps;
+  part[RP_PART_IDLE] = wall > timed ? wall - timed : 0.0;
+  fprintf(f, "step profile (this rank, mean of %ld steps): FMA peak %.1f GFLOP/s (%s probe x "
+          "threads), stream %.1f GB/s (two %.1f MiB buffers)\n", steps, pk->fma_flops / 1e9,
+          pk->fma_level, pk->stream_bytes / 1e9, (double)pk->stream_size / 1048576.0);
+  fprintf(f, "  %-30s %9s %7s %12s %14s %12s\n", "part", "ms/step", "share", "work/step",
+          "achieved", "of peak");
+  double total_flops = 0;
+  for (int p = 0; p < RP_PART_COUNT; p++) {
+    total_flops += w->flops[p];
+    if (p == RP_PART_IDLE || part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0)
+      print_row(f, part_names[p], part[p], wall, w->flops[p], w->bytes[p], pk);
+  }
+  print_row(f, "step (wall)", wall, wall, total_flops, 0.0, pk);
+}
