@@ -53,7 +53,15 @@ typedef struct {
   int hf_transpose;   /* HF Conv1D stores (in, out): transpose when exporting */
   int layer;          /* global layer index, -1 for embeddings / head */
   int is_wte;         /* the (tied) token embedding */
+  /* Tensor parallelism: how this chunk's tensor is a slice of the full one.
+   * RP_TP_REPLICATED: the full tensor on every tp rank; RP_TP_ROWS: rank r
+   * holds rows [r R/t, (r+1) R/t) of each of tp_blocks equal row blocks (3 for
+   * c_attn's q|k|v, 1 else); RP_TP_COLS: columns [r Cc/t, (r+1) Cc/t). */
+  int tp_split;
+  int tp_blocks;
+  int full_shape[2];  /* the whole tensor's shape (shape[] is this rank's slice) */
 } rp_tensor;
+enum { RP_TP_REPLICATED = 0, RP_TP_ROWS = 1, RP_TP_COLS = 2 };
 
 typedef struct {
   float *ln1w, *ln1b;         /* C */
@@ -93,10 +101,29 @@ typedef struct {
   rp_param_views p, g;        /* named views into params / grads */
   rp_tensor *tensors;
   int num_tensors;
+  /* Tensor parallelism (Megatron): this chunk is tp rank tp_rank's shard of
+   * its layers (tp = 1: the whole thing). c_attn and c_fc are column-parallel
+   * (NH/tp heads, 4C/tp hidden features), attn/mlp c_proj row-parallel (C/tp
+   * or 4C/tp input features; their biases replicated and added once), wte
+   * vocabulary-parallel (Vp/tp rows); LayerNorms, wpe and biases of c_proj are
+   * replicated. */
+  int tp, tp_rank;
 } rp_chunk;
 
 /* Validates cfg+spec, allocates and lays out params and grads (zeroed). */
 rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_spec *spec);
+/* The same for tp rank tp_rank of tp: only this rank's shards are allocated
+ * (parameter memory 1/tp of the sharded tensors). NH % tp and Vp % tp must be 0. */
+rp_status rp_chunk_init_tp(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_spec *spec,
+                           int tp, int tp_rank);
+/* Copies between a whole chunk's buffer (full: a tp = 1 chunk of the same
+ * stage) and a tp rank's shard of it (local), tensor by tensor. */
+void rp_chunk_shard_from(const rp_chunk *local, float *local_buf, const rp_chunk *full,
+                         const float *full_buf);
+void rp_chunk_unshard_into(const rp_chunk *local, const float *local_buf, const rp_chunk *full,
+                           float *full_buf);
+/* Checks that tp divides the model (NH % tp, Vp % tp): the message names the fix. */
+rp_status rp_gpt_config_check_tp(const rp_gpt_config *cfg, int tp);
 void rp_chunk_free(rp_chunk *m);
 /* GPT-2 init (normal 0.02, residual projections 0.02/sqrt(2L), biases 0, LN 1/0).
  * Each tensor draws from its own stream seeded by (seed, global tensor id) so a
@@ -151,8 +178,10 @@ typedef struct {
   float *input;                       /* N x C: embedding output or received activation */
   rp_layer_acts *layer;               /* num_layers */
   float *lnf, *lnf_mean, *lnf_rstd;   /* head: N x C, N, N */
-  float *logits;                      /* head: N x Vp (becomes dlogits in backward) */
+  float *logits;                      /* head: N x Vp/tp (becomes dlogits in backward) */
   float *losses;                      /* head: N */
+  float *xent_stats;                  /* head, tp > 1: N row maxima (then log-sum-exp
+                                       * shifts), N sums of exp, N target logits */
   float *output;                      /* alias: last layer's res3 (or input if 0 layers) */
 } rp_acts;
 
@@ -175,6 +204,24 @@ typedef struct {
 rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T);
 void rp_grad_ws_free(rp_grad_ws *w);
 
+/* ---- tensor-parallel collectives: the seam where tensor parallelism plugs
+ * in (src/parallel/tensor_parallel.c implements it over the tp group). Every
+ * call is collective over the group's `size` ranks and blocking for the
+ * caller; rp_tp_local() is the one-rank table (no-ops, copies). */
+typedef enum { RP_TP_SUM = 0, RP_TP_MAX = 1 } rp_tp_op;
+typedef struct rp_tp_ops rp_tp_ops;
+struct rp_tp_ops {
+  int size, rank;
+  /* buf[n] = op over ranks of buf[n], in place */
+  void (*all_reduce)(const rp_tp_ops *o, float *buf, long n, rp_tp_op op);
+  /* out[size * n] = rank 0's in[n], rank 1's in[n], ... */
+  void (*all_gather)(const rp_tp_ops *o, float *out, const float *in, long n);
+  /* out[n] = sum over ranks of their in[rank * n .. (rank + 1) * n) */
+  void (*reduce_scatter)(const rp_tp_ops *o, float *out, const float *in, long n);
+  void *ctx;
+};
+const rp_tp_ops *rp_tp_local(void);
+
 /* How a chunk computes: the pool, the attention backend, and an optional hook
  * called when the weight gradients of a unit (RP_UNIT_HEAD, a layer index
  * within the chunk, RP_UNIT_EMBED) are final for the current micro-batch, so
@@ -188,6 +235,8 @@ typedef struct {
   void *hook_ctx;
   /* the run's precision: bf16 copies of its chunks' weights, or NULL (fp32) */
   const struct rp_bf16_ctx_s *bf16;
+  /* tensor-parallel collectives over the chunks' tp group; NULL: one rank */
+  const rp_tp_ops *tp;
 } rp_exec;
 
 /* Forward pieces. The embed step reads a->tokens / a->pos and writes a->input.

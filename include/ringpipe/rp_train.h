@@ -35,7 +35,7 @@ typedef struct {
   int measure_peak, quiet, stop_after, keep_ckpts;
   float comm_timeout;
   /* parallelism */
-  int pp, cp, vpp;
+  int pp, cp, vpp, tp;
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
   char emulate[RP_OPT_STRLEN];
   char cp_impl[RP_OPT_STRLEN], cp_layout[RP_OPT_STRLEN];
@@ -68,6 +68,7 @@ typedef struct {
   rp_costs emulate;             /* --emulate-compute, seconds; tF == 0: real compute */
   rp_recompute recompute;       /* --recompute, parsed once */
   rp_cp_layout cp_layout;       /* --cp-layout, parsed once (contiguous when cp == 1) */
+  struct rp_tp *tp;             /* --tp > 1: the tensor-parallel collectives */
   rp_pool *pool;
   rp_exec exec;
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */

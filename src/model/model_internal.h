@@ -27,6 +27,20 @@ void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, co
                         const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
+/* Tensor parallelism (tp.c): this rank's widths, the f/g operators, the
+ * vocabulary-parallel embedding and cross-entropy. */
+static inline int rp_tp_width(const rp_chunk *m) { return m->cfg.C / m->tp; }   /* C/tp */
+static inline int rp_tp_heads(const rp_chunk *m) { return m->cfg.NH / m->tp; }  /* NH/tp */
+static inline int rp_tp_vocab(const rp_chunk *m) { return m->cfg.Vp / m->tp; } /* Vp/tp */
+void rp_tp_all_reduce(const rp_chunk *m, const rp_exec *x, float *buf, long n, rp_tp_op op);
+void rp_tp_row_parallel_forward(const rp_chunk *m, float *out, const float *inp, const float *w,
+                                const float *bias, const float *resid, int N, int IC, int OC,
+                                const rp_exec *x);
+void rp_tp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_tp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a);
+void rp_tp_xent_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_tp_xent_backward(const rp_chunk *m, rp_acts *a, float dscale, const rp_exec *x);
+
 /* K/V cache internals shared by kv_cache.c and decode.c (rp_infer.h). */
 #include "ringpipe/rp_infer.h"
 /* Where position pos of slot keeps layer's key (kv 0) or value (kv 1). */

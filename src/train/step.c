@@ -44,6 +44,9 @@ double rp_grad_sumsq(rp_trainer *t) {
   if (t->grid.pp > 1)
     rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
                          "all-reduce of the gradient norm over the pipeline");
+  if (t->grid.tp > 1)  /* the shards, and the replicated tensors once (tp rank 0) */
+    rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.tp_comm,
+                         "all-reduce of the gradient norm over the tensor-parallel group");
   return s;
 }
 

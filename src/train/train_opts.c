@@ -78,6 +78,9 @@ const rp_opt rp_train_opt_table[] = {
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
+    {"tp", RP_OPT_INT, O(tp), "1", 1, 4096, NULL,
+     "tensor-parallel ranks (Megatron: heads, MLP features and the vocabulary split over "
+     "them; must divide --heads and the padded vocabulary)"},
     {"precision", RP_OPT_CHOICE, O(precision), "fp32", 0, 0, "fp32|bf16",
      "matmul precision: bf16 weights and activations with fp32 accumulation (fp32 master "
      "weights, AdamW state, LayerNorm, softmax and loss), or fp32 throughout"},
@@ -136,6 +139,15 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
                   "(--layers %d)", o->pp, o->vpp, o->pp * o->vpp, o->layers);
   if (o->pp == 1 && o->vpp > 1)
     return rp_err(RP_EINVAL, "--vpp %d needs pipeline parallelism (--pp 2 or more)", o->vpp);
+  if (o->tp > 1) {
+    rp_gpt_config c = {.L = o->layers, .C = o->channels, .NH = o->heads, .T = o->seq,
+                       .V = o->vocab, .Vp = rp_pad_vocab(o->vocab)};
+    RP_TRY(rp_gpt_config_check_tp(&c, o->tp));
+    if (o->cp > 1 && strcmp(o->cp_impl, "ulysses") == 0 && (o->heads / o->tp) % o->cp != 0)
+      return rp_err(RP_EINVAL, "--cp-impl ulysses splits each tensor-parallel rank's %d heads "
+                    "(--heads %d / --tp %d) over --cp %d, which does not divide them; use "
+                    "--cp-impl ring", o->heads / o->tp, o->heads, o->tp, o->cp);
+  }
   if (o->emulate[0]) {
     double f, b, w;
     if (sscanf(o->emulate, "%lf,%lf,%lf", &f, &b, &w) != 3 || f <= 0 || b <= 0 || w < 0 || w >= b)

@@ -1,0 +1,28 @@
+/* Tensor parallelism over MPI: the rp_tp_ops table (rp_model.h) for the ranks
+ * of one tp group (grid.tp_comm: tp innermost in the rank order, so they
+ * share a node first). Every collective is the non-blocking MPI call plus a
+ * watched wait (rp_wait), made by the main thread while the pool is idle; its
+ * bytes and the seconds spent waiting are counted for the step reports. */
+#ifndef RP_TP_H
+#define RP_TP_H
+
+#include <mpi.h>
+
+#include "rp_model.h"
+
+typedef struct rp_tp rp_tp;
+
+rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm);
+void rp_tp_destroy(rp_tp *t);
+/* The table to put in rp_exec.tp (owned by t). */
+const rp_tp_ops *rp_tp_ops_of(const rp_tp *t);
+
+typedef struct {
+  long calls;
+  double bytes;      /* payload bytes this rank contributed (n floats x 4 per call) */
+  double wait_s;     /* seconds spent in the collectives: exposed TP communication */
+} rp_tp_stats;
+rp_tp_stats rp_tp_get_stats(const rp_tp *t);
+void rp_tp_reset_stats(rp_tp *t);
+
+#endif

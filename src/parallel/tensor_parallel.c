@@ -1,0 +1,75 @@
+/* Tensor parallelism's collectives over MPI (rp_tp.h): all-reduce (sum or
+ * max), all-gather and reduce-scatter over the tp group, each a non-blocking
+ * call and a watched wait so that a dead peer ends the job with a message. */
+#include <stdlib.h>
+
+#include "ringpipe/rp_tp.h"
+#include "ringpipe/rp_util.h"
+#include "ringpipe/rp_wait.h"
+
+struct rp_tp {
+  rp_tp_ops ops;     /* first: the ops' ctx points back here */
+  MPI_Comm comm;
+  rp_tp_stats st;
+};
+
+/* Counts n floats at most INT_MAX per MPI call: the model's buffers are far
+ * below, and a larger one is a bug, not an input. */
+static int count_of(long n) {
+  RP_CHECK(n >= 0 && n <= 0x7fffffffL);
+  return (int)n;
+}
+
+static void finish(rp_tp *t, MPI_Request *r, long n, double t0, const char *what) {
+  rp_wait(r, t->comm, -1, "tensor-parallel %s of %ld floats", what, n);
+  t->st.calls++;
+  t->st.bytes += 4.0 * (double)n;
+  t->st.wait_s += rp_now() - t0;
+}
+
+static void tp_all_reduce(const rp_tp_ops *o, float *buf, long n, rp_tp_op op) {
+  rp_tp *t = o->ctx;
+  double t0 = rp_now();
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_FLOAT, op == RP_TP_MAX ? MPI_MAX : MPI_SUM,
+                 t->comm, &r);
+  finish(t, &r, n, t0, op == RP_TP_MAX ? "all-reduce (max)" : "all-reduce");
+}
+
+static void tp_all_gather(const rp_tp_ops *o, float *out, const float *in, long n) {
+  rp_tp *t = o->ctx;
+  double t0 = rp_now();
+  MPI_Request r;
+  MPI_Iallgather(in, count_of(n), MPI_FLOAT, out, count_of(n), MPI_FLOAT, t->comm, &r);
+  finish(t, &r, n, t0, "all-gather");
+}
+
+static void tp_reduce_scatter(const rp_tp_ops *o, float *out, const float *in, long n) {
+  rp_tp *t = o->ctx;
+  double t0 = rp_now();
+  MPI_Request r;
+  MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_FLOAT, MPI_SUM, t->comm, &r);
+  finish(t, &r, (long)o->size * n, t0, "reduce-scatter");
+}
+
+rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm) {
+  rp_tp *t = calloc(1, sizeof *t);
+  if (!t) return rp_err(RP_ENOMEM, "out of memory");
+  t->comm = tp_comm;
+  MPI_Comm_size(tp_comm, &t->ops.size);
+  MPI_Comm_rank(tp_comm, &t->ops.rank);
+  t->ops.all_reduce = tp_all_reduce;
+  t->ops.all_gather = tp_all_gather;
+  t->ops.reduce_scatter = tp_reduce_scatter;
+  t->ops.ctx = t;
+  *out = t;
+  return RP_OK;
+}
+
+void rp_tp_destroy(rp_tp *t) { free(t); }
+
+const rp_tp_ops *rp_tp_ops_of(const rp_tp *t) { return &t->ops; }
+
+rp_tp_stats rp_tp_get_stats(const rp_tp *t) { return t->st; }
+
+void rp_tp_reset_stats(rp_tp *t) { t->st = (rp_tp_stats){0}; }
