@@ -108,6 +108,15 @@ typedef struct {
    * vocabulary-parallel (Vp/tp rows); LayerNorms, wpe and biases of c_proj are
    * replicated. */
   int tp, tp_rank;
+  /* Megatron sequence parallelism (rp_chunk_set_sp): LayerNorms, residual
+   * adds, the embedding output and the layers' inputs/outputs live on this
+   * rank's 1/tp of the micro-batch's B x T rows (contiguous block tp_rank);
+   * all-gathered before each column-parallel block, reduce-scattered after
+   * each row-parallel one. sp_scratch: the gathered input, the partial output
+   * and the gathered gradient (N x C each) and the LayerNorm gradients' sum. */
+  int sp;
+  float *sp_scratch;
+  size_t sp_floats;
 } rp_chunk;
 
 /* Validates cfg+spec, allocates and lays out params and grads (zeroed). */
@@ -140,6 +149,9 @@ rp_status rp_assign_stages(int L, int S, const char *spec, rp_stage_spec *out);
 rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode,
                                  const struct rp_attn_backend *attn, int B, int T);
 const rp_tensor *rp_chunk_find(const rp_chunk *m, const char *name);
+/* Sequence parallelism on (before activations are sized): needs tp > 1 and
+ * B x T rows divisible by tp; allocates the chunk's scratch for B x T rows. */
+rp_status rp_chunk_set_sp(rp_chunk *m, int on, int B, int T);
 
 /* ---- attention backends: the seam where context parallelism plugs in. */
 typedef struct rp_attn_backend rp_attn_backend;
@@ -175,7 +187,10 @@ typedef struct {
 typedef struct {
   int B, T;
   int32_t *tokens, *targets, *pos;    /* N each (copied in by the caller) */
-  float *input;                       /* N x C: embedding output or received activation */
+  float *input;                       /* N x C: embedding output or received activation
+                                       * (under sequence parallelism the residual-stream
+                                       * tensors -- input, ln1/2, res2/3, lnf and their
+                                       * statistics -- have N/tp rows) */
   rp_layer_acts *layer;               /* num_layers */
   float *lnf, *lnf_mean, *lnf_rstd;   /* head: N x C, N, N */
   float *logits;                      /* head: N x Vp/tp (becomes dlogits in backward) */

@@ -24,18 +24,27 @@ static void *carve(carver *c, size_t bytes) {
 /* One layer's tensors, all of them (res3 aside): the full layer in the shared
  * recompute scratch, or its layout size when c->base is NULL. Ct = C/tp: the
  * attention and hidden features of this tensor-parallel rank (C at tp 1). */
-static void layout_layer(carver *c, rp_layer_acts *l, size_t N, size_t C, size_t Ct,
-                         size_t saved, int with_gelu) {
-  l->ln1 = CARVE_F(c, N * C);
-  l->ln1_mean = CARVE_F(c, N);
-  l->ln1_rstd = CARVE_F(c, N);
+typedef struct {
+  size_t N, Nr, C, Ct;  /* rows, residual-stream rows (N/tp under sp), widths */
+} dims;
+
+static dims dims_of(const rp_chunk *m, int B, int T) {
+  size_t N = (size_t)B * T;
+  return (dims){N, m->sp ? N / m->tp : N, m->cfg.C, rp_tp_width(m)};
+}
+
+static void layout_layer(carver *c, rp_layer_acts *l, dims d, size_t saved, int with_gelu) {
+  size_t N = d.N, Nr = d.Nr, C = d.C, Ct = d.Ct;
+  l->ln1 = CARVE_F(c, Nr * C);
+  l->ln1_mean = CARVE_F(c, Nr);
+  l->ln1_rstd = CARVE_F(c, Nr);
   l->qkv = CARVE_F(c, 3 * N * Ct);
   l->atty = CARVE_F(c, N * Ct);
   if (saved) l->att_saved = CARVE_F(c, saved);
-  l->res2 = CARVE_F(c, N * C);
-  l->ln2 = CARVE_F(c, N * C);
-  l->ln2_mean = CARVE_F(c, N);
-  l->ln2_rstd = CARVE_F(c, N);
+  l->res2 = CARVE_F(c, Nr * C);
+  l->ln2 = CARVE_F(c, Nr * C);
+  l->ln2_mean = CARVE_F(c, Nr);
+  l->ln2_rstd = CARVE_F(c, Nr);
   l->fch = CARVE_F(c, 4 * N * Ct);
   if (with_gelu) l->fch_gelu = CARVE_F(c, 4 * N * Ct);
 }
@@ -43,24 +52,25 @@ static void layout_layer(carver *c, rp_layer_acts *l, size_t N, size_t C, size_t
 
 /* The shared recompute scratch: a whole layer for FULL; for SELECTIVE only what
  * it drops (the GELU output, and the attention's saved state when dropped). */
-static void layout_scratch(carver *c, rp_layer_acts *l, rp_recompute mode, size_t N, size_t C,
-                           size_t Ct, size_t saved) {
+static void layout_scratch(carver *c, rp_layer_acts *l, rp_recompute mode, dims d,
+                           size_t saved) {
   if (mode == RP_RECOMPUTE_FULL) {
-    layout_layer(c, l, N, C, Ct, saved, 1);
+    layout_layer(c, l, d, saved, 1);
     return;
   }
-  if (rp_selective_drops_attention(saved, N, Ct)) l->att_saved = CARVE_F(c, saved);
-  l->fch_gelu = CARVE_F(c, 4 * N * Ct);
+  if (rp_selective_drops_attention(saved, d.N, d.Ct)) l->att_saved = CARVE_F(c, saved);
+  l->fch_gelu = CARVE_F(c, 4 * d.N * d.Ct);
 }
 
 static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk *m,
                         const rp_attn_backend *attn, int B, int T) {
-  size_t N = (size_t)B * T, C = m->cfg.C, Ct = rp_tp_width(m);
+  dims d = dims_of(m, B, T);
+  size_t N = d.N, Nr = d.Nr, C = d.C, Ct = d.Ct;
   size_t saved = attn->saved_floats(attn, B, T, (int)Ct, rp_tp_heads(m));
   rp_layer_acts shared = {0};
   if (m->recompute != RP_RECOMPUTE_NONE && lv) {
     carver sc = {.base = m->rc_scratch};
-    layout_scratch(&sc, &shared, m->recompute, N, C, Ct, saved);
+    layout_scratch(&sc, &shared, m->recompute, d, saved);
     RP_CHECK(m->rc_scratch && sc.off <= m->rc_bytes);
   }
   int full = m->recompute == RP_RECOMPUTE_FULL, sel = m->recompute == RP_RECOMPUTE_SELECTIVE;
@@ -69,24 +79,24 @@ static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk
   a->tokens = CARVE_I(c, N);
   a->targets = CARVE_I(c, N);
   a->pos = CARVE_I(c, N);
-  a->input = CARVE_F(c, N * C);
+  a->input = CARVE_F(c, Nr * C);
   for (int i = 0; i < m->spec.num_layers; i++) {
     rp_layer_acts *l = lv ? &lv[i] : &(rp_layer_acts){0};
     if (full) {
       *l = shared;  /* everything but the output is recomputed */
     } else {
       int drop_att = sel && rp_selective_drops_attention(saved, N, Ct);
-      layout_layer(c, l, N, C, Ct, drop_att ? 0 : saved, !sel);
+      layout_layer(c, l, d, drop_att ? 0 : saved, !sel);
       if (drop_att) l->att_saved = shared.att_saved;
       if (sel) l->fch_gelu = shared.fch_gelu;
     }
-    l->res3 = CARVE_F(c, N * C);
+    l->res3 = CARVE_F(c, Nr * C);
   }
   a->lnf = a->lnf_mean = a->lnf_rstd = a->logits = a->losses = a->xent_stats = NULL;
   if (m->spec.has_head) {
-    a->lnf = CARVE_F(c, N * C);
-    a->lnf_mean = CARVE_F(c, N);
-    a->lnf_rstd = CARVE_F(c, N);
+    a->lnf = CARVE_F(c, Nr * C);
+    a->lnf_mean = CARVE_F(c, Nr);
+    a->lnf_rstd = CARVE_F(c, Nr);
     a->logits = CARVE_F(c, N * rp_tp_vocab(m));
     a->losses = CARVE_F(c, N);
     if (m->tp > 1) a->xent_stats = CARVE_F(c, 3 * N);
@@ -172,7 +182,7 @@ rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode, const rp_attn_b
   if (mode == RP_RECOMPUTE_NONE) return RP_OK;
   carver c = {0};
   rp_layer_acts l;
-  layout_scratch(&c, &l, mode, (size_t)B * T, m->cfg.C, rp_tp_width(m),
+  layout_scratch(&c, &l, mode, dims_of(m, B, T),
                  attn->saved_floats(attn, B, T, rp_tp_width(m), rp_tp_heads(m)));
   m->rc_bytes = c.off;
   m->rc_scratch = rp_alloc(c.off, RP_MEM_ACTS);

@@ -102,6 +102,11 @@ static rp_layer_douts scratch_douts(rp_grad_ws *w) {
 static void head_backward_dlogits(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf,
                                   const float *dlnf_extra, int split, const rp_exec *x) {
   int N = a->B * a->T, C = m->cfg.C;
+  if (m->sp) {  /* one stage, no second head, no I/W split (the trainer checks) */
+    RP_CHECK(!split && !dlnf_extra);
+    rp_sp_head_backward(m, a, w, x);
+    return;
+  }
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(dlnf, split ? NULL : m->g.wte, NULL,
                                                      a->logits, a->lnf, m->p.wte, N, C,
                                                      rp_tp_vocab(m), x));
@@ -131,7 +136,9 @@ static void head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf, i
 /* wte (this rank's vocabulary rows under tp) and wpe gradients from dres. */
 static void embed_weight_grads(rp_chunk *m, const rp_acts *a, const float *dres,
                                const rp_exec *x) {
-  if (m->tp > 1)
+  if (m->sp)
+    RP_PROF(RP_PROF_BWD_EMBED, rp_sp_embed_backward(m, dres, a, x));
+  else if (m->tp > 1)
     RP_PROF(RP_PROF_BWD_EMBED, rp_tp_embed_backward(m, dres, a));
   else
     RP_PROF(RP_PROF_BWD_EMBED, rp_embed_backward(m->g.wte, m->g.wpe, dres, a->tokens, a->pos,
@@ -159,8 +166,12 @@ void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_e
   rp_layer_douts d = scratch_douts(w);
   for (int i = m->spec.num_layers - 1; i >= 0; i--) {
     rp_layer_recompute(m, a, i, x);
-    layer_input_grads(m, &m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w,
-                      &d, a->B, a->T, x);
+    if (m->sp)
+      rp_sp_layer_backward(m, &m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i),
+                           w, a->B, a->T, x);
+    else
+      layer_input_grads(m, &m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w,
+                        &d, a->B, a->T, x);
     grads_ready(x, m, i);
   }
 }
@@ -180,6 +191,7 @@ void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, con
 void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *s, float dscale,
                              const rp_exec *x) {
   RP_CHECK(m->recompute == RP_RECOMPUTE_NONE);  /* W would need the dropped tensors */
+  RP_CHECK(!m->sp);  /* sequence parallelism runs one stage: no I/W split */
   if (m->spec.has_head) head_backward(m, a, w, s->dlnf, 1, dscale, x);
   for (int i = m->spec.num_layers - 1; i >= 0; i--)
     layer_input_grads(m, &m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w,

@@ -22,6 +22,10 @@ const float *rp_layer_input(const rp_acts *a, int i) {
 
 void rp_chunk_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   RP_CHECK(m->spec.has_embed);
+  if (m->sp) {
+    RP_PROF(RP_PROF_FWD_EMBED, rp_sp_embed_forward(m, a, x));
+    return;
+  }
   if (m->tp > 1) {
     RP_PROF(RP_PROF_FWD_EMBED, rp_tp_embed_forward(m, a, x));
     return;
@@ -36,6 +40,10 @@ void rp_chunk_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
  * residual. At tp = 1, Ct = C and the calls are the one-rank kernels. */
 static void layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
                           const float *in, int B, int T, const rp_exec *x) {
+  if (m->sp) {
+    rp_sp_layer_forward(m, p, l, in, B, T, x);
+    return;
+  }
   int N = B * T, C = m->cfg.C, Ct = rp_tp_width(m);
   long NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
@@ -78,11 +86,15 @@ void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
 double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {
   RP_CHECK(m->spec.has_head);
   int N = a->B * a->T, C = m->cfg.C;
-  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
-                                                      a->output, m->p.lnfw, m->p.lnfb, N, C,
-                                                      x->pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(a->logits, a->lnf, m->p.wte, NULL, N, C,
-                                                rp_tp_vocab(m), x));
+  if (m->sp) {
+    rp_sp_head_logits(m, a, x);
+  } else {
+    RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
+                                                        a->output, m->p.lnfw, m->p.lnfb, N, C,
+                                                        x->pool));
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(a->logits, a->lnf, m->p.wte, NULL, N, C,
+                                              rp_tp_vocab(m), x));
+  }
   if (m->tp > 1)  /* vocabulary-parallel: this rank's Vp/tp columns of every row */
     RP_PROF(RP_PROF_FWD_XENT, rp_tp_xent_forward(m, a, x));
   else

@@ -149,6 +149,7 @@ rp_status rp_chunk_init_tp(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage
 
 void rp_chunk_free(rp_chunk *m) {
   rp_free(m->rc_scratch);
+  rp_free(m->sp_scratch);
   rp_free(m->params);
   rp_free(m->grads);
   free(m->p.layer);

@@ -37,9 +37,22 @@ void rp_tp_row_parallel_forward(const rp_chunk *m, float *out, const float *inp,
                                 const float *bias, const float *resid, int N, int IC, int OC,
                                 const rp_exec *x);
 void rp_tp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+/* out[N, C]: this rank's share of the embedding (its tokens' wte rows, wpe on
+ * rank 0, zeros elsewhere); the sum over tp is the embedding. */
+void rp_tp_embed_partial(const rp_chunk *m, const rp_acts *a, float *out);
 void rp_tp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a);
 void rp_tp_xent_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
 void rp_tp_xent_backward(const rp_chunk *m, rp_acts *a, float dscale, const rp_exec *x);
+/* Sequence parallelism (sp.c): the same pieces on N/tp-row shards. */
+void rp_sp_layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
+                         const float *in, int B, int T, const rp_exec *x);
+void rp_sp_layer_backward(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
+                          const rp_layer_acts *l, const float *in, rp_grad_ws *w, int B, int T,
+                          const rp_exec *x);
+void rp_sp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_sp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a, const rp_exec *x);
+void rp_sp_head_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_sp_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
 
 /* K/V cache internals shared by kv_cache.c and decode.c (rp_infer.h). */
 #include "ringpipe/rp_infer.h"

@@ -61,18 +61,22 @@ static void vocab_range(const rp_chunk *m, int *lo, int *n) {
 /* out = wte[tok] + wpe[pos]: the owner of a token's row writes it, rank 0
  * adds the position embedding, the rest write zeros, and the all-reduce sums
  * them (every addition but one adds 0, so the sum is the one-rank value). */
-void rp_tp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+void rp_tp_embed_partial(const rp_chunk *m, const rp_acts *a, float *out) {
   int lo, nv, N = a->B * a->T, C = m->cfg.C;
   vocab_range(m, &lo, &nv);
   for (long i = 0; i < N; i++) {
-    float *o = a->input + i * C;
+    float *o = out + i * C;
     int tok = a->tokens[i] - lo;
     const float *pe = m->p.wpe + (long)a->pos[i] * C;
     const float *te = tok >= 0 && tok < nv ? m->p.wte + (long)tok * C : NULL;
     for (int k = 0; k < C; k++)
       o[k] = te && m->tp_rank == 0 ? te[k] + pe[k] : te ? te[k] : m->tp_rank == 0 ? pe[k] : 0.0f;
   }
-  rp_tp_all_reduce(m, x, a->input, (long)N * C, RP_TP_SUM);
+}
+
+void rp_tp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  rp_tp_embed_partial(m, a, a->input);
+  rp_tp_all_reduce(m, x, a->input, (long)a->B * a->T * m->cfg.C, RP_TP_SUM);
 }
 
 /* dwte rows of this rank's tokens; dwpe from the (replicated) gradient, the

@@ -74,10 +74,11 @@ static void print_banner(const rp_trainer *t) {
     /* under tensor parallelism q, k, v, the attention output and the MLP's
      * two hidden tensors are this rank's 1/tp: 4 N C + 12 N C / tp + 4 N + S */
     double N = (double)B * T, C = t->cfg.C, tp = t->grid.tp, Ct = C / tp;
+    double Nr = m->sp ? N / tp : N;  /* sequence parallelism: residual-stream rows */
     double S = (double)t->exec.attn->saved_floats(t->exec.attn, B, T, t->cfg.C / t->grid.tp,
                                                   t->cfg.NH / t->grid.tp);
-    double full = 4 * N * C + 12 * N * Ct + 4 * N;
-    double f = m->recompute == RP_RECOMPUTE_FULL ? N * C
+    double full = 4 * Nr * C + 12 * N * Ct + 4 * Nr;
+    double f = m->recompute == RP_RECOMPUTE_FULL ? Nr * C
              : m->recompute == RP_RECOMPUTE_SELECTIVE ? full - 4 * N * Ct + (S >= N * Ct ? 0 : S)
                                                       : full + S;
     printf("  activations per layer per micro-batch: %.3f MiB measured, %.3f MiB formula "

@@ -81,6 +81,11 @@ const rp_opt rp_train_opt_table[] = {
     {"tp", RP_OPT_INT, O(tp), "1", 1, 4096, NULL,
      "tensor-parallel ranks (Megatron: heads, MLP features and the vocabulary split over "
      "them; must divide --heads and the padded vocabulary)"},
+    {"sp", RP_OPT_BOOL, O(sp), "0", 0, 0, NULL,
+     "sequence parallelism on top of --tp (Megatron): LayerNorms, residual adds and the "
+     "embedding output on 1/tp of each micro-batch's rows, all-gather before and "
+     "reduce-scatter after the tensor-parallel blocks; needs --seq / --cp divisible by --tp "
+     "and --pp 1"},
     {"precision", RP_OPT_CHOICE, O(precision), "fp32", 0, 0, "fp32|bf16",
      "matmul precision: bf16 weights and activations with fp32 accumulation (fp32 master "
      "weights, AdamW state, LayerNorm, softmax and loss), or fp32 throughout"},
@@ -148,6 +153,16 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
                     "(--heads %d / --tp %d) over --cp %d, which does not divide them; use "
                     "--cp-impl ring", o->heads / o->tp, o->heads, o->tp, o->cp);
   }
+  if (o->sp && o->tp < 2)
+    return rp_err(RP_EINVAL, "--sp shards what tensor parallelism replicates: it needs --tp 2 "
+                  "or more (got --tp %d)", o->tp);
+  if (o->sp && (o->seq / o->cp) % o->tp != 0)
+    return rp_err(RP_EINVAL, "--sp splits each rank's %d positions (--seq %d / --cp %d) over "
+                  "--tp %d, which does not divide them; use a --seq that is a multiple of %d",
+                  o->seq / o->cp, o->seq, o->cp, o->tp, o->cp * o->tp);
+  if (o->sp && o->pp > 1)
+    return rp_err(RP_EINVAL, "--sp runs one pipeline stage (its stage boundary would carry "
+                  "1/tp of the rows); use --pp 1, or --tp without --sp");
   if (o->emulate[0]) {
     double f, b, w;
     if (sscanf(o->emulate, "%lf,%lf,%lf", &f, &b, &w) != 3 || f <= 0 || b <= 0 || w < 0 || w >= b)

@@ -160,8 +160,10 @@ static rp_status setup_compute(rp_trainer *t) {
   }
   int B = o->batch, T = t->T_local;
   rp_recompute rc = t->recompute;
-  for (int c = 0; c < t->nchunks; c++)
+  for (int c = 0; c < t->nchunks; c++) {
+    RP_TRY(rp_chunk_set_sp(&t->chunks[c], o->sp, B, T));  /* sizes the layout: first */
     RP_TRY(rp_chunk_set_recompute(&t->chunks[c], rc, t->exec.attn, B, T));
+  }
   if (strcmp(o->precision, "bf16") == 0) {
     rp_chunk *list[RP_BF16_MAX_CHUNKS];
     for (int c = 0; c < t->nchunks && c < RP_BF16_MAX_CHUNKS; c++) list[c] = &t->chunks[c];

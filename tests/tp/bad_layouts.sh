@@ -1,7 +1,8 @@
 #!/bin/sh
 # Layouts tensor parallelism cannot take: heads or padded vocabulary rows not
 # divisible by --tp, a world size that is not dp x pp x cp x tp, Ulysses
-# heads per tp rank not divisible by --cp (the options are checked before the
+# heads per tp rank not divisible by --cp, --sp without --tp, with a --seq
+# that --tp does not divide or with --pp (the options are checked before the
 # grid, on any world size). Every rank exits with status 2 (each rank's status is
 # printed by a wrapper, so one rank's 2 cannot hide another's hang or crash:
 # the whole launch runs under a timeout), and the message is printed once.
@@ -36,7 +37,11 @@ refused 3 "world size 3 is not a multiple of --pp 1 x --cp 1 x --tp 2" train $ti
 refused 4 "world size 4 is not a multiple of --pp 2 x --cp 1 x --tp 4" train $tiny --tp 4 --pp 2 --out "$work/d"
 refused 2 "splits each tensor-parallel rank's 2 heads" \
   train $tiny --tp 2 --cp 4 --cp-impl ulysses --out "$work/e"
-for p in a b c d e; do
+refused 2 "--sp splits each rank's 30 positions (--seq 30 / --cp 1) over --tp 4" \
+  train $tiny --seq 30 --tp 4 --sp --out "$work/f"
+refused 2 "--sp shards what tensor parallelism replicates" train $tiny --sp --out "$work/g"
+refused 4 "--sp runs one pipeline stage" train $tiny --tp 2 --sp --pp 2 --out "$work/h"
+for p in a b c d e f g h; do
   [ -e "$work/$p" ] && { echo "FAIL: a refused run left $work/$p behind"; fails=$((fails + 1)); }
 done
 echo "$fails failure(s)"

@@ -43,9 +43,16 @@ typedef struct {
   rp_exec x;
 } model;
 
-static void model_init(model *d, int tp, int rank) {
+/* flags: SP sequence parallelism, RC full recomputation */
+enum { SP = 1, RC = 2 };
+
+static void model_init_with(model *d, int tp, int rank, int flags) {
   assert_int_equal(rp_chunk_init_tp(&d->m, &cfg, &whole_spec, tp, rank), RP_OK);
   rp_chunk_init_weights(&d->m, 7);
+  if (flags & SP) assert_int_equal(rp_chunk_set_sp(&d->m, 1, B, T), RP_OK);
+  if (flags & RC)
+    assert_int_equal(rp_chunk_set_recompute(&d->m, RP_RECOMPUTE_FULL, rp_attn_reference(), B, T),
+                     RP_OK);
   d->x = (rp_exec){.pool = g_pool, .attn = rp_attn_reference(),
                    .tp = tp > 1 ? rp_tp_ops_of(g_tpc) : NULL};
   d->mem = rp_alloc(rp_acts_bytes(&d->m, d->x.attn, B, T), RP_MEM_ACTS);
@@ -60,6 +67,8 @@ static void model_init(model *d, int tp, int rank) {
     d->a.pos[i] = i % T;
   }
 }
+
+static void model_init(model *d, int tp, int rank) { model_init_with(d, tp, rank, 0); }
 
 static void model_free(model *d) {
   rp_grad_ws_free(&d->ws);
@@ -109,10 +118,10 @@ static void test_init_is_a_slice(void **state) {
   model_free(&s);
 }
 
-static void test_forward_backward_equal_unsharded(void **state) {
+static void check_equal_unsharded(int flags) {
   model w, s;
   model_init(&w, 1, 0);
-  model_init(&s, g_tp, g_rank);
+  model_init_with(&s, g_tp, g_rank, flags);
   const float dscale = 1.0f / 20;
   double lw = loss_of(&w), ls = loss_of(&s);
   double rel = fabs(lw - ls) / fabs(lw);
@@ -128,6 +137,24 @@ static void test_forward_backward_equal_unsharded(void **state) {
     if (d > worst) worst = d;
   }
   assert_true(cpt_agree_max(worst, MPI_COMM_WORLD) <= TOL);
+  model_free(&w);
+  model_free(&s);
+}
+
+static void test_forward_backward_equal_unsharded(void **state) { check_equal_unsharded(0); }
+
+/* Sequence parallelism: the same loss and gradients from N/tp-row shards, and
+ * the embedding output is this rank's block of the whole one's rows. */
+static void test_sp_equal_unsharded(void **state) {
+  check_equal_unsharded(SP);
+  check_equal_unsharded(SP | RC);
+  model w, s;
+  model_init(&w, 1, 0);
+  model_init_with(&s, g_tp, g_rank, SP);
+  rp_chunk_embed_forward(&w.m, &w.a, &w.x);
+  rp_chunk_embed_forward(&s.m, &s.a, &s.x);
+  long rows = B * T / g_tp;
+  assert_memory_equal(s.a.input, w.a.input + g_rank * rows * cfg.C, rows * cfg.C * sizeof(float));
   model_free(&w);
   model_free(&s);
 }
@@ -194,6 +221,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_init_is_a_slice),
       cmocka_unit_test(test_forward_backward_equal_unsharded),
       cmocka_unit_test(test_split_and_recompute_bitwise),
+      cmocka_unit_test(test_sp_equal_unsharded),
       cmocka_unit_test(test_bad_shapes),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
