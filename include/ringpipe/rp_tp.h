@@ -19,10 +19,15 @@ const rp_tp_ops *rp_tp_ops_of(const rp_tp *t);
 
 typedef struct {
   long calls;
-  double bytes;      /* payload bytes this rank contributed (n floats x 4 per call) */
+  double bytes;      /* bytes each rank sends in the ring form of the collectives:
+                      * 2 (t-1)/t x 4n per all-reduce of n floats, (t-1) x 4n per
+                      * all-gather / reduce-scatter of n floats per rank */
   double wait_s;     /* seconds spent in the collectives: exposed TP communication */
 } rp_tp_stats;
-rp_tp_stats rp_tp_get_stats(const rp_tp *t);
-void rp_tp_reset_stats(rp_tp *t);
+/* Counting restarts at rp_tp_begin_step; rp_tp_end_step keeps the step's
+ * counts for rp_tp_last_step (evaluation and saving after it do not count). */
+void rp_tp_begin_step(rp_tp *t);
+void rp_tp_end_step(rp_tp *t);
+rp_tp_stats rp_tp_last_step(const rp_tp *t);
 
 #endif

@@ -10,7 +10,7 @@
 struct rp_tp {
   rp_tp_ops ops;     /* first: the ops' ctx points back here */
   MPI_Comm comm;
-  rp_tp_stats st;
+  rp_tp_stats st, last;
 };
 
 /* Counts n floats at most INT_MAX per MPI call: the model's buffers are far
@@ -20,10 +20,13 @@ static int count_of(long n) {
   return (int)n;
 }
 
-static void finish(rp_tp *t, MPI_Request *r, long n, double t0, const char *what) {
+/* moved: the floats each rank sends (= receives) in the bandwidth-optimal
+ * ring form of the collective: 2 (t-1)/t n for an all-reduce of n, (t-1) n
+ * for an all-gather or reduce-scatter of n floats per rank. */
+static void finish(rp_tp *t, MPI_Request *r, long n, double moved, double t0, const char *what) {
   rp_wait(r, t->comm, -1, "tensor-parallel %s of %ld floats", what, n);
   t->st.calls++;
-  t->st.bytes += 4.0 * (double)n;
+  t->st.bytes += 4.0 * moved;
   t->st.wait_s += rp_now() - t0;
 }
 
@@ -33,7 +36,9 @@ static void tp_all_reduce(const rp_tp_ops *o, float *buf, long n, rp_tp_op op) {
   MPI_Request r;
   MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_FLOAT, op == RP_TP_MAX ? MPI_MAX : MPI_SUM,
                  t->comm, &r);
-  finish(t, &r, n, t0, op == RP_TP_MAX ? "all-reduce (max)" : "all-reduce");
+  double size = o->size;
+  finish(t, &r, n, 2.0 * (size - 1) / size * (double)n, t0,
+         op == RP_TP_MAX ? "all-reduce (max)" : "all-reduce");
 }
 
 static void tp_all_gather(const rp_tp_ops *o, float *out, const float *in, long n) {
@@ -41,7 +46,7 @@ static void tp_all_gather(const rp_tp_ops *o, float *out, const float *in, long 
   double t0 = rp_now();
   MPI_Request r;
   MPI_Iallgather(in, count_of(n), MPI_FLOAT, out, count_of(n), MPI_FLOAT, t->comm, &r);
-  finish(t, &r, n, t0, "all-gather");
+  finish(t, &r, n, (double)(o->size - 1) * (double)n, t0, "all-gather");
 }
 
 static void tp_reduce_scatter(const rp_tp_ops *o, float *out, const float *in, long n) {
@@ -49,7 +54,7 @@ static void tp_reduce_scatter(const rp_tp_ops *o, float *out, const float *in, l
   double t0 = rp_now();
   MPI_Request r;
   MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_FLOAT, MPI_SUM, t->comm, &r);
-  finish(t, &r, (long)o->size * n, t0, "reduce-scatter");
+  finish(t, &r, (long)o->size * n, (double)(o->size - 1) * (double)n, t0, "reduce-scatter");
 }
 
 rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm) {
@@ -70,6 +75,8 @@ void rp_tp_destroy(rp_tp *t) { free(t); }
 
 const rp_tp_ops *rp_tp_ops_of(const rp_tp *t) { return &t->ops; }
 
-rp_tp_stats rp_tp_get_stats(const rp_tp *t) { return t->st; }
+void rp_tp_begin_step(rp_tp *t) { t->st = (rp_tp_stats){0}; }
 
-void rp_tp_reset_stats(rp_tp *t) { t->st = (rp_tp_stats){0}; }
+void rp_tp_end_step(rp_tp *t) { t->last = t->st; }
+
+rp_tp_stats rp_tp_last_step(const rp_tp *t) { return t->last; }

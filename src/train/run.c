@@ -84,6 +84,7 @@ static void print_banner(const rp_trainer *t) {
     printf("  activations per layer per micro-batch: %.3f MiB measured, %.3f MiB formula "
            "(recompute %s)\n", meas / 1048576.0, 4 * f / 1048576.0, o->recompute);
   }
+  rp_tp_print_startup(t);
   {
     /* AdamW keeps m and v in fp32: 8 bytes per parameter of this rank's chunks,
      * divided over the replicas under ZeRO-1 */
@@ -218,6 +219,7 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
            o->zero ? "ZeRO-1 reduce-scatter + all-gather" : "all-reduce", ds.reduce_s * 1e3,
            ds.exposed_s * 1e3, o->dp_overlap ? "on" : "off");
   }
+  if (last > first) rp_tp_print_summary(t);
   char mem[512];
   rp_mem_report(mem, sizeof mem);
   char vtext[32] = "n/a (no validation ran)";

@@ -9,6 +9,7 @@
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_stop.h"
+#include "ringpipe/rp_tp.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
 #include "train_internal.h"
@@ -92,6 +93,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   const rp_train_opts *o = &t->o;
   int m = o->microbatches, N = o->batch * t->T_local;
   rp_wait_set_step(t->step + 1);
+  if (t->tp) rp_tp_begin_step(t->tp);  /* the summary reports the last step's */
   rp_status loaded = RP_OK;
   for (int mb = 0; mb < m && loaded == RP_OK; mb++)
     loaded = rp_trainer_load_batch(t, t->train, mb);
@@ -127,6 +129,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   }
   float lr = current_lr(t);
   rp_engine_apply(t, lr, rp_engine_clip_scale(t, norm));
+  if (t->tp) rp_tp_end_step(t->tp);
 
   double dt = rp_now() - t0;
   double tokens = (double)m * o->batch * o->seq * t->grid.dp;

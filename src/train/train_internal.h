@@ -58,6 +58,12 @@ rp_status rp_tp_gather_whole(const rp_trainer *t, int c, const float *m, const f
 rp_status rp_tp_load_whole(const rp_trainer *t, int c, const char *dir, float *m, float *v);
 void rp_tp_whole_free(rp_tp_whole *w);
 
+/* Tensor parallelism's reports (tp_report.c, world rank 0; nothing at tp 1):
+ * activation memory and communication formulas at start-up, the last step's
+ * measured communication after the run. */
+void rp_tp_print_startup(const rp_trainer *t);
+void rp_tp_print_summary(const rp_trainer *t);
+
 struct rp_loader;
 /* Loads micro-batch mb from l into the full and the local (cp shard) buffers. */
 rp_status rp_trainer_load_batch(rp_trainer *t, struct rp_loader *l, int mb);
