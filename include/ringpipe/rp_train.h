@@ -35,7 +35,7 @@ typedef struct {
   int measure_peak, quiet, stop_after, keep_ckpts;
   float comm_timeout;
   /* parallelism */
-  int pp, cp, vpp, tp, sp;
+  int pp, cp, vpp, tp, sp, tp_overlap;
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
   char emulate[RP_OPT_STRLEN];
   char cp_impl[RP_OPT_STRLEN], cp_layout[RP_OPT_STRLEN];

@@ -63,6 +63,47 @@ static void scatter_rows(const rp_exec *x, float *mine, const float *full, long 
   x->tp->reduce_scatter(x->tp, mine, full, nmine);
 }
 
+/* rows rows of out[., OC] = inp @ w^T + bias in pieces of about a quarter,
+ * letting the ring step in flight advance between them (the main thread is
+ * the one that makes MPI calls; a row piece of a GEMM is the same arithmetic
+ * per row as the whole GEMM). */
+static void matmul_rows_progress(float *out, const float *inp, const float *w,
+                                 const float *bias, int rows, int IC, int OC, int in_flight,
+                                 const rp_exec *x) {
+  int piece = in_flight ? (rows + 3) / 4 : rows;
+  if (piece < 16) piece = 16;
+  for (int r0 = 0; r0 < rows; r0 += piece) {
+    int n = rows - r0 < piece ? rows - r0 : piece;
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(out + (long)r0 * OC, inp + (long)r0 * IC, w, bias,
+                                              n, IC, OC, x));
+    if (in_flight) x->tp->ring_progress(x->tp);
+  }
+}
+
+/* out[N, OC] = all-gather(ln: this rank's Nr rows) @ w^T + bias: the
+ * column-parallel GEMM after the gather. With overlap (the ring in the
+ * collectives table) the gather is a ring of tp - 1 steps and each step's
+ * transfer runs while this rank multiplies the block it already holds;
+ * without, one all-gather and then the GEMM. */
+static void gather_matmul(const rp_chunk *m, float *out, const float *ln, const float *w,
+                          const float *bias, int N, int OC, const rp_exec *x) {
+  int C = m->cfg.C, P = m->tp, Nr = N / P, me = m->tp_rank;
+  sp_bufs b = bufs_of(m, N);
+  if (!x->tp->ring_begin) {
+    gather_rows(x, b.gath, ln, (long)Nr * C);
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(out, b.gath, w, bias, N, C, OC, x));
+    return;
+  }
+  memcpy(b.gath + (size_t)me * Nr * C, ln, (size_t)Nr * C * sizeof(float));
+  for (int k = 0; k < P; k++) {
+    int blk = ((me - k) % P + P) % P, more = k < P - 1;
+    if (more) x->tp->ring_begin(x->tp, b.gath, (long)Nr * C, k);
+    matmul_rows_progress(out + (size_t)blk * Nr * OC, b.gath + (size_t)blk * Nr * C, w, bias, Nr,
+                         C, OC, more, x);
+    if (more) x->tp->ring_end(x->tp);
+  }
+}
+
 /* out[Nr, C] = reduce-scatter of the partial product + bias + resid. */
 static void row_parallel_out(const rp_chunk *m, float *out, const float *inp, const float *w,
                              const float *bias, const float *resid, int N, int IC,
@@ -78,20 +119,16 @@ static void row_parallel_out(const rp_chunk *m, float *out, const float *inp, co
 void rp_sp_layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
                          const float *in, int B, int T, const rp_exec *x) {
   int N = B * T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
-  long NrC = (long)Nr * C;
   rp_pool *pool = x->pool;
-  sp_bufs b = bufs_of(m, N);
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
                                                       p->ln1w, p->ln1b, Nr, C, pool));
-  gather_rows(x, b.gath, l->ln1, NrC);
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->qkv, b.gath, p->qkvw, p->qkvb, N, C, 3 * Ct, x));
+  gather_matmul(m, l->qkv, l->ln1, p->qkvw, p->qkvb, N, 3 * Ct, x);
   RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
                                                   Ct, rp_tp_heads(m), pool));
   row_parallel_out(m, l->res2, l->atty, p->attprojw, p->attprojb, in, N, Ct, x);
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
                                                       l->res2, p->ln2w, p->ln2b, Nr, C, pool));
-  gather_rows(x, b.gath, l->ln2, NrC);
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->fch, b.gath, p->fcw, p->fcb, N, C, 4 * Ct, x));
+  gather_matmul(m, l->fch, l->ln2, p->fcw, p->fcb, N, 4 * Ct, x);
   RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4L * N * Ct, pool));
   row_parallel_out(m, l->res3, l->fch_gelu, p->fcprojw, p->fcprojb, l->res2, N, 4 * Ct, x);
 }
@@ -170,13 +207,10 @@ void rp_sp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a, cons
 /* ln_f on this rank's rows, gathered for the vocabulary-parallel LM head. */
 void rp_sp_head_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   int N = a->B * a->T, Nr = N / m->tp, C = m->cfg.C;
-  sp_bufs b = bufs_of(m, N);
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
                                                       a->output, m->p.lnfw, m->p.lnfb, Nr, C,
                                                       x->pool));
-  gather_rows(x, b.gath, a->lnf, (long)Nr * C);
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(a->logits, b.gath, m->p.wte, NULL, N, C,
-                                            rp_tp_vocab(m), x));
+  gather_matmul(m, a->logits, a->lnf, m->p.wte, NULL, N, rp_tp_vocab(m), x);
 }
 
 /* From dlogits (in a->logits): wte's gradient and dlnf reduce-scattered to

@@ -11,6 +11,7 @@ struct rp_tp {
   rp_tp_ops ops;     /* first: the ops' ctx points back here */
   MPI_Comm comm;
   rp_tp_stats st, last;
+  MPI_Request ring[2];
 };
 
 /* Counts n floats at most INT_MAX per MPI call: the model's buffers are far
@@ -57,7 +58,36 @@ static void tp_reduce_scatter(const rp_tp_ops *o, float *out, const float *in, l
   finish(t, &r, (long)o->size * n, (double)(o->size - 1) * (double)n, t0, "reduce-scatter");
 }
 
-rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm) {
+/* Ring steps of an all-gather. Only the time inside these calls is exposed:
+ * between ring_begin and ring_end the caller computes. */
+static void tp_ring_begin(const rp_tp_ops *o, float *out, long n, int k) {
+  rp_tp *t = o->ctx;
+  double t0 = rp_now();
+  int P = o->size, me = o->rank, cnt = count_of(n);
+  int send = ((me - k) % P + P) % P, recv = ((me - k - 1) % P + P) % P;
+  MPI_Irecv(out + (size_t)recv * n, cnt, MPI_FLOAT, (me + P - 1) % P, k, t->comm, &t->ring[1]);
+  MPI_Isend(out + (size_t)send * n, cnt, MPI_FLOAT, (me + 1) % P, k, t->comm, &t->ring[0]);
+  if (k == 0) t->st.calls++;
+  t->st.bytes += 4.0 * (double)n;
+  t->st.wait_s += rp_now() - t0;
+}
+
+static void tp_ring_progress(const rp_tp_ops *o) {
+  rp_tp *t = o->ctx;
+  int done = 0;
+  double t0 = rp_now();
+  MPI_Testall(2, t->ring, &done, MPI_STATUSES_IGNORE);
+  t->st.wait_s += rp_now() - t0;
+}
+
+static void tp_ring_end(const rp_tp_ops *o) {
+  rp_tp *t = o->ctx;
+  double t0 = rp_now();
+  rp_waitall(2, t->ring, t->comm, -1, "tensor-parallel all-gather ring step");
+  t->st.wait_s += rp_now() - t0;
+}
+
+rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm, int overlap) {
   rp_tp *t = calloc(1, sizeof *t);
   if (!t) return rp_err(RP_ENOMEM, "out of memory");
   t->comm = tp_comm;
@@ -66,7 +96,13 @@ rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm) {
   t->ops.all_reduce = tp_all_reduce;
   t->ops.all_gather = tp_all_gather;
   t->ops.reduce_scatter = tp_reduce_scatter;
+  if (overlap) {
+    t->ops.ring_begin = tp_ring_begin;
+    t->ops.ring_progress = tp_ring_progress;
+    t->ops.ring_end = tp_ring_end;
+  }
   t->ops.ctx = t;
+  t->ring[0] = t->ring[1] = MPI_REQUEST_NULL;
   *out = t;
   return RP_OK;
 }

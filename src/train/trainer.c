@@ -146,7 +146,7 @@ static rp_status setup_compute(rp_trainer *t) {
   t->exec.attn = strcmp(o->attention, "flash") == 0 ? rp_attn_flash() : rp_attn_reference();
   t->local_attn = t->exec.attn;
   if (t->grid.tp > 1) {
-    RP_TRY(rp_tp_create(&t->tp, t->grid.tp_comm));
+    RP_TRY(rp_tp_create(&t->tp, t->grid.tp_comm, o->sp && o->tp_overlap));
     t->exec.tp = rp_tp_ops_of(t->tp);
   }
   if (t->grid.cp > 1) {

@@ -24,7 +24,7 @@
 
 static int g_tp, g_rank;
 static rp_pool *g_pool;
-static rp_tp *g_tpc;
+static rp_tp *g_tpc, *g_tpc_blocking;  /* with and without the overlapped ring */
 
 #define TOL 1e-6
 
@@ -43,8 +43,9 @@ typedef struct {
   rp_exec x;
 } model;
 
-/* flags: SP sequence parallelism, RC full recomputation */
-enum { SP = 1, RC = 2 };
+/* flags: SP sequence parallelism, RC full recomputation, NO_OVERLAP the
+ * blocking all-gather instead of the ring */
+enum { SP = 1, RC = 2, NO_OVERLAP = 4 };
 
 static void model_init_with(model *d, int tp, int rank, int flags) {
   assert_int_equal(rp_chunk_init_tp(&d->m, &cfg, &whole_spec, tp, rank), RP_OK);
@@ -54,7 +55,9 @@ static void model_init_with(model *d, int tp, int rank, int flags) {
     assert_int_equal(rp_chunk_set_recompute(&d->m, RP_RECOMPUTE_FULL, rp_attn_reference(), B, T),
                      RP_OK);
   d->x = (rp_exec){.pool = g_pool, .attn = rp_attn_reference(),
-                   .tp = tp > 1 ? rp_tp_ops_of(g_tpc) : NULL};
+                   .tp = tp == 1              ? NULL
+                         : flags & NO_OVERLAP ? rp_tp_ops_of(g_tpc_blocking)
+                                              : rp_tp_ops_of(g_tpc)};
   d->mem = rp_alloc(rp_acts_bytes(&d->m, d->x.attn, B, T), RP_MEM_ACTS);
   assert_non_null(d->mem);
   rp_acts_bind(&d->a, d->lv, &d->m, d->x.attn, d->mem, B, T);
@@ -146,7 +149,10 @@ static void test_forward_backward_equal_unsharded(void **state) { check_equal_un
 /* Sequence parallelism: the same loss and gradients from N/tp-row shards, and
  * the embedding output is this rank's block of the whole one's rows. */
 static void test_sp_equal_unsharded(void **state) {
-  check_equal_unsharded(SP);
+  check_equal_unsharded(SP);  /* the overlapped ring all-gather */
+  check_equal_unsharded(SP | NO_OVERLAP);
+  /* (the ring multiplies a block at a time: bitwise the one GEMM only when
+   * the BLAS picks the same kernel for both shapes, so only the tolerance) */
   check_equal_unsharded(SP | RC);
   model w, s;
   model_init(&w, 1, 0);
@@ -216,7 +222,8 @@ int main(int argc, char **argv) {
   g_tp = rp_mpi_world_size();
   g_rank = rp_mpi_world_rank();
   g_pool = cpt_pool(1);
-  if (rp_tp_create(&g_tpc, MPI_COMM_WORLD) != RP_OK) return 1;
+  if (rp_tp_create(&g_tpc, MPI_COMM_WORLD, 1) != RP_OK) return 1;
+  if (rp_tp_create(&g_tpc_blocking, MPI_COMM_WORLD, 0) != RP_OK) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init_is_a_slice),
       cmocka_unit_test(test_forward_backward_equal_unsharded),
@@ -227,6 +234,7 @@ int main(int argc, char **argv) {
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   failed = cpt_agree_max_int(failed, MPI_COMM_WORLD);
   rp_tp_destroy(g_tpc);
+  rp_tp_destroy(g_tpc_blocking);
   rp_pool_destroy(g_pool);
   rp_mpi_finalize();
   return failed ? 1 : 0;
