@@ -36,6 +36,8 @@ typedef struct {
   int zero;               /* 1: ZeRO-1 */
   int overlap;            /* 0: reduce everything after backward (the baseline) */
   rp_pool *pool;
+  int skip_replicated;    /* tensor parallelism, tp rank > 0: the gradient norm counts the
+                           * tensors every tp rank holds (RP_TP_REPLICATED) on rank 0 only */
 } rp_dp_cfg;
 
 rp_status rp_dp_create(rp_dp **out, const rp_dp_cfg *cfg);

@@ -113,6 +113,21 @@ void rp_xent_backward(float *dlogits, float *losses, const float *logits,
                       const int32_t *targets, float dscale, int N, int V, int Vp,
                       rp_pool *pool);
 
+/* ---- vocabulary-parallel cross-entropy (crossentropy_vp.c): this rank's
+ * logits are columns [v0, v0 + Vl) of Vp, the first ncols of them real
+ * vocabulary. The caller all-reduces between the calls: rowmax (max), then
+ * sumexp and target_logit (sum); loss = log(sumexp) + rowmax - target_logit and
+ * the backward's shift = rowmax + log(sumexp). Masked rows (-1) give 0 and a
+ * zero gradient; dlogits may alias logits. */
+void rp_xent_vp_max(float *rowmax, const float *logits, const int32_t *targets, int N, int Vl,
+                    int ncols, rp_pool *pool);
+void rp_xent_vp_sums(float *sumexp, float *target_logit, const float *logits,
+                     const int32_t *targets, const float *rowmax, int N, int Vl, int ncols,
+                     int v0, rp_pool *pool);
+void rp_xent_vp_backward(float *dlogits, const float *logits, const int32_t *targets,
+                         const float *shift, float dscale, int N, int Vl, int ncols, int v0,
+                         rp_pool *pool);
+
 /* ---- optimizer */
 typedef struct {
   float lr, beta1, beta2, eps, weight_decay;

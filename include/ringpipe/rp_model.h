@@ -53,7 +53,15 @@ typedef struct {
   int hf_transpose;   /* HF Conv1D stores (in, out): transpose when exporting */
   int layer;          /* global layer index, -1 for embeddings / head */
   int is_wte;         /* the (tied) token embedding */
+  /* Tensor parallelism: how this chunk's tensor is a slice of the full one.
+   * RP_TP_REPLICATED: the full tensor on every tp rank; RP_TP_ROWS: rank r
+   * holds rows [r R/t, (r+1) R/t) of each of tp_blocks equal row blocks (3 for
+   * c_attn's q|k|v, 1 else); RP_TP_COLS: columns [r Cc/t, (r+1) Cc/t). */
+  int tp_split;
+  int tp_blocks;
+  int full_shape[2];  /* the whole tensor's shape (shape[] is this rank's slice) */
 } rp_tensor;
+enum { RP_TP_REPLICATED = 0, RP_TP_ROWS = 1, RP_TP_COLS = 2 };
 
 typedef struct {
   float *ln1w, *ln1b;         /* C */
@@ -98,10 +106,38 @@ typedef struct {
   rp_param_views p, g;        /* named views into params / grads */
   rp_tensor *tensors;
   int num_tensors;
+  /* Tensor parallelism (Megatron): this chunk is tp rank tp_rank's shard of
+   * its layers (tp = 1: the whole thing). c_attn and c_fc are column-parallel
+   * (NH/tp heads, 4C/tp hidden features), attn/mlp c_proj row-parallel (C/tp
+   * or 4C/tp input features; their biases replicated and added once), wte
+   * vocabulary-parallel (Vp/tp rows); LayerNorms, wpe and biases of c_proj are
+   * replicated. */
+  int tp, tp_rank;
+  /* Megatron sequence parallelism (rp_chunk_set_sp): LayerNorms, residual
+   * adds, the embedding output and the layers' inputs/outputs live on this
+   * rank's 1/tp of the micro-batch's B x T rows (contiguous block tp_rank);
+   * all-gathered before each column-parallel block, reduce-scattered after
+   * each row-parallel one. sp_scratch: the gathered input, the partial output
+   * and the gathered gradient (N x C each) and the LayerNorm gradients' sum. */
+  int sp;
+  float *sp_scratch;
+  size_t sp_floats;
 } rp_chunk;
 
 /* Validates cfg+spec, allocates and lays out params and grads (zeroed). */
 rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_spec *spec);
+/* The same for tp rank tp_rank of tp: only this rank's shards are allocated
+ * (parameter memory 1/tp of the sharded tensors). NH % tp and Vp % tp must be 0. */
+rp_status rp_chunk_init_tp(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_spec *spec,
+                           int tp, int tp_rank);
+/* Copies between a whole chunk's buffer (full: a tp = 1 chunk of the same
+ * stage) and a tp rank's shard of it (local), tensor by tensor. */
+void rp_chunk_shard_from(const rp_chunk *local, float *local_buf, const rp_chunk *full,
+                         const float *full_buf);
+void rp_chunk_unshard_into(const rp_chunk *local, const float *local_buf, const rp_chunk *full,
+                           float *full_buf);
+/* Checks that tp divides the model (NH % tp, Vp % tp): the message names the fix. */
+rp_status rp_gpt_config_check_tp(const rp_gpt_config *cfg, int tp);
 void rp_chunk_free(rp_chunk *m);
 /* GPT-2 init (normal 0.02, residual projections 0.02/sqrt(2L), biases 0, LN 1/0).
  * Each tensor draws from its own stream seeded by (seed, global tensor id) so a
@@ -118,6 +154,9 @@ rp_status rp_assign_stages(int L, int S, const char *spec, rp_stage_spec *out);
 rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode,
                                  const struct rp_attn_backend *attn, int B, int T);
 const rp_tensor *rp_chunk_find(const rp_chunk *m, const char *name);
+/* Sequence parallelism on (before activations are sized): needs tp > 1 and
+ * B x T rows divisible by tp; allocates the chunk's scratch for B x T rows. */
+rp_status rp_chunk_set_sp(rp_chunk *m, int on, int B, int T);
 
 /* ---- attention backends: the seam where context parallelism plugs in. */
 typedef struct rp_attn_backend rp_attn_backend;
@@ -155,11 +194,16 @@ typedef struct {
 typedef struct {
   int B, T;
   int32_t *tokens, *targets, *pos;    /* N each (copied in by the caller) */
-  float *input;                       /* N x C: embedding output or received activation */
+  float *input;                       /* N x C: embedding output or received activation
+                                       * (under sequence parallelism the residual-stream
+                                       * tensors -- input, ln1/2, res2/3, lnf and their
+                                       * statistics -- have N/tp rows) */
   rp_layer_acts *layer;               /* num_layers */
   float *lnf, *lnf_mean, *lnf_rstd;   /* head: N x C, N, N */
-  float *logits;                      /* head: N x Vp (becomes dlogits in backward) */
+  float *logits;                      /* head: N x Vp/tp (becomes dlogits in backward) */
   float *losses;                      /* head: N */
+  float *xent_stats;                  /* head, tp > 1: N row maxima (then log-sum-exp
+                                       * shifts), N sums of exp, N target logits */
   float *output;                      /* alias: last layer's res3 (or input if 0 layers) */
 } rp_acts;
 
@@ -182,6 +226,33 @@ typedef struct {
 rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T);
 void rp_grad_ws_free(rp_grad_ws *w);
 
+/* ---- tensor-parallel collectives: the seam where tensor parallelism plugs
+ * in (src/parallel/tensor_parallel.c implements it over the tp group). Every
+ * call is collective over the group's `size` ranks and blocking for the
+ * caller; rp_tp_local() is the one-rank table (no-ops, copies). */
+typedef enum { RP_TP_SUM = 0, RP_TP_MAX = 1 } rp_tp_op;
+typedef struct rp_tp_ops rp_tp_ops;
+struct rp_tp_ops {
+  int size, rank;
+  /* buf[n] = op over ranks of buf[n], in place */
+  void (*all_reduce)(const rp_tp_ops *o, float *buf, long n, rp_tp_op op);
+  /* out[size * n] = rank 0's in[n], rank 1's in[n], ... */
+  void (*all_gather)(const rp_tp_ops *o, float *out, const float *in, long n);
+  /* out[n] = sum over ranks of their in[rank * n .. (rank + 1) * n) */
+  void (*reduce_scatter)(const rp_tp_ops *o, float *out, const float *in, long n);
+  /* The all-gather as a ring of size - 1 steps, for overlap with compute (NULL
+   * when overlap is off): step k sends block (rank - k) mod size of out (n
+   * floats each; out's own block is filled by the caller before step 0) to
+   * rank + 1 and receives block (rank - k - 1) mod size from rank - 1.
+   * ring_progress lets the transfer advance between pieces of compute;
+   * ring_end waits for it. One step in flight at a time. */
+  void (*ring_begin)(const rp_tp_ops *o, float *out, long n, int k);
+  void (*ring_progress)(const rp_tp_ops *o);
+  void (*ring_end)(const rp_tp_ops *o);
+  void *ctx;
+};
+const rp_tp_ops *rp_tp_local(void);
+
 /* How a chunk computes: the pool, the attention backend, and an optional hook
  * called when the weight gradients of a unit (RP_UNIT_HEAD, a layer index
  * within the chunk, RP_UNIT_EMBED) are final for the current micro-batch, so
@@ -195,6 +266,8 @@ typedef struct {
   void *hook_ctx;
   /* the run's precision: bf16 copies of its chunks' weights, or NULL (fp32) */
   const struct rp_bf16_ctx_s *bf16;
+  /* tensor-parallel collectives over the chunks' tp group; NULL: one rank */
+  const rp_tp_ops *tp;
 } rp_exec;
 
 /* Forward pieces. The embed step reads a->tokens / a->pos and writes a->input.

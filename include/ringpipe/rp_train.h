@@ -36,7 +36,7 @@ typedef struct {
   int measure_peak, quiet, stop_after, keep_ckpts, profile;
   float comm_timeout;
   /* parallelism */
-  int pp, cp, vpp;
+  int pp, cp, vpp, tp, sp, tp_overlap;
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
   rp_opt_floats emulate;        /* tF,tB,tW in ms; n == 0: real compute */
   rp_cp_impl cp_impl;
@@ -70,6 +70,7 @@ typedef struct {
   MPI_Comm tie_comm;            /* first and last stage: the tied wte gradient */
   rp_costs emulate;             /* --emulate-compute, seconds; tF == 0: real compute */
   rp_cp_layout cp_layout;       /* --cp-layout, parsed once (contiguous when cp == 1) */
+  struct rp_tp *tp;             /* --tp > 1: the tensor-parallel collectives */
   rp_pool *pool;
   rp_exec exec;
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */

@@ -17,14 +17,7 @@ typedef struct {
 
 /* log of sum_i exp(x[i] - maxv) over V columns, in float, vectorized exp. */
 static float row_logsumexp_shifted(const float *restrict x, float maxv, long V) {
-  float acc[RP_KERN_LANES] = {0};
-  long i = 0;
-  for (; i + RP_KERN_LANES <= V; i += RP_KERN_LANES)
-    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] += rp_kern_expf(x[i + j] - maxv);
-  float s = 0.0f;
-  for (int j = 0; j < RP_KERN_LANES; j++) s += acc[j];
-  for (; i < V; i++) s += rp_kern_expf(x[i] - maxv);
-  return logf(s);
+  return logf(rp_kern_sum_exp_shifted(x, maxv, V));
 }
 
 static void check_target(int32_t tgt, int V) {

@@ -123,6 +123,19 @@ static inline float rp_kern_expf(float x) {
 }
 
 /* logistic 1/(1+e^{-x}); no cancellation at either tail. */
+/* sum of exp(x[i] - shift) over n values with 16 partial sums (vectorizes;
+ * fixed order): the softmax denominators of the cross-entropies. */
+static inline float rp_kern_sum_exp_shifted(const float *restrict x, float shift, long n) {
+  float acc[RP_KERN_LANES] = {0};
+  long i = 0;
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
+    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] += rp_kern_expf(x[i + j] - shift);
+  float s = 0.0f;
+  for (int j = 0; j < RP_KERN_LANES; j++) s += acc[j];
+  for (; i < n; i++) s += rp_kern_expf(x[i] - shift);
+  return s;
+}
+
 static inline float rp_kern_sigmoidf(float x) { return 1.0f / (1.0f + rp_kern_expf(-x)); }
 
 #endif

@@ -22,44 +22,55 @@ static void *carve(carver *c, size_t bytes) {
 #define CARVE_I(c, n) ((int32_t *)carve((c), (size_t)(n) * sizeof(int32_t)))
 
 /* One layer's tensors, all of them (res3 aside): the full layer in the shared
- * recompute scratch, or its layout size when c->base is NULL. */
-static void layout_layer(carver *c, rp_layer_acts *l, size_t N, size_t C, size_t saved,
-                         int with_gelu) {
-  l->ln1 = CARVE_F(c, N * C);
-  l->ln1_mean = CARVE_F(c, N);
-  l->ln1_rstd = CARVE_F(c, N);
-  l->qkv = CARVE_F(c, 3 * N * C);
-  l->atty = CARVE_F(c, N * C);
+ * recompute scratch, or its layout size when c->base is NULL. Ct = C/tp: the
+ * attention and hidden features of this tensor-parallel rank (C at tp 1). */
+typedef struct {
+  size_t N, Nr, C, Ct;  /* rows, residual-stream rows (N/tp under sp), widths */
+} dims;
+
+static dims dims_of(const rp_chunk *m, int B, int T) {
+  size_t N = (size_t)B * T;
+  return (dims){N, m->sp ? N / m->tp : N, m->cfg.C, rp_tp_width(m)};
+}
+
+static void layout_layer(carver *c, rp_layer_acts *l, dims d, size_t saved, int with_gelu) {
+  size_t N = d.N, Nr = d.Nr, C = d.C, Ct = d.Ct;
+  l->ln1 = CARVE_F(c, Nr * C);
+  l->ln1_mean = CARVE_F(c, Nr);
+  l->ln1_rstd = CARVE_F(c, Nr);
+  l->qkv = CARVE_F(c, 3 * N * Ct);
+  l->atty = CARVE_F(c, N * Ct);
   if (saved) l->att_saved = CARVE_F(c, saved);
-  l->res2 = CARVE_F(c, N * C);
-  l->ln2 = CARVE_F(c, N * C);
-  l->ln2_mean = CARVE_F(c, N);
-  l->ln2_rstd = CARVE_F(c, N);
-  l->fch = CARVE_F(c, 4 * N * C);
-  if (with_gelu) l->fch_gelu = CARVE_F(c, 4 * N * C);
+  l->res2 = CARVE_F(c, Nr * C);
+  l->ln2 = CARVE_F(c, Nr * C);
+  l->ln2_mean = CARVE_F(c, Nr);
+  l->ln2_rstd = CARVE_F(c, Nr);
+  l->fch = CARVE_F(c, 4 * N * Ct);
+  if (with_gelu) l->fch_gelu = CARVE_F(c, 4 * N * Ct);
 }
 
 
 /* The shared recompute scratch: a whole layer for FULL; for SELECTIVE only what
  * it drops (the GELU output, and the attention's saved state when dropped). */
-static void layout_scratch(carver *c, rp_layer_acts *l, rp_recompute mode, size_t N, size_t C,
+static void layout_scratch(carver *c, rp_layer_acts *l, rp_recompute mode, dims d,
                            size_t saved) {
   if (mode == RP_RECOMPUTE_FULL) {
-    layout_layer(c, l, N, C, saved, 1);
+    layout_layer(c, l, d, saved, 1);
     return;
   }
-  if (rp_selective_drops_attention(saved, N, C)) l->att_saved = CARVE_F(c, saved);
-  l->fch_gelu = CARVE_F(c, 4 * N * C);
+  if (rp_selective_drops_attention(saved, d.N, d.Ct)) l->att_saved = CARVE_F(c, saved);
+  l->fch_gelu = CARVE_F(c, 4 * d.N * d.Ct);
 }
 
 static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk *m,
                         const rp_attn_backend *attn, int B, int T) {
-  size_t N = (size_t)B * T, C = m->cfg.C;
-  size_t saved = attn->saved_floats(attn, B, T, m->cfg.C, m->cfg.NH);
+  dims d = dims_of(m, B, T);
+  size_t N = d.N, Nr = d.Nr, C = d.C, Ct = d.Ct;
+  size_t saved = attn->saved_floats(attn, B, T, (int)Ct, rp_tp_heads(m));
   rp_layer_acts shared = {0};
   if (m->recompute != RP_RECOMPUTE_NONE && lv) {
     carver sc = {.base = m->rc_scratch};
-    layout_scratch(&sc, &shared, m->recompute, N, C, saved);
+    layout_scratch(&sc, &shared, m->recompute, d, saved);
     RP_CHECK(m->rc_scratch && sc.off <= m->rc_bytes);
   }
   int full = m->recompute == RP_RECOMPUTE_FULL, sel = m->recompute == RP_RECOMPUTE_SELECTIVE;
@@ -68,26 +79,27 @@ static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk
   a->tokens = CARVE_I(c, N);
   a->targets = CARVE_I(c, N);
   a->pos = CARVE_I(c, N);
-  a->input = CARVE_F(c, N * C);
+  a->input = CARVE_F(c, Nr * C);
   for (int i = 0; i < m->spec.num_layers; i++) {
     rp_layer_acts *l = lv ? &lv[i] : &(rp_layer_acts){0};
     if (full) {
       *l = shared;  /* everything but the output is recomputed */
     } else {
-      int drop_att = sel && rp_selective_drops_attention(saved, N, C);
-      layout_layer(c, l, N, C, drop_att ? 0 : saved, !sel);
+      int drop_att = sel && rp_selective_drops_attention(saved, N, Ct);
+      layout_layer(c, l, d, drop_att ? 0 : saved, !sel);
       if (drop_att) l->att_saved = shared.att_saved;
       if (sel) l->fch_gelu = shared.fch_gelu;
     }
-    l->res3 = CARVE_F(c, N * C);
+    l->res3 = CARVE_F(c, Nr * C);
   }
-  a->lnf = a->lnf_mean = a->lnf_rstd = a->logits = a->losses = NULL;
+  a->lnf = a->lnf_mean = a->lnf_rstd = a->logits = a->losses = a->xent_stats = NULL;
   if (m->spec.has_head) {
-    a->lnf = CARVE_F(c, N * C);
-    a->lnf_mean = CARVE_F(c, N);
-    a->lnf_rstd = CARVE_F(c, N);
-    a->logits = CARVE_F(c, N * m->cfg.Vp);
+    a->lnf = CARVE_F(c, Nr * C);
+    a->lnf_mean = CARVE_F(c, Nr);
+    a->lnf_rstd = CARVE_F(c, Nr);
+    a->logits = CARVE_F(c, N * rp_tp_vocab(m));
     a->losses = CARVE_F(c, N);
+    if (m->tp > 1) a->xent_stats = CARVE_F(c, 3 * N);
   }
   a->layer = lv;
   if (lv) a->output = m->spec.num_layers ? lv[m->spec.num_layers - 1].res3 : a->input;
@@ -108,15 +120,15 @@ void rp_acts_bind(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
 }
 
 rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T) {
-  size_t N = (size_t)B * T, C = m->cfg.C;
+  size_t N = (size_t)B * T, C = m->cfg.C, Ct = rp_tp_width(m);
   carver c = {0};
   for (int pass = 0; pass < 2; pass++) {
     w->dres = CARVE_F(&c, N * C);
     w->dbuf = CARVE_F(&c, N * C);
     w->dln = CARVE_F(&c, N * C);
-    w->dqkv = CARVE_F(&c, 3 * N * C);
-    w->dfch = CARVE_F(&c, 4 * N * C);
-    w->dfch_gelu = CARVE_F(&c, 4 * N * C);
+    w->dqkv = CARVE_F(&c, 3 * N * Ct);
+    w->dfch = CARVE_F(&c, 4 * N * Ct);
+    w->dfch_gelu = CARVE_F(&c, 4 * N * Ct);
     if (pass == 0) {
       w->mem = rp_alloc(c.off, RP_MEM_WORKSPACE);
       if (!w->mem) return RP_ENOMEM;
@@ -133,14 +145,14 @@ void rp_grad_ws_free(rp_grad_ws *w) {
 
 static void layout_wstash(carver *c, rp_wstash *s, rp_layer_douts *lv, const rp_chunk *m, int B,
                           int T) {
-  size_t NC = (size_t)B * T * m->cfg.C;
+  size_t NC = (size_t)B * T * m->cfg.C, NCt = (size_t)B * T * rp_tp_width(m);
   for (int i = 0; i < m->spec.num_layers; i++) {
     rp_layer_douts *d = lv ? &lv[i] : &(rp_layer_douts){0};
     d->dres3 = CARVE_F(c, NC);
-    d->dfch = CARVE_F(c, 4 * NC);
+    d->dfch = CARVE_F(c, 4 * NCt);
     d->dln2 = CARVE_F(c, NC);
     d->dres2 = CARVE_F(c, NC);
-    d->dqkv = CARVE_F(c, 3 * NC);
+    d->dqkv = CARVE_F(c, 3 * NCt);
     d->dln1 = CARVE_F(c, NC);
   }
   s->layer = lv;
@@ -174,8 +186,8 @@ rp_status rp_chunk_set_recompute(rp_chunk *m, rp_recompute mode, const rp_attn_b
   if (mode == RP_RECOMPUTE_NONE) return RP_OK;
   carver c = {0};
   rp_layer_acts l;
-  layout_scratch(&c, &l, mode, (size_t)B * T, m->cfg.C,
-                 attn->saved_floats(attn, B, T, m->cfg.C, m->cfg.NH));
+  layout_scratch(&c, &l, mode, dims_of(m, B, T),
+                 attn->saved_floats(attn, B, T, rp_tp_width(m), rp_tp_heads(m)));
   m->rc_bytes = c.off;
   m->rc_scratch = rp_alloc(c.off, RP_MEM_ACTS);
   return m->rc_scratch ? RP_OK : rp_err(RP_ENOMEM, "out of memory for the recompute scratch");

@@ -29,19 +29,19 @@ static void copy(float *dst, const float *src, long n) {
 /* Weight gradients of one layer from its output gradients d. */
 static void layer_weight_grads(const rp_layer_params *p, rp_layer_params *g,
                                const rp_layer_acts *l, const float *in, const rp_layer_douts *d,
-                               int N, int C, const rp_exec *x) {
+                               int N, int C, int Ct, const rp_exec *x) {
   rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->fcprojw, g->fcprojb, d->dres3,
-                                                 l->fch_gelu, p->fcprojw, N, 4 * C, C, x));
+                                                 l->fch_gelu, p->fcprojw, N, 4 * Ct, C, x));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->fcw, g->fcb, d->dfch, l->ln2, p->fcw,
-                                                 N, C, 4 * C, x));
+                                                 N, C, 4 * Ct, x));
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(NULL, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w, l->ln2_mean,
                                 l->ln2_rstd, N, C, pool));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->attprojw, g->attprojb, d->dres2,
-                                                 l->atty, p->attprojw, N, C, C, x));
+                                                 l->atty, p->attprojw, N, Ct, C, x));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, g->qkvw, g->qkvb, d->dqkv, l->ln1,
-                                                 p->qkvw, N, C, 3 * C, x));
+                                                 p->qkvw, N, C, 3 * Ct, x));
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(NULL, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean,
                                 l->ln1_rstd, N, C, pool));
@@ -49,13 +49,15 @@ static void layer_weight_grads(const rp_layer_params *p, rp_layer_params *g,
 
 /* Input-gradient pass of one layer. With g == NULL (split mode) weight gradients
  * are skipped and d points into the stash, whose dres3/dres2 get copies of the
- * residual gradient; with g set, d points at the shared scratch. */
-static void layer_input_grads(const rp_layer_params *p, rp_layer_params *g,
+ * residual gradient; with g set, d points at the shared scratch. Under tensor
+ * parallelism the column-parallel layers' input gradients (dln2, dln1) are
+ * partial sums over this rank's features: the f operator's all-reduce
+ * completes them before the LayerNorm (the stash keeps the reduced value). */
+static void layer_input_grads(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
                               const rp_layer_acts *l, const float *in, rp_grad_ws *w,
-                              const rp_layer_douts *d, const rp_gpt_config *cfg, int B, int T,
-                              const rp_exec *x) {
-  int N = B * T, C = cfg->C;
-  long NC = (long)N * C;
+                              const rp_layer_douts *d, int B, int T, const rp_exec *x) {
+  int N = B * T, C = m->cfg.C, Ct = rp_tp_width(m);
+  long NC = (long)N * C, NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
   rp_layer_params none = {0};
   if (!g) g = &none;
@@ -63,22 +65,24 @@ static void layer_input_grads(const rp_layer_params *p, rp_layer_params *g,
   copy(d->dres3, w->dres, NC);
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dfch_gelu, g->fcprojw, g->fcprojb,
                                                      w->dres, l->fch_gelu, p->fcprojw, N,
-                                                     4 * C, C, x));
-  RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set(d->dfch, l->fch, w->dfch_gelu, 4 * NC, pool));
+                                                     4 * Ct, C, x));
+  RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set(d->dfch, l->fch, w->dfch_gelu, 4 * NCt, pool));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln2, g->fcw, g->fcb, d->dfch, l->ln2,
-                                                     p->fcw, N, C, 4 * C, x));
+                                                     p->fcw, N, C, 4 * Ct, x));
+  rp_tp_all_reduce(m, x, d->dln2, NC, RP_TP_SUM);
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(w->dres, g->ln2w, g->ln2b, d->dln2, l->res2, p->ln2w,
                                 l->ln2_mean, l->ln2_rstd, N, C, pool));
   /* Attention branch: dres is now d(res2). */
   copy(d->dres2, w->dres, NC);
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dbuf, g->attprojw, g->attprojb,
-                                                     w->dres, l->atty, p->attprojw, N, C, C, x));
-  zero(d->dqkv, 3 * NC, pool);  /* the backend's contract is +=, like every kernel's */
+                                                     w->dres, l->atty, p->attprojw, N, Ct, C, x));
+  zero(d->dqkv, 3 * NCt, pool);  /* the backend's contract is +=, like every kernel's */
   RP_PROF(RP_PROF_BWD_ATTENTION, x->attn->backward(x->attn, d->dqkv, w->dbuf, l->qkv, l->atty,
-                                                   l->att_saved, B, T, C, cfg->NH, pool));
+                                                   l->att_saved, B, T, Ct, rp_tp_heads(m), pool));
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln1, g->qkvw, g->qkvb, d->dqkv,
-                                                     l->ln1, p->qkvw, N, C, 3 * C, x));
+                                                     l->ln1, p->qkvw, N, C, 3 * Ct, x));
+  rp_tp_all_reduce(m, x, d->dln1, NC, RP_TP_SUM);
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(w->dres, g->ln1w, g->ln1b, d->dln1, in, p->ln1w, l->ln1_mean,
                                 l->ln1_rstd, N, C, pool));
@@ -98,9 +102,15 @@ static rp_layer_douts scratch_douts(rp_grad_ws *w) {
 static void head_backward_dlogits(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf,
                                   const float *dlnf_extra, int split, const rp_exec *x) {
   int N = a->B * a->T, C = m->cfg.C;
+  if (m->sp) {  /* one stage, no second head, no I/W split (the trainer checks) */
+    RP_CHECK(!split && !dlnf_extra);
+    rp_sp_head_backward(m, a, w, x);
+    return;
+  }
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(dlnf, split ? NULL : m->g.wte, NULL,
                                                      a->logits, a->lnf, m->p.wte, N, C,
-                                                     m->cfg.Vp, x));
+                                                     rp_tp_vocab(m), x));
+  rp_tp_all_reduce(m, x, dlnf, (long)N * C, RP_TP_SUM);  /* f of the vocabulary-parallel head */
   if (dlnf_extra) rp_add_inplace(dlnf, dlnf_extra, (long)N * C, x->pool);
   zero(w->dres, (long)N * C, x->pool);
   RP_PROF(RP_PROF_BWD_LAYERNORM,
@@ -115,9 +125,24 @@ static void head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf, i
   RP_CHECK(m->spec.has_head);
   int N = a->B * a->T;
   float *dlogits = a->logits;  /* logits are not needed after this point */
-  RP_PROF(RP_PROF_BWD_XENT, rp_xent_backward(dlogits, NULL, a->logits, a->targets, dscale, N,
-                                             m->cfg.V, m->cfg.Vp, x->pool));
+  if (m->tp > 1)
+    RP_PROF(RP_PROF_BWD_XENT, rp_tp_xent_backward(m, a, dscale, x));
+  else
+    RP_PROF(RP_PROF_BWD_XENT, rp_xent_backward(dlogits, NULL, a->logits, a->targets, dscale, N,
+                                               m->cfg.V, m->cfg.Vp, x->pool));
   head_backward_dlogits(m, a, w, dlnf, NULL, split, x);
+}
+
+/* wte (this rank's vocabulary rows under tp) and wpe gradients from dres. */
+static void embed_weight_grads(rp_chunk *m, const rp_acts *a, const float *dres,
+                               const rp_exec *x) {
+  if (m->sp)
+    RP_PROF(RP_PROF_BWD_EMBED, rp_sp_embed_backward(m, dres, a, x));
+  else if (m->tp > 1)
+    RP_PROF(RP_PROF_BWD_EMBED, rp_tp_embed_backward(m, dres, a));
+  else
+    RP_PROF(RP_PROF_BWD_EMBED, rp_embed_backward(m->g.wte, m->g.wpe, dres, a->tokens, a->pos,
+                                                 a->B * a->T, m->cfg.C, x->pool));
 }
 
 static void grads_ready(const rp_exec *x, const rp_chunk *m, int unit) {
@@ -141,16 +166,19 @@ void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_e
   rp_layer_douts d = scratch_douts(w);
   for (int i = m->spec.num_layers - 1; i >= 0; i--) {
     rp_layer_recompute(m, a, i, x);
-    layer_input_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w, &d,
-                      &m->cfg, a->B, a->T, x);
+    if (m->sp)
+      rp_sp_layer_backward(m, &m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i),
+                           w, a->B, a->T, x);
+    else
+      layer_input_grads(m, &m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w,
+                        &d, a->B, a->T, x);
     grads_ready(x, m, i);
   }
 }
 
 void rp_chunk_embed_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x) {
   RP_CHECK(m->spec.has_embed);
-  RP_PROF(RP_PROF_BWD_EMBED, rp_embed_backward(m->g.wte, m->g.wpe, w->dres, a->tokens, a->pos,
-                                               a->B * a->T, m->cfg.C, x->pool));
+  embed_weight_grads(m, a, w->dres, x);
   grads_ready(x, m, RP_UNIT_EMBED);
 }
 
@@ -163,10 +191,11 @@ void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, con
 void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *s, float dscale,
                              const rp_exec *x) {
   RP_CHECK(m->recompute == RP_RECOMPUTE_NONE);  /* W would need the dropped tensors */
+  RP_CHECK(!m->sp);  /* sequence parallelism runs one stage: no I/W split */
   if (m->spec.has_head) head_backward(m, a, w, s->dlnf, 1, dscale, x);
   for (int i = m->spec.num_layers - 1; i >= 0; i--)
-    layer_input_grads(&m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w, &s->layer[i],
-                      &m->cfg, a->B, a->T, x);
+    layer_input_grads(m, &m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w,
+                      &s->layer[i], a->B, a->T, x);
   if (m->spec.has_embed) copy(s->dembed, w->dres, (long)a->B * a->T * m->cfg.C);
 }
 
@@ -176,7 +205,7 @@ void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
   /* Same order as the full backward so that accumulation order matches. */
   if (m->spec.has_head) {
     RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward(NULL, m->g.wte, NULL, a->logits, a->lnf,
-                                                   m->p.wte, N, C, m->cfg.Vp, x));
+                                                   m->p.wte, N, C, rp_tp_vocab(m), x));
     RP_PROF(RP_PROF_BWD_LAYERNORM,
             rp_layernorm_backward(NULL, m->g.lnfw, m->g.lnfb, s->dlnf, a->output, m->p.lnfw,
                                   a->lnf_mean, a->lnf_rstd, N, C, x->pool));
@@ -184,12 +213,11 @@ void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
   }
   for (int i = m->spec.num_layers - 1; i >= 0; i--) {
     layer_weight_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i),
-                       &s->layer[i], N, C, x);
+                       &s->layer[i], N, C, rp_tp_width(m), x);
     grads_ready(x, m, i);
   }
   if (m->spec.has_embed) {
-    RP_PROF(RP_PROF_BWD_EMBED, rp_embed_backward(m->g.wte, m->g.wpe, s->dembed, a->tokens,
-                                                 a->pos, N, C, x->pool));
+    embed_weight_grads(m, a, s->dembed, x);
     grads_ready(x, m, RP_UNIT_EMBED);
   }
 }

@@ -23,6 +23,18 @@ rp_status rp_gpt_config_validate(const rp_gpt_config *c) {
   return RP_OK;
 }
 
+rp_status rp_gpt_config_check_tp(const rp_gpt_config *c, int tp) {
+  if (tp < 1) return rp_err(RP_EINVAL, "--tp %d is out of range; use 1 or more", tp);
+  if (c->NH % tp != 0)
+    return rp_err(RP_EINVAL, "--tp %d does not divide --heads %d: tensor parallelism splits "
+                  "the heads evenly; use a --tp that divides %d", tp, c->NH, c->NH);
+  if (c->Vp % tp != 0)
+    return rp_err(RP_EINVAL, "--tp %d does not divide the padded vocabulary %d (--vocab %d "
+                  "rounded up to a multiple of 64): the LM head splits its rows evenly; use "
+                  "a --tp that divides %d", tp, c->Vp, c->V, c->Vp);
+  return RP_OK;
+}
+
 size_t rp_gpt_num_params(const rp_gpt_config *c) {
   size_t C = c->C;
   size_t per_layer = 12 * C * C + 13 * C;  /* 2 LN (4C) + qkv (3CC+3C) + proj (CC+C) + fc (4CC+4C) + fcproj (4CC+C) */

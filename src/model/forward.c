@@ -22,61 +22,84 @@ const float *rp_layer_input(const rp_acts *a, int i) {
 
 void rp_chunk_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   RP_CHECK(m->spec.has_embed);
+  if (m->sp) {
+    RP_PROF(RP_PROF_FWD_EMBED, rp_sp_embed_forward(m, a, x));
+    return;
+  }
+  if (m->tp > 1) {
+    RP_PROF(RP_PROF_FWD_EMBED, rp_tp_embed_forward(m, a, x));
+    return;
+  }
   RP_PROF(RP_PROF_FWD_EMBED, rp_embed_forward(a->input, a->tokens, a->pos, m->p.wte, m->p.wpe,
                                               a->B * a->T, m->cfg.C, x->pool));
 }
 
-static void layer_forward(const rp_layer_params *p, rp_layer_acts *l, const float *in,
-                          const rp_gpt_config *cfg, int B, int T, const rp_exec *x) {
-  int N = B * T, C = cfg->C;
-  long NC = (long)N * C;
+/* Under tensor parallelism (m->tp > 1) c_attn and c_fc produce this rank's
+ * Ct = C/tp attention and 4 Ct hidden features, attention runs on its NH/tp
+ * heads, and the c_proj outputs are summed over tp (g) before bias and
+ * residual. At tp = 1, Ct = C and the calls are the one-rank kernels. */
+static void layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
+                          const float *in, int B, int T, const rp_exec *x) {
+  if (m->sp) {
+    rp_sp_layer_forward(m, p, l, in, B, T, x);
+    return;
+  }
+  int N = B * T, C = m->cfg.C, Ct = rp_tp_width(m);
+  long NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
                                                       p->ln1w, p->ln1b, N, C, pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * C, x));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * Ct, x));
   RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
-                                                  C, cfg->NH, pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward_residual(l->res2, l->atty, p->attprojw,
-                                                         p->attprojb, in, N, C, C, x));
+                                                  Ct, rp_tp_heads(m), pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_tp_row_parallel_forward(m, l->res2, l->atty, p->attprojw,
+                                                         p->attprojb, in, N, Ct, C, x));
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
                                                       l->res2, p->ln2w, p->ln2b, N, C, pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->fch, l->ln2, p->fcw, p->fcb, N, C, 4 * C, x));
-  RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4 * NC, pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward_residual(l->res3, l->fch_gelu, p->fcprojw,
-                                                         p->fcprojb, l->res2, N, 4 * C, C, x));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->fch, l->ln2, p->fcw, p->fcb, N, C, 4 * Ct, x));
+  RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4 * NCt, pool));
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_tp_row_parallel_forward(m, l->res3, l->fch_gelu, p->fcprojw,
+                                                         p->fcprojb, l->res2, N, 4 * Ct, C, x));
 }
 
 /* Backward of layer i is about to read its tensors: rebuild what the chunk's
  * recompute mode did not keep, with the same kernels on the same inputs. */
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x) {
   rp_layer_acts *l = &a->layer[i];
-  int N = a->B * a->T, C = m->cfg.C;
+  int N = a->B * a->T, Ct = rp_tp_width(m), NHt = rp_tp_heads(m);
   if (m->recompute == RP_RECOMPUTE_FULL) {
-    layer_forward(&m->p.layer[i], l, rp_layer_input(a, i), &m->cfg, a->B, a->T, x);
+    layer_forward(m, &m->p.layer[i], l, rp_layer_input(a, i), a->B, a->T, x);
   } else if (m->recompute == RP_RECOMPUTE_SELECTIVE) {
-    size_t saved = x->attn->saved_floats(x->attn, a->B, a->T, C, m->cfg.NH);
-    if (rp_selective_drops_attention(saved, (size_t)N, (size_t)C))
+    size_t saved = x->attn->saved_floats(x->attn, a->B, a->T, Ct, NHt);
+    if (rp_selective_drops_attention(saved, (size_t)N, (size_t)Ct))
       RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv,
-                                                      a->B, a->T, C, m->cfg.NH, x->pool));
-    RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4L * N * C, x->pool));
+                                                      a->B, a->T, Ct, NHt, x->pool));
+    RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4L * N * Ct, x->pool));
   }
 }
 
 void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   for (int i = 0; i < m->spec.num_layers; i++)
-    layer_forward(&m->p.layer[i], &a->layer[i], rp_layer_input(a, i), &m->cfg, a->B, a->T, x);
+    layer_forward(m, &m->p.layer[i], &a->layer[i], rp_layer_input(a, i), a->B, a->T, x);
 }
 
 double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {
   RP_CHECK(m->spec.has_head);
   int N = a->B * a->T, C = m->cfg.C;
-  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
-                                                      a->output, m->p.lnfw, m->p.lnfb, N, C,
-                                                      x->pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(a->logits, a->lnf, m->p.wte, NULL, N, C,
-                                                m->cfg.Vp, x));
-  RP_PROF(RP_PROF_FWD_XENT, rp_xent_forward(a->losses, a->logits, a->targets, N, m->cfg.V,
-                                            m->cfg.Vp, x->pool));
+  if (m->sp) {
+    rp_sp_head_logits(m, a, x);
+  } else {
+    RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
+                                                        a->output, m->p.lnfw, m->p.lnfb, N, C,
+                                                        x->pool));
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(a->logits, a->lnf, m->p.wte, NULL, N, C,
+                                              rp_tp_vocab(m), x));
+  }
+  if (m->tp > 1)  /* vocabulary-parallel: this rank's Vp/tp columns of every row */
+    RP_PROF(RP_PROF_FWD_XENT, rp_tp_xent_forward(m, a, x));
+  else
+    RP_PROF(RP_PROF_FWD_XENT, rp_xent_forward(a->losses, a->logits, a->targets, N, m->cfg.V,
+                                              m->cfg.Vp, x->pool));
   double sum = 0;
   int nvalid = 0;
   for (int i = 0; i < N; i++) {

@@ -30,8 +30,18 @@ typedef struct {
   int cap;
 } layout_builder;
 
+/* How tensor k of a layer is split over tp ranks (Megatron: c_attn, c_fc
+ * column-parallel = rows of the (out, in) weight and their biases; c_proj
+ * row-parallel = columns of the weight, bias replicated). */
+static void layer_tensor_split(int k, int *split, int *blocks) {
+  *blocks = k == QKVW || k == QKVB ? 3 : 1;
+  *split = k == QKVW || k == QKVB || k == FCW || k == FCB ? RP_TP_ROWS
+           : k == PROJW || k == FCPW                      ? RP_TP_COLS
+                                                          : RP_TP_REPLICATED;
+}
+
 static void add_tensor(layout_builder *b, const char *name, int r, int c, int decay,
-                       int hf_t, int layer, int is_wte) {
+                       int hf_t, int layer, int is_wte, int split, int blocks) {
   rp_chunk *m = b->m;
   if (m->num_tensors == b->cap) {
     b->cap = b->cap ? 2 * b->cap : 32;
@@ -42,6 +52,12 @@ static void add_tensor(layout_builder *b, const char *name, int r, int c, int de
   memset(t, 0, sizeof *t);
   snprintf(t->name, sizeof t->name, "%s", name);
   t->ndim = c ? 2 : 1;
+  t->full_shape[0] = r;
+  t->full_shape[1] = c;
+  t->tp_split = split;
+  t->tp_blocks = blocks;
+  if (split == RP_TP_ROWS) r /= m->tp;
+  if (split == RP_TP_COLS) c /= m->tp;
   t->shape[0] = r;
   t->shape[1] = c;
   t->numel = (size_t)r * (c ? c : 1);
@@ -57,21 +73,22 @@ static void build_tensor_list(rp_chunk *m) {
   const rp_gpt_config *cfg = &m->cfg;
   layout_builder b = {.m = m};
   if (m->spec.has_embed || m->spec.has_head)
-    add_tensor(&b, "wte.weight", cfg->Vp, cfg->C, 0, 0, -1, 1);
-  if (m->spec.has_embed) add_tensor(&b, "wpe.weight", cfg->T, cfg->C, 0, 0, -1, 0);
+    add_tensor(&b, "wte.weight", cfg->Vp, cfg->C, 0, 0, -1, 1, RP_TP_ROWS, 1);
+  if (m->spec.has_embed) add_tensor(&b, "wpe.weight", cfg->T, cfg->C, 0, 0, -1, 0, 0, 1);
   for (int i = 0; i < m->spec.num_layers; i++) {
     int l = m->spec.first_layer + i;
     for (int k = 0; k < NLT; k++) {
       char name[48];
-      int r, c;
+      int r, c, split, blocks;
       snprintf(name, sizeof name, "h.%d.%s", l, layer_tensor_names[k]);
       layer_tensor_shape(k, cfg->C, &r, &c);
-      add_tensor(&b, name, r, c, c != 0, c != 0, l, 0);
+      layer_tensor_split(k, &split, &blocks);
+      add_tensor(&b, name, r, c, c != 0, c != 0, l, 0, split, blocks);
     }
   }
   if (m->spec.has_head) {
-    add_tensor(&b, "ln_f.weight", cfg->C, 0, 0, 0, -1, 0);
-    add_tensor(&b, "ln_f.bias", cfg->C, 0, 0, 0, -1, 0);
+    add_tensor(&b, "ln_f.weight", cfg->C, 0, 0, 0, -1, 0, 0, 1);
+    add_tensor(&b, "ln_f.bias", cfg->C, 0, 0, 0, -1, 0, 0, 1);
   }
   m->num_params = b.off;
 }
@@ -93,8 +110,16 @@ static void bind_views(rp_param_views *v, const rp_chunk *m, float *base) {
 }
 
 rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_spec *spec) {
+  return rp_chunk_init_tp(m, cfg, spec, 1, 0);
+}
+
+rp_status rp_chunk_init_tp(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_spec *spec,
+                           int tp, int tp_rank) {
   memset(m, 0, sizeof *m);
   RP_TRY(rp_gpt_config_validate(cfg));
+  RP_TRY(rp_gpt_config_check_tp(cfg, tp));
+  if (tp_rank < 0 || tp_rank >= tp)
+    return rp_err(RP_EINVAL, "tensor-parallel rank %d outside 0..%d", tp_rank, tp - 1);
   if (spec->first_layer < 0 || spec->num_layers < 0 ||
       spec->first_layer + spec->num_layers > cfg->L)
     return rp_err(RP_EINVAL, "stage layers [%d, %d) fall outside the model's %d layers",
@@ -102,6 +127,8 @@ rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_sp
   _Static_assert(sizeof(rp_layer_params) == NLT * sizeof(float *), "layer view layout");
   m->cfg = *cfg;
   m->spec = *spec;
+  m->tp = tp;
+  m->tp_rank = tp_rank;
   build_tensor_list(m);
   int nl = spec->num_layers > 0 ? spec->num_layers : 1;
   m->p.layer = calloc(nl, sizeof(rp_layer_params));
@@ -122,6 +149,7 @@ rp_status rp_chunk_init(rp_chunk *m, const rp_gpt_config *cfg, const rp_stage_sp
 
 void rp_chunk_free(rp_chunk *m) {
   rp_free(m->rc_scratch);
+  rp_free(m->sp_scratch);
   rp_free(m->params);
   rp_free(m->grads);
   free(m->p.layer);
@@ -137,29 +165,86 @@ static uint64_t global_tensor_id(const rp_tensor *t, int k_in_layer) {
   return 4 + (uint64_t)t->layer * NLT + k_in_layer;
 }
 
-void rp_chunk_init_weights(rp_chunk *m, uint64_t seed) {
+/* Copies tensor t's slice of this tp rank between the whole tensor (full,
+ * full_shape) and the rank's shard (local, shape): to_local 1 slices, 0 puts
+ * the shard back in its place. */
+static void copy_slice(const rp_tensor *t, int tp, int rank, float *local, float *full,
+                       int to_local) {
+  size_t R = t->full_shape[0], Cc = t->full_shape[1] ? t->full_shape[1] : 1;
+  size_t rows = R, cols = Cc, r0 = 0, c0 = 0, blocks = 1, brows = R;
+  if (t->tp_split == RP_TP_ROWS) {
+    blocks = t->tp_blocks;
+    brows = R / blocks;
+    rows = brows / tp;
+    r0 = rank * rows;
+  } else if (t->tp_split == RP_TP_COLS) {
+    cols = Cc / tp;
+    c0 = rank * cols;
+  }
+  for (size_t b = 0; b < blocks; b++)
+    for (size_t i = 0; i < rows; i++) {
+      float *l = local + (b * rows + i) * cols;
+      float *f = full + (b * brows + r0 + i) * Cc + c0;
+      if (to_local) memcpy(l, f, cols * sizeof *l);
+      else memcpy(f, l, cols * sizeof *l);
+    }
+}
+
+void rp_chunk_shard_from(const rp_chunk *local, float *local_buf, const rp_chunk *full,
+                         const float *full_buf) {
+  RP_CHECK(full->tp == 1 && full->num_tensors == local->num_tensors);
+  for (int i = 0; i < local->num_tensors; i++)
+    copy_slice(&local->tensors[i], local->tp, local->tp_rank, local_buf + local->tensors[i].offset,
+               (float *)full_buf + full->tensors[i].offset, 1);
+}
+
+void rp_chunk_unshard_into(const rp_chunk *local, const float *local_buf, const rp_chunk *full,
+                           float *full_buf) {
+  RP_CHECK(full->tp == 1 && full->num_tensors == local->num_tensors);
+  for (int i = 0; i < local->num_tensors; i++)
+    copy_slice(&local->tensors[i], local->tp, local->tp_rank,
+               (float *)local_buf + local->tensors[i].offset, full_buf + full->tensors[i].offset, 0);
+}
+
+/* The whole tensor t's initial values into w (full_shape): every tp rank draws
+ * the same stream and keeps its slice, so a shard is a slice of the one-rank
+ * model's tensor. */
+static void init_full_tensor(const rp_chunk *m, const rp_tensor *t, float *w, uint64_t seed) {
   const rp_gpt_config *cfg = &m->cfg;
   float resid_std = 0.02f / sqrtf(2.0f * cfg->L);
+  int k = 0;
+  if (t->layer >= 0)
+    for (k = 0; k < NLT; k++)
+      if (strstr(t->name, layer_tensor_names[k])) break;
+  rp_rng rng;
+  rp_rng_seed(&rng, seed * 1000003ull + global_tensor_id(t, k));
+  size_t n = (size_t)t->full_shape[0] * (t->full_shape[1] ? t->full_shape[1] : 1);
+  if (t->is_wte) n = (size_t)cfg->V * cfg->C;  /* padded rows stay 0 */
+  if (strstr(t->name, "ln_") ) {
+    float v = strstr(t->name, "weight") ? 1.0f : 0.0f;
+    for (size_t j = 0; j < n; j++) w[j] = v;
+  } else if (t->ndim == 1) {
+    memset(w, 0, n * sizeof *w);
+  } else {
+    float std = (k == PROJW || k == FCPW) && t->layer >= 0 ? resid_std : 0.02f;
+    for (size_t j = 0; j < n; j++) w[j] = std * rp_rng_normal(&rng);
+  }
+}
+
+void rp_chunk_init_weights(rp_chunk *m, uint64_t seed) {
   for (int i = 0; i < m->num_tensors; i++) {
     const rp_tensor *t = &m->tensors[i];
     float *w = m->params + t->offset;
-    int k = 0;
-    if (t->layer >= 0)
-      for (k = 0; k < NLT; k++)
-        if (strstr(t->name, layer_tensor_names[k])) break;
-    rp_rng rng;
-    rp_rng_seed(&rng, seed * 1000003ull + global_tensor_id(t, k));
-    size_t n = t->numel;
-    if (t->is_wte) n = (size_t)cfg->V * cfg->C;  /* padded rows stay 0 */
-    if (strstr(t->name, "ln_") ) {
-      float v = strstr(t->name, "weight") ? 1.0f : 0.0f;
-      for (size_t j = 0; j < n; j++) w[j] = v;
-    } else if (t->ndim == 1) {
-      memset(w, 0, n * sizeof *w);
-    } else {
-      float std = (k == PROJW || k == FCPW) && t->layer >= 0 ? resid_std : 0.02f;
-      for (size_t j = 0; j < n; j++) w[j] = std * rp_rng_normal(&rng);
+    if (m->tp == 1 || t->tp_split == RP_TP_REPLICATED) {
+      init_full_tensor(m, t, w, seed);
+      continue;
     }
+    size_t n = (size_t)t->full_shape[0] * (t->full_shape[1] ? t->full_shape[1] : 1);
+    float *full = calloc(n, sizeof *full);  /* padded wte rows stay 0 */
+    RP_CHECK(full);
+    init_full_tensor(m, t, full, seed);
+    copy_slice(t, m->tp, m->tp_rank, w, full, 1);
+    free(full);
   }
 }
 

@@ -27,6 +27,33 @@ void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, co
                         const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
+/* Tensor parallelism (tp.c): this rank's widths, the f/g operators, the
+ * vocabulary-parallel embedding and cross-entropy. */
+static inline int rp_tp_width(const rp_chunk *m) { return m->cfg.C / m->tp; }   /* C/tp */
+static inline int rp_tp_heads(const rp_chunk *m) { return m->cfg.NH / m->tp; }  /* NH/tp */
+static inline int rp_tp_vocab(const rp_chunk *m) { return m->cfg.Vp / m->tp; } /* Vp/tp */
+void rp_tp_all_reduce(const rp_chunk *m, const rp_exec *x, float *buf, long n, rp_tp_op op);
+void rp_tp_row_parallel_forward(const rp_chunk *m, float *out, const float *inp, const float *w,
+                                const float *bias, const float *resid, int N, int IC, int OC,
+                                const rp_exec *x);
+void rp_tp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+/* out[N, C]: this rank's share of the embedding (its tokens' wte rows, wpe on
+ * rank 0, zeros elsewhere); the sum over tp is the embedding. */
+void rp_tp_embed_partial(const rp_chunk *m, const rp_acts *a, float *out);
+void rp_tp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a);
+void rp_tp_xent_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_tp_xent_backward(const rp_chunk *m, rp_acts *a, float dscale, const rp_exec *x);
+/* Sequence parallelism (sp.c): the same pieces on N/tp-row shards. */
+void rp_sp_layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
+                         const float *in, int B, int T, const rp_exec *x);
+void rp_sp_layer_backward(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
+                          const rp_layer_acts *l, const float *in, rp_grad_ws *w, int B, int T,
+                          const rp_exec *x);
+void rp_sp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_sp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a, const rp_exec *x);
+void rp_sp_head_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_sp_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x);
+
 /* K/V cache internals shared by kv_cache.c and decode.c (rp_infer.h). */
 #include "ringpipe/rp_infer.h"
 /* Where position pos of slot keeps layer's key (kv 0) or value (kv 1). */

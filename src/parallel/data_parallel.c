@@ -287,8 +287,8 @@ rp_status rp_dp_finish(rp_dp *d) {
         rp_allreduce_watched(cs->gshard + cs->wte_pos, (int)cs->wte_owned, MPI_FLOAT, MPI_SUM,
                              d->cfg.tie_comm, "tied wte gradient all-reduce");
       else
-        rp_allreduce_watched(m->g.wte, (int)((size_t)m->cfg.Vp * m->cfg.C), MPI_FLOAT, MPI_SUM,
-                             d->cfg.tie_comm, "tied wte gradient all-reduce");
+        rp_allreduce_watched(m->g.wte, (int)rp_chunk_find(m, "wte.weight")->numel, MPI_FLOAT,
+                             MPI_SUM, d->cfg.tie_comm, "tied wte gradient all-reduce");
     }
   }
   return RP_OK;
@@ -341,6 +341,7 @@ static void sumsq_piece(rp_dp *d, int c, const rp_tensor *t, size_t lo, size_t n
                         void *ctx) {
   sumsq_ctx *s = ctx;
   if (t->is_wte && !s->count_wte) return;
+  if (d->cfg.skip_replicated && t->tp_split == RP_TP_REPLICATED) return;
   s->sum += rp_sumsq(owned_grads(d, c) + pos, (long)n, d->cfg.pool);
 }
 

@@ -1,4 +1,4 @@
-/* MPI start-up, the fatal hook, and the dp x pp x cp communicators. */
+/* MPI start-up, the fatal hook, and the dp x pp x cp x tp communicators. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,32 +60,48 @@ int rp_mpi_world_size(void) {
   return n;
 }
 
-rp_status rp_grid_init(rp_grid *g, int pp, int cp) {
+rp_status rp_grid_init(rp_grid *g, int pp, int cp) { return rp_grid_init_tp(g, pp, cp, 1); }
+
+rp_status rp_grid_init_tp(rp_grid *g, int pp, int cp, int tp) {
   memset(g, 0, sizeof *g);
   g->world = MPI_COMM_WORLD;
   MPI_Comm_rank(g->world, &g->world_rank);
   MPI_Comm_size(g->world, &g->world_size);
-  if (pp < 1 || cp < 1 || g->world_size % (pp * cp) != 0)
+  if (pp < 1 || cp < 1 || tp < 1 || g->world_size % (pp * cp * tp) != 0) {
+    if (tp == 1)
+      return rp_err(RP_EINVAL,
+                    "the world size %d is not a multiple of --pp %d x --cp %d; launch "
+                    "mpirun -n with a multiple of %d (dp = world / (pp x cp))",
+                    g->world_size, pp, cp, pp * cp);
     return rp_err(RP_EINVAL,
-                  "the world size %d is not a multiple of --pp %d x --cp %d; launch "
-                  "mpirun -n with a multiple of %d (dp = world / (pp x cp))",
-                  g->world_size, pp, cp, pp * cp);
+                  "the world size %d is not a multiple of --pp %d x --cp %d x --tp %d; launch "
+                  "mpirun -n with a multiple of %d (dp = world / (pp x cp x tp))",
+                  g->world_size, pp, cp, tp, pp * cp * tp);
+  }
   g->pp = pp;
   g->cp = cp;
-  g->dp = g->world_size / (pp * cp);
-  g->cp_rank = g->world_rank % cp;
-  g->pp_rank = (g->world_rank / cp) % pp;
-  g->dp_rank = g->world_rank / (cp * pp);
+  g->tp = tp;
+  g->dp = g->world_size / (pp * cp * tp);
+  g->tp_rank = g->world_rank % tp;
+  int rest = g->world_rank / tp;
+  g->cp_rank = rest % cp;
+  g->pp_rank = (rest / cp) % pp;
+  g->dp_rank = rest / (cp * pp);
   /* Colors pick the group; keys keep the group's ranks in grid order. */
-  MPI_Comm_split(g->world, g->dp_rank * pp + g->pp_rank, g->cp_rank, &g->cp_comm);
-  MPI_Comm_split(g->world, g->dp_rank * cp + g->cp_rank, g->pp_rank, &g->pp_comm);
-  MPI_Comm_split(g->world, g->pp_rank * cp + g->cp_rank, g->dp_rank, &g->dp_comm);
-  MPI_Comm_split(g->world, g->pp_rank, g->dp_rank * cp + g->cp_rank, &g->dpcp_comm);
+  MPI_Comm_split(g->world, (g->dp_rank * pp + g->pp_rank) * tp + g->tp_rank, g->cp_rank,
+                 &g->cp_comm);
+  MPI_Comm_split(g->world, (g->dp_rank * cp + g->cp_rank) * tp + g->tp_rank, g->pp_rank,
+                 &g->pp_comm);
+  MPI_Comm_split(g->world, (g->pp_rank * cp + g->cp_rank) * tp + g->tp_rank, g->dp_rank,
+                 &g->dp_comm);
+  MPI_Comm_split(g->world, g->pp_rank * tp + g->tp_rank, g->dp_rank * cp + g->cp_rank,
+                 &g->dpcp_comm);
+  MPI_Comm_split(g->world, rest, g->tp_rank, &g->tp_comm);
   return RP_OK;
 }
 
 void rp_grid_free(rp_grid *g) {
-  MPI_Comm *c[] = {&g->pp_comm, &g->cp_comm, &g->dp_comm, &g->dpcp_comm};
+  MPI_Comm *c[] = {&g->pp_comm, &g->cp_comm, &g->dp_comm, &g->dpcp_comm, &g->tp_comm};
   for (size_t i = 0; i < sizeof c / sizeof *c; i++)
     if (*c[i] != MPI_COMM_NULL && *c[i] != 0) MPI_Comm_free(c[i]);
 }

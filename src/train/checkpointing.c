@@ -26,6 +26,7 @@ typedef struct {
   int n;
   float **mine_m, **mine_v; /* this rank's chunks' full AdamW state */
   int nmine, mine_copied;   /* mine_m/v are workspace copies (ZeRO-1), else views */
+  rp_tp_whole *whole;       /* tp > 1, tp rank 0: this rank's chunks put together */
   rp_ckpt_part *parts;
   rp_chunk *copies;       /* received chunks (n entries, unused ones zeroed) */
   float **m, **v;
@@ -67,15 +68,18 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
   if (!g->parts || !g->copies || !g->m || !g->v) return rp_err(RP_ENOMEM, "out of memory");
   for (int s = 0; s < S; s++) {
     int owner = s % p, c = s / p;
+    /* under tensor parallelism the whole copy made by rp_tp_gather_whole */
+    const rp_chunk *mine = g->whole ? &g->whole[c].chunk : &t->chunks[c];
+    const float *mm = g->whole ? g->whole[c].m : g->mine_m[c];
+    const float *mv = g->whole ? g->whole[c].v : g->mine_v[c];
     if (owner == me && me == 0) {
-      g->parts[s] = (rp_ckpt_part){&t->chunks[c], g->mine_m[c], g->mine_v[c]};
+      g->parts[s] = (rp_ckpt_part){mine, mm, mv};
     } else if (owner == me) {
-      rp_chunk *ch = &t->chunks[c];
-      int n = (int)ch->num_params;
+      int n = (int)mine->num_params;
       MPI_Request r[3];
-      MPI_Isend(ch->params, n, MPI_FLOAT, 0, 3 * s, t->grid.pp_comm, &r[0]);
-      MPI_Isend(g->mine_m[c], n, MPI_FLOAT, 0, 3 * s + 1, t->grid.pp_comm, &r[1]);
-      MPI_Isend(g->mine_v[c], n, MPI_FLOAT, 0, 3 * s + 2, t->grid.pp_comm, &r[2]);
+      MPI_Isend(mine->params, n, MPI_FLOAT, 0, 3 * s, t->grid.pp_comm, &r[0]);
+      MPI_Isend(mm, n, MPI_FLOAT, 0, 3 * s + 1, t->grid.pp_comm, &r[1]);
+      MPI_Isend(mv, n, MPI_FLOAT, 0, 3 * s + 2, t->grid.pp_comm, &r[2]);
       rp_waitall(3, r, t->grid.pp_comm, 0, "checkpoint gather: sending stage %d", s);
     } else if (me == 0) {
       rp_chunk *ch = &g->copies[s];
@@ -102,6 +106,8 @@ static void gathered_free(gathered *g) {
     rp_free(g->mine_v[c]);
   }
   free(g->mine_m), free(g->mine_v);
+  for (int c = 0; c < g->nmine && g->whole; c++) rp_tp_whole_free(&g->whole[c]);
+  free(g->whole);
   for (int s = 0; s < g->n; s++) {
     if (g->copies && g->copies[s].params) rp_chunk_free(&g->copies[s]);
     if (g->m) rp_free(g->m[s]);
@@ -133,6 +139,7 @@ static rp_status write_meta_and_save(rp_trainer *t, const char *dir, const gathe
     rp_jw_key(&w, "dp"), rp_jw_int(&w, t->grid.dp);
     rp_jw_key(&w, "pp"), rp_jw_int(&w, t->grid.pp);
     rp_jw_key(&w, "cp"), rp_jw_int(&w, t->grid.cp);
+    rp_jw_key(&w, "tp"), rp_jw_int(&w, t->grid.tp);
     rp_jw_obj_end(&w);
     rp_jw_key(&w, "options"), rp_jw_raw(&w, opts);
     rp_jw_obj_end(&w);
@@ -177,6 +184,22 @@ static rp_status check_finite(const rp_trainer *t, const gathered *g, const char
   return RP_OK;
 }
 
+/* Tensor parallelism: each chunk's shards put together on tp rank 0 (the
+ * ranks of the first replica take part). */
+static rp_status gather_tp_shards(rp_trainer *t, gathered *g) {
+  rp_status s = RP_OK;
+  if (t->grid.tp_rank == 0) {
+    g->whole = calloc(t->nchunks, sizeof *g->whole);
+    if (!g->whole) s = rp_err(RP_ENOMEM, "out of memory");
+  }
+  for (int c = 0; c < t->nchunks; c++) {
+    rp_tp_whole scratch, *w = g->whole ? &g->whole[c] : &scratch;
+    rp_status sc = rp_tp_gather_whole(t, c, g->mine_m[c], g->mine_v[c], w);
+    if (s == RP_OK) s = sc;
+  }
+  return s;
+}
+
 /* The whole model and its AdamW state gathered on world rank 0 and written
  * with meta.json: the trainer's own (meta_fields NULL) or the caller's. */
 static rp_status save_gathered(rp_trainer *t, const char *dir, const char *meta_fields) {
@@ -195,7 +218,9 @@ static rp_status save_gathered(rp_trainer *t, const char *dir, const char *meta_
   rp_allreduce_watched(&bad, 1, MPI_INT, MPI_MAX, t->grid.world, "finite-state check");
   s = rp_train_agree(t, s, "agreement before the checkpoint gather", NULL);
   if (bad) t->diverged = 1;
-  if (s == RP_OK && t->grid.dp_rank == 0 && t->grid.cp_rank == 0) {
+  if (s == RP_OK && t->grid.dp_rank == 0 && t->grid.cp_rank == 0 && t->grid.tp > 1)
+    s = gather_tp_shards(t, &g);
+  if (s == RP_OK && t->grid.dp_rank == 0 && t->grid.cp_rank == 0 && t->grid.tp_rank == 0) {
     s = gather_chunks(t, &g);
     if (s == RP_OK && t->grid.world_rank == 0)
       s = meta_fields ? rp_ckpt_save(dir, g.parts, g.n, meta_fields)
@@ -236,18 +261,19 @@ static rp_status check_resumed_finite(const rp_trainer *t, const gathered *g, co
 /* Any layout resumes any checkpoint; the continuation equals the run that
  * never stopped when the global batch is the same, so a change is pointed out. */
 static void note_layout_change(const rp_trainer *t, const char *meta, const char *dir) {
-  int64_t dp, pp, cp, mb, b;
+  int64_t dp, pp, cp, tp = 1, mb, b;
+  rp_json_get_int64(meta, "layout.tp", &tp);  /* absent before tensor parallelism: 1 */
   if (rp_json_get_int64(meta, "layout.dp", &dp) != RP_OK ||
       rp_json_get_int64(meta, "layout.pp", &pp) != RP_OK ||
       rp_json_get_int64(meta, "layout.cp", &cp) != RP_OK ||
       rp_json_get_int64(meta, "options.microbatches", &mb) != RP_OK ||
       rp_json_get_int64(meta, "options.batch", &b) != RP_OK || t->grid.world_rank != 0)
     return;
-  if (dp == t->grid.dp && pp == t->grid.pp && cp == t->grid.cp) return;
+  if (dp == t->grid.dp && pp == t->grid.pp && cp == t->grid.cp && tp == t->grid.tp) return;
   long was = (long)(dp * mb * b), now = (long)t->grid.dp * t->o.microbatches * t->o.batch;
-  printf("resuming %s, saved under dp %d x pp %d x cp %d, as dp %d x pp %d x cp %d; global "
-         "batch %ld sequences then, %ld now%s\n", dir, (int)dp, (int)pp, (int)cp, t->grid.dp,
-         t->grid.pp, t->grid.cp, was, now,
+  printf("resuming %s, saved under dp %d x pp %d x cp %d x tp %d, as dp %d x pp %d x cp %d x "
+         "tp %d; global batch %ld sequences then, %ld now%s\n", dir, (int)dp, (int)pp, (int)cp,
+         (int)tp, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, was, now,
          was == now ? "" : " (the continuation differs from the run that never stopped)");
 }
 
@@ -260,7 +286,10 @@ static rp_status load_state(rp_trainer *t, const char *dir) {
   int n = t->nchunks < 64 ? t->nchunks : 64;
   for (int c = 0; c < n && s == RP_OK; c++)
     parts[c] = (rp_ckpt_load_part){&t->chunks[c], g.mine_m[c], g.mine_v[c]};
-  if (s == RP_OK) s = rp_ckpt_load(dir, parts, n);
+  if (s == RP_OK && t->grid.tp == 1) s = rp_ckpt_load(dir, parts, n);
+  /* tensor parallelism: whole tensors read, this rank's slices kept */
+  for (int c = 0; c < n && s == RP_OK && t->grid.tp > 1; c++)
+    s = rp_tp_load_whole(t, c, dir, g.mine_m[c], g.mine_v[c]);
   if (s == RP_OK) s = check_resumed_finite(t, &g, dir);
   for (int c = 0; c < n && s == RP_OK; c++)
     rp_dp_scatter_optim(t->dp, c, g.mine_m[c], g.mine_v[c]);

@@ -37,8 +37,12 @@ static void print_banner(const rp_trainer *t) {
   if (t->bf16.n)
     printf("  precision: bf16 matmuls (fp32 accumulation, fp32 master weights and AdamW)%s\n",
            o->bf16_stochastic ? ", stochastic rounding of the weight copies" : "");
-  printf("  ranks %d (dp %d x pp %d x cp %d), %d threads/rank, gemm mode %s, data %s\n",
-         t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, rp_pool_size(t->pool),
+  if (t->grid.tp > 1)
+    printf("  tensor parallel: %d ranks, %d of %d heads, %d of %d MLP features and %d of %d "
+           "vocabulary rows per rank\n", t->grid.tp, t->cfg.NH / t->grid.tp, t->cfg.NH,
+           4 * t->cfg.C / t->grid.tp, 4 * t->cfg.C, t->cfg.Vp / t->grid.tp, t->cfg.Vp);
+  printf("  ranks %d (dp %d x pp %d x cp %d x tp %d), %d threads/rank, gemm mode %s, data %s\n",
+         t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, rp_pool_size(t->pool),
          rp_gemm_get_mode(t->pool) == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);
   if (o->emulate.n)
     printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %g,%g,%g ms per rank), "
@@ -71,14 +75,20 @@ static void print_banner(const rp_trainer *t) {
     int B = o->batch, T = t->T_local, nl = m->spec.num_layers;
     double meas = nl ? (double)(rp_acts_bytes(m, t->exec.attn, B, T) -
                                 rp_acts_bytes(&no_layers, t->exec.attn, B, T)) / nl : 0;
-    double N = (double)B * T, C = t->cfg.C;
-    double S = (double)t->exec.attn->saved_floats(t->exec.attn, B, T, t->cfg.C, t->cfg.NH);
-    double f = m->recompute == RP_RECOMPUTE_FULL ? N * C
-             : m->recompute == RP_RECOMPUTE_SELECTIVE ? 12 * N * C + 4 * N + (S >= N * C ? 0 : S)
-                                                      : 16 * N * C + 4 * N + S;
+    /* under tensor parallelism q, k, v, the attention output and the MLP's
+     * two hidden tensors are this rank's 1/tp: 4 N C + 12 N C / tp + 4 N + S */
+    double N = (double)B * T, C = t->cfg.C, tp = t->grid.tp, Ct = C / tp;
+    double Nr = m->sp ? N / tp : N;  /* sequence parallelism: residual-stream rows */
+    double S = (double)t->exec.attn->saved_floats(t->exec.attn, B, T, t->cfg.C / t->grid.tp,
+                                                  t->cfg.NH / t->grid.tp);
+    double full = 4 * Nr * C + 12 * N * Ct + 4 * Nr;
+    double f = m->recompute == RP_RECOMPUTE_FULL ? Nr * C
+             : m->recompute == RP_RECOMPUTE_SELECTIVE ? full - 4 * N * Ct + (S >= N * Ct ? 0 : S)
+                                                      : full + S;
     printf("  activations per layer per micro-batch: %.3f MiB measured, %.3f MiB formula "
            "(recompute %s)\n", meas / 1048576.0, 4 * f / 1048576.0, rp_recompute_name(o->recompute));
   }
+  rp_tp_print_startup(t);
   {
     /* AdamW keeps m and v in fp32: 8 bytes per parameter of this rank's chunks,
      * divided over the replicas under ZeRO-1 */
@@ -102,7 +112,7 @@ static void print_sample(rp_trainer *t, const char *ckpt_dir) {
   if (n > (int)(sizeof out / sizeof *out)) n = sizeof out / sizeof *out;
   rp_chunk whole;
   const rp_chunk *m = &t->chunks[0];
-  if (t->grid.pp > 1) {
+  if (t->grid.pp > 1 || t->grid.tp > 1) {
     if (rp_chunk_init(&whole, &t->cfg, &(rp_stage_spec){0, t->cfg.L, 1, 1}) != RP_OK) return;
     if (rp_load_weights(&whole, ckpt_dir) != RP_OK) {
       rp_chunk_free(&whole);
@@ -114,7 +124,7 @@ static void print_sample(rp_trainer *t, const char *ckpt_dir) {
   rp_exec x = {.pool = t->pool, .attn = t->local_attn};
   const rp_sample_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 1.0f, .stop = -1};
   rp_status s = rp_generate(m, &x, prompt, 1, out, n, &sp, &t->sample_rng);
-  if (t->grid.pp > 1) rp_chunk_free(&whole);
+  if (t->grid.pp > 1 || t->grid.tp > 1) rp_chunk_free(&whole);
   if (s != RP_OK) return;
   printf("sample (temperature 0.8, top-k 40):\n----\n");
   for (int i = 0; i < n; i++) {
@@ -230,6 +240,7 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
            o->zero ? "ZeRO-1 reduce-scatter + all-gather" : "all-reduce", ds.reduce_s * 1e3,
            ds.exposed_s * 1e3, o->dp_overlap ? "on" : "off");
   }
+  if (last > first) rp_tp_print_summary(t);
   char mem[512];
   rp_mem_report(mem, sizeof mem);
   char vtext[32] = "n/a (no validation ran)";

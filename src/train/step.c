@@ -10,6 +10,7 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_prof.h"
 #include "ringpipe/rp_stop.h"
+#include "ringpipe/rp_tp.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
 #include "train_internal.h"
@@ -48,6 +49,10 @@ double rp_grad_sumsq(rp_trainer *t) {
     RP_PROF(RP_PROF_COMM,
             rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
                                  "all-reduce of the gradient norm over the pipeline"));
+  if (t->grid.tp > 1)  /* the shards, and the replicated tensors once (tp rank 0) */
+    RP_PROF(RP_PROF_COMM,
+            rp_allreduce_watched(&s, 1, MPI_DOUBLE, MPI_SUM, t->grid.tp_comm,
+                                 "all-reduce of the gradient norm over the tensor-parallel group"));
   return s;
 }
 
@@ -94,6 +99,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   int m = o->microbatches, N = o->batch * t->T_local;
   rp_wait_set_step(t->step + 1);
   if (rp_prof_enabled) rp_prof_step_begin();
+  if (t->tp) rp_tp_begin_step(t->tp);  /* the summary reports the last step's */
   rp_status loaded = RP_OK;
   for (int mb = 0; mb < m && loaded == RP_OK; mb++)
     RP_PROF(RP_PROF_DATA, loaded = rp_trainer_load_batch(t, t->train, mb));
@@ -133,6 +139,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   }
   float lr = current_lr(t);
   rp_engine_apply(t, lr, rp_engine_clip_scale(t, norm));
+  if (t->tp) rp_tp_end_step(t->tp);
 
   double dt = rp_now() - t0;
   if (rp_prof_enabled) rp_prof_step_end();

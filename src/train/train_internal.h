@@ -43,6 +43,27 @@ rp_status rp_metrics_open(const char *out, int step, FILE **f);
 rp_status rp_check_out_dir(const char *dir, const char *flag);
 rp_status rp_check_out_file(const char *path, const char *flag);
 
+/* Tensor-parallel checkpoints (tp_checkpoint.c): a whole (tp = 1) copy of a
+ * chunk with its AdamW state. rp_tp_gather_whole: collective over tp_comm,
+ * tp rank 0 gets chunk c's whole params and m, v (the local arrays); the
+ * others get nothing. rp_tp_load_whole: reads dir (a checkpoint with m, v
+ * non-NULL; else weights as rp_load_weights reads them) into a whole copy and
+ * keeps this rank's slice in chunk c (and m, v). */
+typedef struct {
+  rp_chunk chunk;
+  float *m, *v;
+} rp_tp_whole;
+rp_status rp_tp_gather_whole(const rp_trainer *t, int c, const float *m, const float *v,
+                             rp_tp_whole *w);
+rp_status rp_tp_load_whole(const rp_trainer *t, int c, const char *dir, float *m, float *v);
+void rp_tp_whole_free(rp_tp_whole *w);
+
+/* Tensor parallelism's reports (tp_report.c, world rank 0; nothing at tp 1):
+ * activation memory and communication formulas at start-up, the last step's
+ * measured communication after the run. */
+void rp_tp_print_startup(const rp_trainer *t);
+void rp_tp_print_summary(const rp_trainer *t);
+
 struct rp_loader;
 /* Loads micro-batch mb from l into the full and the local (cp shard) buffers. */
 rp_status rp_trainer_load_batch(rp_trainer *t, struct rp_loader *l, int mb);

@@ -65,6 +65,18 @@ const rp_opt rp_train_opt_table[] = {
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
+    {"tp", RP_OPT_INT, O(tp), "1", 1, 4096, NULL,
+     "tensor-parallel ranks (Megatron: heads, MLP features and the vocabulary split over "
+     "them; must divide --heads and the padded vocabulary)"},
+    {"sp", RP_OPT_BOOL, O(sp), "0", 0, 0, NULL,
+     "sequence parallelism on top of --tp (Megatron): LayerNorms, residual adds and the "
+     "embedding output on 1/tp of each micro-batch's rows, all-gather before and "
+     "reduce-scatter after the tensor-parallel blocks; needs --seq / --cp divisible by --tp "
+     "and --pp 1"},
+    {"tp-overlap", RP_OPT_BOOL, O(tp_overlap), "1", 0, 0, NULL,
+     "with --sp: the all-gather before each column-parallel GEMM runs as a ring whose next "
+     "block travels while the GEMM multiplies the block at hand (off: all-gather, then GEMM; "
+     "the baseline for the exposed-communication report)"},
     {"recompute", RP_OPT_ENUM, E(recompute), "none", 0, 0, "none|selective|full",
      "activation recomputation: selective recomputes the GELU output and O(T^2) attention "
      "probabilities in backward, full keeps only each layer's output and recomputes the "
@@ -111,6 +123,25 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
                   "(--layers %d)", o->pp, o->vpp, o->pp * o->vpp, o->layers);
   if (o->pp == 1 && o->vpp > 1)
     return rp_err(RP_EINVAL, "--vpp %d needs pipeline parallelism (--pp 2 or more)", o->vpp);
+  if (o->tp > 1) {
+    rp_gpt_config c = {.L = o->layers, .C = o->channels, .NH = o->heads, .T = o->seq,
+                       .V = o->vocab, .Vp = rp_pad_vocab(o->vocab)};
+    RP_TRY(rp_gpt_config_check_tp(&c, o->tp));
+    if (o->cp > 1 && o->cp_impl == RP_CP_ULYSSES && (o->heads / o->tp) % o->cp != 0)
+      return rp_err(RP_EINVAL, "--cp-impl ulysses splits each tensor-parallel rank's %d heads "
+                    "(--heads %d / --tp %d) over --cp %d, which does not divide them; use "
+                    "--cp-impl ring", o->heads / o->tp, o->heads, o->tp, o->cp);
+  }
+  if (o->sp && o->tp < 2)
+    return rp_err(RP_EINVAL, "--sp shards what tensor parallelism replicates: it needs --tp 2 "
+                  "or more (got --tp %d)", o->tp);
+  if (o->sp && (o->seq / o->cp) % o->tp != 0)
+    return rp_err(RP_EINVAL, "--sp splits each rank's %d positions (--seq %d / --cp %d) over "
+                  "--tp %d, which does not divide them; use a --seq that is a multiple of %d",
+                  o->seq / o->cp, o->seq, o->cp, o->tp, o->cp * o->tp);
+  if (o->sp && o->pp > 1)
+    return rp_err(RP_EINVAL, "--sp runs one pipeline stage (its stage boundary would carry "
+                  "1/tp of the rows); use --pp 1, or --tp without --sp");
   if (o->emulate.n) {
     double f = o->emulate.v[0], b = o->emulate.v[1], w = o->emulate.v[2];
     if (f <= 0 || b <= 0 || w >= b)

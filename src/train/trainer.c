@@ -16,6 +16,7 @@
 #include "ringpipe/rp_pipeline.h"
 #include "ringpipe/rp_schedule.h"
 #include "ringpipe/rp_stop.h"
+#include "ringpipe/rp_tp.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
 #include "train_internal.h"
@@ -65,7 +66,8 @@ static rp_status setup_model(rp_trainer *t, int model_T) {
   if (!t->all_stages || !t->chunks) return RP_ENOMEM;
   RP_TRY(rp_assign_stages(t->cfg.L, S, o->pp_layers, t->all_stages));
   for (int c = 0; c < v; c++) {
-    RP_TRY(rp_chunk_init(&t->chunks[c], &t->cfg, &t->all_stages[c * p + t->grid.pp_rank]));
+    RP_TRY(rp_chunk_init_tp(&t->chunks[c], &t->cfg, &t->all_stages[c * p + t->grid.pp_rank],
+                            t->grid.tp, t->grid.tp_rank));
     rp_chunk_init_weights(&t->chunks[c], (uint64_t)o->seed);
   }
   return RP_OK;
@@ -124,7 +126,8 @@ static rp_status setup_data_parallel(rp_trainer *t) {
   rp_dp_cfg dc = {.comm = t->grid.dpcp_comm, .tie_comm = t->tie_comm, .chunks = chunks,
                   .nchunks = t->nchunks, .microbatches = o->microbatches,
                   .bucket_floats = (size_t)(o->bucket_mb * 1048576.0 / sizeof(float)),
-                  .zero = o->zero, .overlap = o->dp_overlap, .pool = t->pool};
+                  .zero = o->zero, .overlap = o->dp_overlap, .pool = t->pool,
+                  .skip_replicated = t->grid.tp_rank != 0};
   rp_status s = rp_dp_create(&t->dp, &dc);
   free(chunks);
   RP_TRY(s);
@@ -142,18 +145,25 @@ static rp_status setup_compute(rp_trainer *t) {
   t->exec.pool = t->pool;
   t->exec.attn = rp_attn_of_kind(o->attention);
   t->local_attn = t->exec.attn;
+  if (t->grid.tp > 1) {
+    RP_TRY(rp_tp_create(&t->tp, t->grid.tp_comm, o->sp && o->tp_overlap));
+    t->exec.tp = rp_tp_ops_of(t->tp);
+  }
   if (t->grid.cp > 1) {
     rp_cp_layout layout = t->cp_layout;
-    if (o->cp_impl == RP_CP_ULYSSES)
-      RP_TRY(rp_cp_ulysses_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->heads));
+    if (o->cp_impl == RP_CP_ULYSSES)  /* on this tensor-parallel rank's heads */
+      RP_TRY(rp_cp_ulysses_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq,
+                                  o->heads / t->grid.tp));
     else
       RP_TRY(rp_cp_ring_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->cp_overlap));
     t->exec.attn = t->cp_attn;
   }
   int B = o->batch, T = t->T_local;
   rp_recompute rc = o->recompute;
-  for (int c = 0; c < t->nchunks; c++)
+  for (int c = 0; c < t->nchunks; c++) {
+    RP_TRY(rp_chunk_set_sp(&t->chunks[c], o->sp, B, T));  /* sizes the layout: first */
     RP_TRY(rp_chunk_set_recompute(&t->chunks[c], rc, t->exec.attn, B, T));
+  }
   if (o->precision == RP_PRECISION_BF16) {
     rp_chunk *list[RP_BF16_MAX_CHUNKS];
     for (int c = 0; c < t->nchunks && c < RP_BF16_MAX_CHUNKS; c++) list[c] = &t->chunks[c];
@@ -263,7 +273,9 @@ static rp_status build_engine(rp_trainer *t, int model_T) {
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(t, model_T)));
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(t)));
   for (int c = 0; c < t->nchunks && t->o.init_from[0]; c++)
-    RP_TRY(rp_grid_agree(MPI_COMM_WORLD, rp_load_weights(&t->chunks[c], t->o.init_from)));
+    RP_TRY(rp_grid_agree(MPI_COMM_WORLD,
+                         t->grid.tp > 1 ? rp_tp_load_whole(t, c, t->o.init_from, NULL, NULL)
+                                        : rp_load_weights(&t->chunks[c], t->o.init_from)));
   return RP_OK;
 }
 
@@ -284,9 +296,9 @@ rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
   rp_status s = RP_OK;
   if (o->init_from[0]) s = rp_init_config_into_opts(o->init_from, &t->o, &changed, &model_T);
   if (s == RP_OK) s = rp_train_opts_check(&t->o);
-  if (s == RP_OK && (o->pp != 1 || o->cp != 1))
-    s = rp_err(RP_EINVAL, "this job runs one pipeline stage and no context parallelism (--pp 1 "
-               "--cp 1); data parallelism takes every rank");
+  if (s == RP_OK && (o->pp != 1 || o->cp != 1 || o->tp != 1))
+    s = rp_err(RP_EINVAL, "this job runs one pipeline stage and no context or tensor "
+               "parallelism (--pp 1 --cp 1 --tp 1); data parallelism takes every rank");
   t->cp_layout = RP_CP_CONTIGUOUS;
   if (s == RP_OK) s = rp_grid_init(&t->grid, 1, 1);
   t->T_local = o->seq;
@@ -305,7 +317,7 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   char note[RP_OPT_STRLEN + 160];
   resolve_resume_auto(t, note, sizeof note);
   rp_status s = check_before_creating(t, &changed, &model_T);
-  if (s == RP_OK) s = rp_grid_init(&t->grid, o->pp, o->cp);
+  if (s == RP_OK) s = rp_grid_init_tp(&t->grid, o->pp, o->cp, o->tp);
   /* one rank holds the whole sequence: contiguous whatever was asked */
   t->cp_layout = o->cp > 1 ? o->cp_layout : RP_CP_CONTIGUOUS;
   if (s == RP_OK && o->cp > 1) {
@@ -343,6 +355,7 @@ void rp_trainer_free(rp_trainer *t) {
   if (t->train) rp_loader_close(t->train);
   if (t->val) rp_loader_close(t->val);
   if (t->cp_attn) rp_cp_destroy(t->cp_attn);
+  if (t->tp) rp_tp_destroy(t->tp);
   rp_free(t->full_tokens);
   rp_free(t->full_targets);
   rp_free(t->batch_tokens);

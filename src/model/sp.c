@@ -1,0 +1,230 @@
+/* Megatron sequence parallelism (Korthikanti et al. 2022) on top of tensor
+ * parallelism: the tensors that tensor parallelism alone replicates -- the
+ * residual stream, the LayerNorms and their statistics, the embedding output
+ * -- are split into tp blocks of the micro-batch's N = B x T rows (rank r keeps
+ * rows [r N/tp, (r+1) N/tp)), and the conjugate collectives replace the
+ * all-reduces:
+ *   forward:  LN on N/tp rows -> all-gather (N rows) -> column-parallel GEMM
+ *             -> ... -> row-parallel GEMM (partial sums, N rows)
+ *             -> reduce-scatter (N/tp rows) -> + bias + residual;
+ *   backward: all-gather of the N/tp-row gradient before the row-parallel
+ *             layer's backward, reduce-scatter of the column-parallel input
+ *             gradient (N rows of partial sums) into the LayerNorm's rows.
+ * An all-gather and a reduce-scatter move the bytes of the all-reduce they
+ * replace. Only the N/tp-row LayerNorm output is kept; backward gathers it
+ * again for the weight gradient, so no layer tensor holds N rows of C.
+ * The LayerNorm weights see 1/tp of the rows on each rank: their gradients
+ * are summed over tp (one all-reduce of 4C per layer, 2C for ln_f), in a
+ * scratch so that micro-batches still accumulate. Biases of row-parallel
+ * layers take their gradient from the gathered full-row gradient: the same on
+ * every rank. */
+#include <string.h>
+
+#include "model_internal.h"
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_prof.h"
+
+/* sp_scratch: gathered input | partial output | gathered gradient (N x C
+ * each), then the LayerNorm gradient sums (4 C). */
+typedef struct {
+  float *gath, *part, *dfull, *lnacc;
+} sp_bufs;
+
+static sp_bufs bufs_of(const rp_chunk *m, long N) {
+  long NC = N * m->cfg.C;
+  RP_CHECK(m->sp_scratch && (size_t)(3 * NC + 4L * m->cfg.C) <= m->sp_floats);
+  float *s = m->sp_scratch;
+  return (sp_bufs){s, s + NC, s + 2 * NC, s + 3 * NC};
+}
+
+rp_status rp_chunk_set_sp(rp_chunk *m, int on, int B, int T) {
+  rp_free(m->sp_scratch);
+  m->sp_scratch = NULL;
+  m->sp_floats = 0;
+  m->sp = 0;
+  if (!on) return RP_OK;
+  long N = (long)B * T;
+  if (m->tp < 2 || N % m->tp != 0)
+    return rp_err(RP_EINVAL, "sequence parallelism needs --tp 2 or more dividing the %ld rows "
+                  "of a micro-batch (tp %d)", N, m->tp);
+  m->sp_floats = 3 * (size_t)N * m->cfg.C + 4 * (size_t)m->cfg.C;
+  m->sp_scratch = rp_alloc(m->sp_floats * sizeof(float), RP_MEM_WORKSPACE);
+  if (!m->sp_scratch) return rp_err(RP_ENOMEM, "out of memory for the sequence-parallel scratch");
+  m->sp = 1;
+  return RP_OK;
+}
+
+static void gather_rows(const rp_exec *x, float *full, const float *mine, long nmine) {
+  x->tp->all_gather(x->tp, full, mine, nmine);
+}
+
+static void scatter_rows(const rp_exec *x, float *mine, const float *full, long nmine) {
+  x->tp->reduce_scatter(x->tp, mine, full, nmine);
+}
+
+/* rows rows of out[., OC] = inp @ w^T + bias in pieces of about a quarter,
+ * letting the ring step in flight advance between them (the main thread is
+ * the one that makes MPI calls; a row piece of a GEMM is the same arithmetic
+ * per row as the whole GEMM). */
+static void matmul_rows_progress(float *out, const float *inp, const float *w,
+                                 const float *bias, int rows, int IC, int OC, int in_flight,
+                                 const rp_exec *x) {
+  int piece = in_flight ? (rows + 3) / 4 : rows;
+  if (piece < 16) piece = 16;
+  for (int r0 = 0; r0 < rows; r0 += piece) {
+    int n = rows - r0 < piece ? rows - r0 : piece;
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(out + (long)r0 * OC, inp + (long)r0 * IC, w, bias,
+                                              n, IC, OC, x));
+    if (in_flight) x->tp->ring_progress(x->tp);
+  }
+}
+
+/* out[N, OC] = all-gather(ln: this rank's Nr rows) @ w^T + bias: the
+ * column-parallel GEMM after the gather. With overlap (the ring in the
+ * collectives table) the gather is a ring of tp - 1 steps and each step's
+ * transfer runs while this rank multiplies the block it already holds;
+ * without, one all-gather and then the GEMM. */
+static void gather_matmul(const rp_chunk *m, float *out, const float *ln, const float *w,
+                          const float *bias, int N, int OC, const rp_exec *x) {
+  int C = m->cfg.C, P = m->tp, Nr = N / P, me = m->tp_rank;
+  sp_bufs b = bufs_of(m, N);
+  if (!x->tp->ring_begin) {
+    gather_rows(x, b.gath, ln, (long)Nr * C);
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(out, b.gath, w, bias, N, C, OC, x));
+    return;
+  }
+  memcpy(b.gath + (size_t)me * Nr * C, ln, (size_t)Nr * C * sizeof(float));
+  for (int k = 0; k < P; k++) {
+    int blk = ((me - k) % P + P) % P, more = k < P - 1;
+    if (more) x->tp->ring_begin(x->tp, b.gath, (long)Nr * C, k);
+    matmul_rows_progress(out + (size_t)blk * Nr * OC, b.gath + (size_t)blk * Nr * C, w, bias, Nr,
+                         C, OC, more, x);
+    if (more) x->tp->ring_end(x->tp);
+  }
+}
+
+/* out[Nr, C] = reduce-scatter of the partial product + bias + resid. */
+static void row_parallel_out(const rp_chunk *m, float *out, const float *inp, const float *w,
+                             const float *bias, const float *resid, int N, int IC,
+                             const rp_exec *x) {
+  int C = m->cfg.C, Nr = N / m->tp;
+  sp_bufs b = bufs_of(m, N);
+  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(b.part, inp, w, NULL, N, IC, C, x));
+  scatter_rows(x, out, b.part, (long)Nr * C);
+  for (long i = 0; i < Nr; i++)
+    for (int j = 0; j < C; j++) out[i * C + j] += bias[j] + resid[i * C + j];
+}
+
+void rp_sp_layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
+                         const float *in, int B, int T, const rp_exec *x) {
+  int N = B * T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
+  rp_pool *pool = x->pool;
+  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
+                                                      p->ln1w, p->ln1b, Nr, C, pool));
+  gather_matmul(m, l->qkv, l->ln1, p->qkvw, p->qkvb, N, 3 * Ct, x);
+  RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
+                                                  Ct, rp_tp_heads(m), pool));
+  row_parallel_out(m, l->res2, l->atty, p->attprojw, p->attprojb, in, N, Ct, x);
+  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
+                                                      l->res2, p->ln2w, p->ln2b, Nr, C, pool));
+  gather_matmul(m, l->fch, l->ln2, p->fcw, p->fcb, N, 4 * Ct, x);
+  RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4L * N * Ct, pool));
+  row_parallel_out(m, l->res3, l->fch_gelu, p->fcprojw, p->fcprojb, l->res2, N, 4 * Ct, x);
+}
+
+/* The column-parallel layer's input gradient: partial sums over N rows into
+ * b.part, reduce-scattered into dln (Nr rows); its weight gradient against
+ * the re-gathered LayerNorm output ln (Nr rows). */
+static void column_parallel_back(const rp_chunk *m, float *dln, float *gw, float *gb,
+                                 const float *dout, const float *ln, const float *w, int N,
+                                 int OC, const rp_exec *x) {
+  int C = m->cfg.C, Nr = N / m->tp;
+  sp_bufs b = bufs_of(m, N);
+  gather_rows(x, b.gath, ln, (long)Nr * C);
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(b.part, gw, gb, dout, b.gath, w, N, C, OC, x));
+  scatter_rows(x, dln, b.part, (long)Nr * C);
+}
+
+/* LayerNorm gradients summed over tp into g (lnacc holds n floats of this
+ * rank's rows' sums, in the order of dst). */
+static void add_ln_grads(const rp_chunk *m, const rp_exec *x, float *lnacc, float *const *dst,
+                         int k) {
+  int C = m->cfg.C;
+  x->tp->all_reduce(x->tp, lnacc, (long)k * C, RP_TP_SUM);
+  for (int i = 0; i < k; i++)
+    for (int j = 0; j < C; j++) dst[i][j] += lnacc[i * C + j];
+}
+
+void rp_sp_layer_backward(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
+                          const rp_layer_acts *l, const float *in, rp_grad_ws *w, int B, int T,
+                          const rp_exec *x) {
+  int N = B * T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
+  long NrC = (long)Nr * C, NCt = (long)N * Ct;
+  rp_pool *pool = x->pool;
+  sp_bufs b = bufs_of(m, N);
+  memset(b.lnacc, 0, 4 * (size_t)C * sizeof(float));
+  /* MLP branch: w->dres is d(res3) on this rank's rows */
+  gather_rows(x, b.dfull, w->dres, NrC);
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dfch_gelu, g->fcprojw, g->fcprojb, b.dfull,
+                                                 l->fch_gelu, p->fcprojw, N, 4 * Ct, C, x));
+  RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set(w->dfch, l->fch, w->dfch_gelu, 4 * NCt, pool));
+  column_parallel_back(m, w->dln, g->fcw, g->fcb, w->dfch, l->ln2, p->fcw, N, 4 * Ct, x);
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(w->dres, b.lnacc + 2 * C, b.lnacc + 3 * C, w->dln, l->res2,
+                                p->ln2w, l->ln2_mean, l->ln2_rstd, Nr, C, pool));
+  /* attention branch: w->dres is d(res2) */
+  gather_rows(x, b.dfull, w->dres, NrC);
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dbuf, g->attprojw, g->attprojb, b.dfull,
+                                                 l->atty, p->attprojw, N, Ct, C, x));
+  RP_PROF(RP_PROF_BWD_SCRATCH, rp_zero(w->dqkv, 3 * NCt, pool));
+  RP_PROF(RP_PROF_BWD_ATTENTION, x->attn->backward(x->attn, w->dqkv, w->dbuf, l->qkv, l->atty,
+                                                   l->att_saved, B, T, Ct, rp_tp_heads(m), pool));
+  column_parallel_back(m, w->dln, g->qkvw, g->qkvb, w->dqkv, l->ln1, p->qkvw, N, 3 * Ct, x);
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(w->dres, b.lnacc, b.lnacc + C, w->dln, in, p->ln1w, l->ln1_mean,
+                                l->ln1_rstd, Nr, C, pool));
+  float *const dst[4] = {g->ln1w, g->ln1b, g->ln2w, g->ln2b};
+  add_ln_grads(m, x, b.lnacc, dst, 4);
+}
+
+/* Vocabulary-parallel embedding of all N rows (partial), reduce-scattered to
+ * this rank's rows. */
+void rp_sp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  int N = a->B * a->T, C = m->cfg.C;
+  sp_bufs b = bufs_of(m, N);
+  rp_tp_embed_partial(m, a, b.part);
+  scatter_rows(x, a->input, b.part, (long)(N / m->tp) * C);
+}
+
+void rp_sp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a, const rp_exec *x) {
+  int N = a->B * a->T, C = m->cfg.C;
+  sp_bufs b = bufs_of(m, N);
+  gather_rows(x, b.dfull, dres, (long)(N / m->tp) * C);
+  rp_tp_embed_backward(m, b.dfull, a);
+}
+
+/* ln_f on this rank's rows, gathered for the vocabulary-parallel LM head. */
+void rp_sp_head_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  int N = a->B * a->T, Nr = N / m->tp, C = m->cfg.C;
+  RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
+                                                      a->output, m->p.lnfw, m->p.lnfb, Nr, C,
+                                                      x->pool));
+  gather_matmul(m, a->logits, a->lnf, m->p.wte, NULL, N, rp_tp_vocab(m), x);
+}
+
+/* From dlogits (in a->logits): wte's gradient and dlnf reduce-scattered to
+ * this rank's rows, then ln_f's backward into w->dres (written). */
+void rp_sp_head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_exec *x) {
+  int N = a->B * a->T, Nr = N / m->tp, C = m->cfg.C;
+  sp_bufs b = bufs_of(m, N);
+  column_parallel_back(m, w->dln, m->g.wte, NULL, a->logits, a->lnf, m->p.wte, N,
+                       rp_tp_vocab(m), x);
+  memset(b.lnacc, 0, 2 * (size_t)C * sizeof(float));
+  RP_PROF(RP_PROF_BWD_SCRATCH, rp_zero(w->dres, (long)Nr * C, x->pool));
+  RP_PROF(RP_PROF_BWD_LAYERNORM,
+          rp_layernorm_backward(w->dres, b.lnacc, b.lnacc + C, w->dln, a->output, m->p.lnfw,
+                                a->lnf_mean, a->lnf_rstd, Nr, C, x->pool));
+  float *const dst[2] = {m->g.lnfw, m->g.lnfb};
+  add_ln_grads(m, x, b.lnacc, dst, 2);
+}
