@@ -249,8 +249,7 @@ static void test_checkpoint_config_json(void **st) {
 }
 
 int main(void) {
-  const char *root = getenv("RINGPIPE_SOURCE_ROOT");
-  snprintf(fixture, sizeof fixture, "%s/tests/fixtures/hf_gpt2", root ? root : ".");
+  io_fixture_dir(fixture, sizeof fixture, "hf_gpt2");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_logits_f32),          cmocka_unit_test(test_logits_f16),
       cmocka_unit_test(test_logits_bf16),         cmocka_unit_test(test_refusals),
