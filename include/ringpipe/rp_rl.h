@@ -161,6 +161,7 @@ typedef struct {
   float bucket_mb;
   /* run */
   int steps, seed, threads, pin, log_every, ckpt_every, quiet;
+  int tensorboard;  /* mirror metrics.jsonl into OUT/tensorboard */
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   char attention[RP_OPT_STRLEN];
   /* sft */

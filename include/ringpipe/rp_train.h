@@ -33,6 +33,7 @@ typedef struct {
   char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
   int measure_peak, quiet, stop_after, keep_ckpts;
+  int tensorboard;  /* mirror metrics.jsonl into OUT/tensorboard */
   float comm_timeout;
   /* parallelism */
   int pp, cp, vpp;

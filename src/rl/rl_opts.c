@@ -37,6 +37,8 @@
   {"ckpt-every", RP_OPT_INT, O(ckpt_every), "0", 0, 100000000, NULL,                           \
    "save a checkpoint every N steps into OUT/ckpt (0: only at the end)"},                      \
   {"quiet", RP_OPT_BOOL, O(quiet), "0", 0, 0, NULL, "print only evaluations and the summary"}, \
+  {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,                                 \
+   "write TensorBoard event files of every metric into OUT/tensorboard"},                       \
   {"out", RP_OPT_STR, O(out), OUT, 0, 0, NULL,                                                 \
    "output directory: metrics.jsonl and ckpt/ (created if missing)"},                          \
   {"resume", RP_OPT_STR, O(resume), "", 0, 0, NULL,                                            \

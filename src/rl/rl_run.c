@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_json.h"
+#include "ringpipe/rp_tb.h"
 #include "rl_internal.h"
 
 typedef rp_status (*step_fn)(rp_rl_state *s, rp_rl_report *rep);
@@ -14,6 +15,7 @@ static void emit(rp_rl_state *s, const char *json) {
   rp_json_fputs(s->metrics, json);  /* a NaN metric is written as null */
   fputs("}\n", s->metrics);
   fflush(s->metrics);
+  if (s->tb) rp_tb_mirror_sync(s->tb);  /* a failed mirror write costs the run nothing */
 }
 
 static rp_status eval_into(rp_rl_state *s, char *buf, size_t cap, double *acc) {

@@ -9,6 +9,7 @@
 #include "ringpipe/rp_json.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_stop.h"
+#include "ringpipe/rp_tb.h"
 #include "ringpipe/rp_train.h"
 #include "train_internal.h"
 
@@ -158,6 +159,24 @@ static rp_status write_step_metrics(FILE *metrics, int s, const rp_step_stats *s
   return RP_OK;
 }
 
+/* The run's peak memory by category (rank 0) as one metrics line at the last
+ * step: the report and TensorBoard show it beside the per-step numbers. */
+static void write_memory_metrics(FILE *metrics, const rp_trainer *t) {
+  rp_jw w;
+  rp_jw_init(&w);
+  rp_jw_obj(&w);
+  rp_jw_key(&w, "step"), rp_jw_int(&w, t->step);
+  rp_jw_key(&w, "memory_mib"), rp_jw_obj(&w);
+  for (int c = 0; c < RP_MEM_NCAT; c++)
+    rp_jw_key(&w, rp_mem_cat_name((rp_mem_cat)c)), rp_jw_fixed(&w, rp_mem_peak((rp_mem_cat)c) / 1048576.0, 3);
+  rp_jw_key(&w, "total"), rp_jw_fixed(&w, rp_mem_peak_total() / 1048576.0, 3);
+  rp_jw_key(&w, "rss"), rp_jw_fixed(&w, rp_mem_process_peak_rss() / 1048576.0, 3);
+  rp_jw_obj_end(&w);
+  rp_jw_obj_end(&w);
+  if (rp_jw_fputs_line(&w, metrics) != RP_OK) rp_warn("cannot append memory peaks to metrics.jsonl");
+  rp_jw_free(&w);
+}
+
 static void print_step(const rp_trainer *t, const rp_step_stats *st, int first, double t_start) {
   int s = t->step;
   char eta[32], mfu[16];
@@ -227,6 +246,13 @@ rp_status rp_trainer_run(rp_trainer *t) {
   rp_stop_install();
   RP_TRY(rp_train_agree(t, root ? rp_metrics_open(o->out, t->step, &metrics) : RP_OK,
                         "opening metrics.jsonl", NULL));
+  rp_tb_mirror *tb = NULL;
+  rp_status tbs = root && o->tensorboard ? rp_tb_mirror_open(&tb, o->out) : RP_OK;
+  rp_status agreed = rp_train_agree(t, tbs, "opening the TensorBoard events", NULL);
+  if (agreed != RP_OK) {
+    if (metrics) fclose(metrics);
+    return agreed;
+  }
   if (talk) print_banner(t);
   double t_start = rp_now(), last_loss = 0, val = -1;
   int first = t->step, stop = 0;
@@ -248,6 +274,7 @@ rp_status rp_trainer_run(rp_trainer *t) {
       print_step(t, &st, first, t_start);
     if (local == RP_OK && ((o->eval_every > 0 && at % o->eval_every == 0) || at == last))
       local = eval_step(t, metrics, &val);
+    if (tb) rp_tb_mirror_sync(tb);  /* a failed mirror write warns; the run goes on */
     /* one agreement per step: any rank's error, any rank's stop signal */
     s = rp_train_agree(t, local, "step-boundary agreement", &stop);
     if (s == RP_OK && !stop && o->ckpt_every > 0 && at % o->ckpt_every == 0 && at != last) {
@@ -270,11 +297,18 @@ rp_status rp_trainer_run(rp_trainer *t) {
   rp_stop_uninstall();
   if (s == RP_OK && root) {
     print_summary(t, first, last, t_start, last_loss, val);
+    if (metrics && t->step > first) write_memory_metrics(metrics, t);
+    if (tb) {
+      rp_tb_mirror_sync(tb);
+      printf("TensorBoard: tensorboard --logdir %s/tensorboard (%s)\n", o->out,
+             rp_tb_mirror_path(tb));
+    }
     if (!stop && last < o->steps)
       printf("stopped at step %d of %d (--stop-after); continue with --resume %s\n", t->step,
              o->steps, dir);
     if (!stop && o->sample_tokens > 0 && !o->quiet) print_sample(t, dir);
   }
+  rp_tb_mirror_close(tb);
   if (metrics) fclose(metrics);
   return s;
 }

@@ -75,6 +75,8 @@ const rp_opt rp_train_opt_table[] = {
     {"measure-peak", RP_OPT_BOOL, O(measure_peak), "1", 0, 0, NULL,
      "time the model's GEMM shapes at start-up to report MFU"},
     {"quiet", RP_OPT_BOOL, O(quiet), "0", 0, 0, NULL, "print only the summary"},
+    {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,
+     "write TensorBoard event files of every metric into OUT/tensorboard"},
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},
