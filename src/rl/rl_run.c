@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_json.h"
+#include "ringpipe/rp_report.h"
 #include "ringpipe/rp_tb.h"
 #include "rl_internal.h"
 
@@ -77,6 +78,13 @@ static rp_status run(rp_rl_state *s) {
              acc0, acc, 100 * (acc - acc0), ckpt);
     else
       printf("%s done at step %d; checkpoint %s\n", name, s->step, ckpt);
+    char report[RP_OPT_STRLEN + 16];
+    snprintf(report, sizeof report, "%s/report.html", o->out);
+    if (s->tb) rp_tb_mirror_sync(s->tb);
+    if (rp_report_write(o->out, report) == RP_OK)
+      printf("report: %s (open it in a browser)\n", report);
+    else
+      rp_warn("no report: %s", rp_errmsg());
   }
   return RP_OK;
 }
