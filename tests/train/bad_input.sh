@@ -98,7 +98,7 @@ sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$hf/config.js
 cp "$hf/model.safetensors" "$work/hf_llama/" && cp "$hf/model.safetensors" "$work/hf_untied/"
 expect 2 'is a "llama" model; ringpipe loads GPT-2' -- "$ringpipe" sample --checkpoint "$work/hf_llama" --tokens 2
 expect 2 "untied LM head" -- "$ringpipe" train $tiny --init-from "$work/hf_untied" --out "$work/hfu"
-expect 2 "not an llm.c tokenizer file" -- "$ringpipe" prepare --text "$hf/config.json" --out "$work/pt" --tokenizer "$hf/config.json"
+expect 2 "not an llm.c tokenizer file" -- "$ringpipe" prepare --text "$hf/config.json" --out "$work/pt" --tokenizer "$hf/model.safetensors"
 expect 2 "cannot open .*nothing" -- "$ringpipe" sample --checkpoint "$work/nothing"
 expect 2 "safetensors" -- "$ringpipe" sample --checkpoint "$work/corrupt" --tokens 4
 expect 2 "longer than the model's 32 positions" -- "$ringpipe" eval --checkpoint "$work/ck/ckpt" --data "$work/ck/data" --seq 64
