@@ -12,7 +12,7 @@
 set -u
 secs=${1:-180}
 [ $# -gt 0 ] && shift
-targets=${*:-shard safetensors json config schedule}
+targets=${*:-shard safetensors json config schedule bpe hf_config}
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD:-$src/build-fuzz}
 work=${FUZZ_WORK:-/tmp/ringpipe-fuzz}

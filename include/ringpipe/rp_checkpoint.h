@@ -58,6 +58,24 @@ typedef struct {
   float *m, *v;
 } rp_ckpt_load_part;
 rp_status rp_ckpt_load(const char *dir, const rp_ckpt_load_part *parts, int nparts);
+/* The weights alone from DIR/model.safetensors (no meta.json needed; F32, F16
+ * or BF16 tensors): what loading a Hugging Face folder shares with the above. */
+rp_status rp_ckpt_load_weights(const char *dir, const rp_ckpt_load_part *parts, int nparts);
+
+/* ---- Hugging Face GPT-2 folders (hf_gpt2.c). rp_ckpt_save writes config.json
+ * (GPT2Config: n_layer, n_embd, n_head, n_positions, vocab_size, gelu_new,
+ * tied embeddings, no dropout) beside model.safetensors, so the checkpoint
+ * directory is also a folder GPT2LMHeadModel.from_pretrained reads as it is. */
+rp_status rp_hf_config_write(const char *dir, const rp_gpt_config *c);
+/* A directory with config.json and no meta.json: a Hugging Face folder. */
+int rp_hf_is_folder(const char *dir);
+/* Its config (Vp = rp_pad_vocab(V)); RP_EINVAL naming the reason for what
+ * ringpipe cannot compute exactly: another model_type, an untied head, another
+ * activation, LayerNorm eps or MLP width, a missing model.safetensors. */
+rp_status rp_hf_read_config(const char *dir, rp_gpt_config *c);
+/* Its weights into a chunk of that config: names with or without
+ * "transformer.", lm_head.weight absent or equal to wte (else RP_EINVAL). */
+rp_status rp_hf_load(const char *dir, rp_chunk *m);
 
 /* meta.json as a malloc'd NUL-terminated string (free() it). RP_EIO if the
  * directory is missing or the checkpoint is incomplete (no meta.json),
@@ -103,6 +121,12 @@ const rp_st_entry *rp_st_find(const rp_st_file *f, const char *name);
 rp_status rp_st_read(const rp_st_file *f, const rp_st_entry *e, uint64_t at, void *dst,
                      size_t bytes);
 void rp_st_close(rp_st_file *f);
+/* n elements of a float tensor starting at element `first`, converted to
+ * float32 (F32 as is, F16 and BF16 widened exactly); RP_EFORMAT naming the
+ * tensor for any other dtype. rp_st_is_float: the dtypes it converts. */
+rp_status rp_st_read_f32(const rp_st_file *f, const rp_st_entry *e, uint64_t first, float *dst,
+                         size_t n);
+int rp_st_is_float(const char *dtype);
 
 /* ---- llm.c model files: int32 header[256] (magic 20240326, version 3 = fp32,
  * maxT, V, L, NH, C, Vp), then all parameters in llm.c's order: wte [Vp, C],

@@ -3,7 +3,9 @@
  *
  * Shard format (llm.c, little-endian): int32 header[256] with header[0] =
  * 20240520 (magic), header[1] = 1 (version), header[2] = token count; then that
- * many uint16 tokens. Nothing else follows. */
+ * many uint16 tokens. Nothing else follows. Also read: llm.c's uint32 version
+ * (magic 20240801, version 7, uint32 tokens), narrowed to uint16 on read (an id
+ * above 65535 is RP_EFORMAT naming it). */
 #ifndef RP_DATA_H
 #define RP_DATA_H
 
@@ -35,11 +37,12 @@ void rp_shard_writer_abort(rp_shard_writer *w);
 typedef struct {
   int fd;
   size_t num_tokens;
+  int token_bytes;   /* 2 or 4 (llm.c's uint32 shards) */
   char path[1024];
 } rp_shard;
 
 /* Opens and validates magic, version and that the file size equals the header
- * plus 2 * count bytes (RP_EFORMAT naming the file and what is wrong). */
+ * plus count tokens (RP_EFORMAT naming the file and what is wrong). */
 rp_status rp_shard_open(rp_shard *s, const char *path);
 /* Reads tokens [first, first + n) into dst. */
 rp_status rp_shard_read(const rp_shard *s, size_t first, size_t n, uint16_t *dst);
@@ -107,9 +110,12 @@ rp_status rp_loader_snapshot_from_json(const char *json, const char *path,
 /* ---- tokenizers
  *
  * Byte level: token = byte, V = 256, encodes any text. GPT-2: llm.c's
- * gpt2_tokenizer.bin for decoding only: uint32 header[256] (magic 20240328,
- * version 1 or 2, vocab size, v2: end-of-text token), then per token a uint8
- * length and that many bytes. */
+ * gpt2_tokenizer.bin: uint32 header[256] (magic 20240328, version 1 or 2, vocab
+ * size, v2: end-of-text token), then per token a uint8 length and that many
+ * bytes. It decodes, and encodes with GPT-2's byte-level BPE: GPT-2's
+ * pre-tokenisation pattern, then merges whose ranks are the token ids (true of
+ * GPT-2's table: ids 256.. are its merges in order). A table that lacks some
+ * single byte decodes only (rp_tokenizer_can_encode 0). */
 #define RP_BYTE_VOCAB 256
 #define RP_TOKENIZER_MAGIC 20240328
 
@@ -122,8 +128,10 @@ int rp_tokenizer_eot(const rp_tokenizer *tk);    /* -1 if none */
 int rp_tokenizer_can_encode(const rp_tokenizer *tk);
 /* Bytes of one token (not NUL terminated); NULL and *len = 0 if out of range. */
 const char *rp_tokenizer_token(const rp_tokenizer *tk, int id, size_t *len);
-/* Byte-level only (RP_EINVAL for GPT-2 BPE). *n = tokens written; RP_EINVAL if
- * cap < len. */
+/* *n = tokens written; RP_EINVAL if the table cannot encode, or if cap is too
+ * small (cap >= len always suffices). The end-of-text token is never produced
+ * from text (its spelling is encoded as ordinary text, as tiktoken's
+ * encode_ordinary does). Not thread-safe for one tokenizer (BPE scratch). */
 rp_status rp_tokenizer_encode(const rp_tokenizer *tk, const char *text, size_t len,
                               int32_t *out, size_t cap, size_t *n);
 /* Printable text: valid UTF-8, '\n' and '\t' are kept, other control bytes and
@@ -140,5 +148,11 @@ size_t rp_bytes_printable(const unsigned char *bytes, size_t n, char *buf, size_
  * default 0.1) going to val.bin. Streams the text; creates out_dir. */
 #define RP_PREPARE_VAL_DEFAULT 0.1
 rp_status rp_prepare(const char *text_path, const char *out_dir, double val_fraction);
+/* The same with GPT-2 BPE tokens (rp_tokenizer_encode): an end-of-text token
+ * first (where the table has one: a document starts, as llm.c's data scripts
+ * do), then the text's ids; the last val_fraction of the tokens go to val.bin.
+ * The ids are held in memory (2 bytes per token) before the shards are written. */
+rp_status rp_prepare_bpe(const char *text_path, const char *out_dir, double val_fraction,
+                         const rp_tokenizer *tk);
 
 #endif

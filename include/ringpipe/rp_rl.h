@@ -163,6 +163,7 @@ typedef struct {
   float bucket_mb;
   /* run */
   int steps, seed, threads, pin, log_every, ckpt_every, quiet;
+  int tensorboard;  /* mirror metrics.jsonl into OUT/tensorboard */
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   rp_attn_kind attention;
   rp_precision precision;

@@ -34,6 +34,7 @@ typedef struct {
   rp_gemm_choice gemm;
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
   int measure_peak, quiet, stop_after, keep_ckpts, profile;
+  int tensorboard;  /* mirror metrics.jsonl into OUT/tensorboard */
   float comm_timeout;
   /* parallelism */
   int pp, cp, vpp, tp, sp, tp_overlap;

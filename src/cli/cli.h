@@ -9,6 +9,7 @@ int rp_cmd_train(int argc, char **argv);
 int rp_cmd_sample(int argc, char **argv);
 int rp_cmd_eval(int argc, char **argv);
 int rp_cmd_prepare(int argc, char **argv);
+int rp_cmd_report(int argc, char **argv);
 int rp_cmd_bench(int argc, char **argv);
 int rp_cmd_sim(int argc, char **argv);
 int rp_cmd_sft(int argc, char **argv);

@@ -18,6 +18,7 @@ static const subcommand commands[] = {
     {"eval", rp_cmd_eval, "validation loss of a checkpoint on a data set"},
     {"sample", rp_cmd_sample, "generate text from a checkpoint"},
     {"prepare", rp_cmd_prepare, "turn a UTF-8 text file into train/val token shards"},
+    {"report", rp_cmd_report, "a self-contained HTML report of a run directory"},
     {"sft", rp_cmd_sft, "supervised fine-tuning on a verifiable-reward task (loss on answers)"},
     {"grpo", rp_cmd_grpo, "RL with verifiable rewards: GRPO (group-relative advantages)"},
     {"ppo", rp_cmd_ppo, "RL with verifiable rewards: PPO (value head, GAE) for comparison"},

@@ -16,6 +16,7 @@
 #define CK_MODEL "model.safetensors"
 #define CK_OPTIM "optim.safetensors"
 #define CK_META "meta.json"
+#define CK_HF_CONFIG "config.json"
 #define CK_ROWS 64  /* rows per block when transposing on load */
 
 /* ---- shapes */
@@ -153,7 +154,7 @@ static rp_status build_meta(const char *body, char **out) {
 
 static int is_ours(const char *name) {
   return !strcmp(name, CK_MODEL) || !strcmp(name, CK_OPTIM) || !strcmp(name, CK_META) ||
-         strstr(name, ".tmp-") != NULL;
+         !strcmp(name, CK_HF_CONFIG) || strstr(name, ".tmp-") != NULL;
 }
 
 /* Inspects an existing directory: *has_meta, and RP_EINVAL if it holds files
@@ -192,8 +193,8 @@ static void remove_ckpt_dir(const char *dir) {
   if (rmdir(dir) != 0) rp_warn("could not remove old checkpoint directory '%s': %s", dir, strerror(errno));
 }
 
-static rp_status write_files(const char *dir, const wlist *model, const wlist *optim,
-                             const char *meta) {
+static rp_status write_files(const char *dir, const rp_gpt_config *cfg, const wlist *model,
+                             const wlist *optim, const char *meta) {
   char path[RP_IO_PATH + 64];  /* dir may be a DIR.tmp-PID sibling */
   snprintf(path, sizeof path, "%s/" CK_OPTIM, dir);
   if (!optim->n && rp_io_exists(path) && unlink(path) != 0)  /* stale state must not be resumed */
@@ -205,6 +206,7 @@ static rp_status write_files(const char *dir, const wlist *model, const wlist *o
     RP_TRY(rp_st_write(path, optim->v, optim->n,
                        "{\"format\":\"pt\",\"content\":\"AdamW m and v, ringpipe layout\"}"));
   }
+  RP_TRY(rp_hf_config_write(dir, cfg));
   snprintf(path, sizeof path, "%s/" CK_META, dir);
   rp_io_afile f;
   RP_TRY(rp_io_afile_open(&f, path));
@@ -278,7 +280,7 @@ rp_status rp_ckpt_save(const char *dir_in, const rp_ckpt_part *parts, int nparts
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
     if (rp_io_exists(tmp)) remove_ckpt_dir(tmp);
     s = rp_io_mkdir_p(tmp);
-    if (s == RP_OK) s = write_files(tmp, &model, &optim, meta);
+    if (s == RP_OK) s = write_files(tmp, &parts[0].chunk->cfg, &model, &optim, meta);
     if (s == RP_OK) s = rp_io_fsync_dir(tmp);
     if (s == RP_OK) s = fresh ? place_fresh(tmp, dir) : swap_in(tmp, dir);
     if (s != RP_OK) remove_ckpt_dir(tmp);
@@ -299,7 +301,8 @@ rp_status rp_ckpt_read_meta(const char *dir, char **json_out) {
   snprintf(path, sizeof path, "%s/" CK_META, dir);
   if (!rp_io_exists(path))
     return rp_err(RP_EIO, "'%s' is not a complete checkpoint: %s is missing (the save was "
-                  "interrupted, or this is not a ringpipe checkpoint); use an earlier checkpoint",
+                  "interrupted, or this is neither a ringpipe checkpoint nor a Hugging Face folder "
+                  "with config.json); use an earlier checkpoint",
                   dir, CK_META);
   char *json;
   RP_TRY(rp_io_read_text(path, &json, NULL));
@@ -330,13 +333,20 @@ rp_status rp_ckpt_read_config(const char *meta, const char *where, rp_gpt_config
   static const char *const keys[6] = {"config.L", "config.C", "config.NH",
                                       "config.T", "config.V", "config.Vp"};
   int64_t v[6];
-  for (int i = 0; i < 6; i++)
+  const char *at;
+  size_t alen;
+  for (int i = 0; i < 6; i++) {
+    if (i == 5 && rp_json_find(meta, keys[5], &at, &alen) != RP_OK) {
+      v[5] = rp_pad_vocab((int)v[4]);  /* Vp is ringpipe's padding: optional in a hand-written file */
+      break;
+    }
     if (rp_json_get_int_in(meta, keys[i], INT32_MIN, INT32_MAX, &v[i]) != RP_OK) {
       char why[300];
       snprintf(why, sizeof why, "%s", rp_errmsg());
       return rp_err(RP_EFORMAT, "%s/meta.json has no valid %s (%s); is it a ringpipe checkpoint?",
                     where, keys[i], why);
     }
+  }
   *c = (rp_gpt_config){.L = (int)v[0], .C = (int)v[1], .NH = (int)v[2], .T = (int)v[3],
                        .V = (int)v[4], .Vp = (int)v[5]};
   if (rp_gpt_config_validate(c) != RP_OK) {
@@ -383,9 +393,9 @@ static rp_status find_checked(const rp_st_file *f, const char *name, fshape fs,
                   "the checkpoint was saved with a different model config or is not a GPT-2 "
                   "checkpoint; use the checkpoint's own config (\"config\" in meta.json)", f->path,
                   name, file_layers(f), c->cfg.L);
-  if (strcmp(e->dtype, "F32"))
-    return rp_err(RP_EFORMAT, "tensor '%s' in '%s' is %s; ringpipe loads F32 tensors only "
-                  "(convert the file to float32)", name, f->path, e->dtype);
+  if (!rp_st_is_float(e->dtype))
+    return rp_err(RP_EFORMAT, "tensor '%s' in '%s' is %s; ringpipe loads F32, F16 and BF16 "
+                  "tensors (convert the file to float32)", name, f->path, e->dtype);
   int ok = e->ndim == fs.ndim && e->shape[0] == fs.shape[0] &&
            (fs.ndim < 2 || e->shape[1] == fs.shape[1]);
   if (!ok) {
@@ -403,11 +413,11 @@ static rp_status find_checked(const rp_st_file *f, const char *name, fshape fs,
 
 static rp_status read_into(const rp_st_file *f, const rp_st_entry *e, fshape fs, float *dst,
                            float *blk) {
-  if (!fs.transpose) return rp_st_read(f, e, 0, dst, fs.nfloats * sizeof(float));
+  if (!fs.transpose) return rp_st_read_f32(f, e, 0, dst, fs.nfloats);
   size_t R = (size_t)fs.shape[0], Cn = (size_t)fs.shape[1];  /* file [R, Cn]; dst [Cn, R] */
   for (size_t r0 = 0; r0 < R; r0 += CK_ROWS) {
     size_t nr = RP_MIN((size_t)CK_ROWS, R - r0);
-    RP_TRY(rp_st_read(f, e, (uint64_t)r0 * Cn * sizeof(float), blk, nr * Cn * sizeof(float)));
+    RP_TRY(rp_st_read_f32(f, e, (uint64_t)r0 * Cn, blk, nr * Cn));
     for (size_t c = 0; c < Cn; c++)
       for (size_t r = 0; r < nr; r++) dst[c * R + r0 + r] = blk[r * Cn + c];
   }
@@ -482,4 +492,12 @@ rp_status rp_ckpt_load(const char *dir, const rp_ckpt_load_part *parts, int npar
   RP_TRY(load_model(dir, parts, nparts));
   if (want_optim) RP_TRY(load_optim(dir, parts, nparts));
   return RP_OK;
+}
+
+rp_status rp_ckpt_load_weights(const char *dir, const rp_ckpt_load_part *parts, int nparts) {
+  if (nparts < 1 || !parts) return rp_err(RP_EINVAL, "checkpoint load needs at least one part");
+  for (int p = 0; p < nparts; p++)
+    if (!parts[p].chunk || !parts[p].chunk->params)
+      return rp_err(RP_EINVAL, "checkpoint part %d has no initialised chunk", p);
+  return load_model(dir, parts, nparts);
 }

@@ -197,9 +197,11 @@ static int path_is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* A directory is a ringpipe checkpoint, anything else an llm.c model file. */
+/* A directory is a ringpipe checkpoint or a Hugging Face folder (config.json
+ * without meta.json), anything else an llm.c model file. */
 rp_status rp_load_weights(rp_chunk *m, const char *path) {
   if (!path_is_dir(path)) return rp_llmc_load(path, m);
+  if (rp_hf_is_folder(path)) return rp_hf_load(path, m);
   rp_ckpt_load_part part = {.chunk = m};
   return rp_ckpt_load(path, &part, 1);
 }

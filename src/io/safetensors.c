@@ -349,6 +349,54 @@ rp_status rp_st_read(const rp_st_file *f, const rp_st_entry *e, uint64_t at, voi
   return rp_io_pread(f->fd, dst, bytes, (off_t)(8 + f->header_len + e->begin + at), f->path);
 }
 
+/* IEEE half to float, exactly (every half is a float). */
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1F, m = h & 0x3FF, bits;
+  if (e == 0x1F) {
+    bits = sign | 0x7F800000u | m << 13;  /* inf / nan */
+  } else if (e) {
+    bits = sign | (e + 112) << 23 | m << 13;
+  } else if (!m) {
+    bits = sign;
+  } else {  /* subnormal half: normal float */
+    int sh = 0;
+    while (!(m & 0x400)) m <<= 1, sh++;
+    bits = sign | (uint32_t)(113 - sh) << 23 | (m & 0x3FF) << 13;
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static float bf16_bits_to_float(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+int rp_st_is_float(const char *dtype) {
+  return !strcmp(dtype, "F32") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16");
+}
+
+rp_status rp_st_read_f32(const rp_st_file *f, const rp_st_entry *e, uint64_t first, float *dst,
+                         size_t n) {
+  if (!strcmp(e->dtype, "F32")) return rp_st_read(f, e, first * 4, dst, n * 4);
+  if (!rp_st_is_float(e->dtype))
+    return rp_err(RP_EFORMAT, "tensor '%s' in '%s' is %s; ringpipe reads F32, F16 and BF16 "
+                  "weights", e->name, f->path, e->dtype);
+  /* 16-bit: read into the upper half of dst, widen from the front (each float
+   * is written at or before the 16-bit value it comes from has been read). */
+  uint16_t *half = (uint16_t *)(dst + n) - n;
+  RP_TRY(rp_st_read(f, e, first * 2, half, n * 2));
+  int bf = !strcmp(e->dtype, "BF16");
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h = half[i];
+    dst[i] = bf ? bf16_bits_to_float(h) : half_to_float(h);
+  }
+  return RP_OK;
+}
+
 void rp_st_close(rp_st_file *f) {
   if (f->fd >= 0) close(f->fd);
   free(f->entries);

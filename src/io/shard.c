@@ -15,7 +15,9 @@
 
 /* Magics of other llm.c files, to say what a wrong file actually is. */
 #define LLMC_MODEL_MAGIC 20240326
-#define LLMC_SHARD_U32_MAGIC 20240801
+#define LLMC_SHARD_U32_MAGIC 20240801  /* llm.c's uint32 tokens (dev/data, "llama-3") */
+#define LLMC_SHARD_U32_VERSION 7
+#define U32_BLOCK 4096                  /* uint32 tokens converted per read */
 
 struct rp_shard_writer {
   rp_io_afile f;
@@ -87,27 +89,43 @@ rp_status rp_shard_write(const char *path, const uint16_t *tokens, size_t n) {
   return rp_shard_writer_close(w);
 }
 
-static rp_status check_header(const int32_t *hdr, size_t file_bytes, const char *path) {
+/* Token width of a header: 2 (GPT-2 uint16 shards), 4 (llm.c's uint32 shards), or
+ * 0 with the error. */
+static rp_status header_width(const int32_t *hdr, const char *path, int *width) {
+  *width = 0;
+  if (hdr[0] == LLMC_SHARD_U32_MAGIC) {
+    if (hdr[1] != LLMC_SHARD_U32_VERSION)
+      return rp_err(RP_EFORMAT, "'%s' is an llm.c uint32 shard of version %d; ringpipe reads "
+                    "version %d", path, hdr[1], LLMC_SHARD_U32_VERSION);
+    *width = 4;
+    return RP_OK;
+  }
   if (hdr[0] != RP_SHARD_MAGIC) {
     if (hdr[0] == LLMC_MODEL_MAGIC)
       return rp_err(RP_EFORMAT, "'%s' is an llm.c model checkpoint, not a token shard", path);
-    if (hdr[0] == LLMC_SHARD_U32_MAGIC)
-      return rp_err(RP_EFORMAT, "'%s' is an llm.c uint32 (Llama 3) shard; ringpipe reads uint16 "
-                    "GPT-2 shards (magic %d)", path, RP_SHARD_MAGIC);
-    return rp_err(RP_EFORMAT, "'%s' is not a token shard: magic number %d, expected %d (llm.c "
-                  ".bin format; make shards with `ringpipe prepare`)", path, hdr[0], RP_SHARD_MAGIC);
+    return rp_err(RP_EFORMAT, "'%s' is not a token shard: magic number %d, expected %d or %d "
+                  "(llm.c .bin format; make shards with `ringpipe prepare`)", path, hdr[0],
+                  RP_SHARD_MAGIC, LLMC_SHARD_U32_MAGIC);
   }
   if (hdr[1] != RP_SHARD_VERSION)
     return rp_err(RP_EFORMAT, "'%s' is token shard version %d; ringpipe reads version %d (uint16 "
                   "tokens)", path, hdr[1], RP_SHARD_VERSION);
+  *width = 2;
+  return RP_OK;
+}
+
+static rp_status check_header(const int32_t *hdr, size_t file_bytes, const char *path,
+                              int *width) {
+  RP_TRY(header_width(hdr, path, width));
+  size_t w = (size_t)*width;
   if (hdr[2] < 0)
     return rp_err(RP_EFORMAT, "'%s' declares a negative token count %d; the header is corrupt",
                   path, hdr[2]);
-  size_t want = RP_SHARD_HEADER_BYTES + 2 * (size_t)hdr[2];
+  size_t want = RP_SHARD_HEADER_BYTES + w * (size_t)hdr[2];
   if (file_bytes < want)
     return rp_err(RP_EFORMAT, "'%s' is truncated: the header declares %d tokens (%zu bytes) but "
                   "the file holds %zu tokens; re-create the shard", path, hdr[2], want,
-                  (file_bytes - RP_SHARD_HEADER_BYTES) / 2);
+                  (file_bytes - RP_SHARD_HEADER_BYTES) / w);
   if (file_bytes > want)
     return rp_err(RP_EFORMAT, "'%s' has %zu bytes after the %d tokens its header declares; the "
                   "file is corrupt or was appended to", path, file_bytes - want, hdr[2]);
@@ -123,13 +141,14 @@ rp_status rp_shard_open(rp_shard *s, const char *path) {
   struct stat st;
   rp_status r;
   int32_t hdr[RP_SHARD_HEADER_INTS];
+  int width = 0;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     r = rp_err(RP_EIO, "'%s' is not a regular file", path);
   } else if ((size_t)st.st_size < RP_SHARD_HEADER_BYTES) {
     r = rp_err(RP_EFORMAT, "'%s' is too small to be a token shard: %lld bytes, the header alone "
                "is %d", path, (long long)st.st_size, RP_SHARD_HEADER_BYTES);
   } else if ((r = rp_io_pread(fd, hdr, sizeof hdr, 0, path)) == RP_OK) {
-    r = check_header(hdr, (size_t)st.st_size, path);
+    r = check_header(hdr, (size_t)st.st_size, path, &width);
   }
   if (r != RP_OK) {
     close(fd);
@@ -137,6 +156,25 @@ rp_status rp_shard_open(rp_shard *s, const char *path) {
   }
   s->fd = fd;
   s->num_tokens = (size_t)hdr[2];
+  s->token_bytes = width;
+  return RP_OK;
+}
+
+/* uint32 tokens, narrowed: ringpipe's batches hold uint16 ids. */
+static rp_status read_u32(const rp_shard *s, size_t first, size_t n, uint16_t *dst) {
+  uint32_t buf[U32_BLOCK];
+  for (size_t at = 0; at < n; at += U32_BLOCK) {
+    size_t k = RP_MIN((size_t)U32_BLOCK, n - at);
+    RP_TRY(rp_io_pread(s->fd, buf, k * sizeof *buf,
+                       (off_t)(RP_SHARD_HEADER_BYTES + 4 * (first + at)), s->path));
+    for (size_t i = 0; i < k; i++) {
+      if (buf[i] > UINT16_MAX)
+        return rp_err(RP_EFORMAT, "token %u at position %zu of uint32 shard '%s' is above 65535; "
+                      "ringpipe trains vocabularies of at most 65536 tokens", buf[i],
+                      first + at + i, s->path);
+      dst[at + i] = (uint16_t)buf[i];
+    }
+  }
   return RP_OK;
 }
 
@@ -144,6 +182,7 @@ rp_status rp_shard_read(const rp_shard *s, size_t first, size_t n, uint16_t *dst
   if (first > s->num_tokens || n > s->num_tokens - first)
     return rp_err(RP_EINVAL, "tokens [%zu, %zu) are outside shard '%s' of %zu tokens", first,
                   first + n, s->path, s->num_tokens);
+  if (s->token_bytes == 4) return read_u32(s, first, n, dst);
   return rp_io_pread(s->fd, dst, n * sizeof *dst, (off_t)(RP_SHARD_HEADER_BYTES + 2 * first),
                      s->path);
 }

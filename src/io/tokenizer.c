@@ -1,8 +1,10 @@
-/* Tokenizers: byte level (encode + decode) and llm.c's GPT-2 table (decode). */
+/* Tokenizers: byte level and llm.c's GPT-2 table (decode, and byte-level BPE
+ * encoding with the table's ids as merge ranks: bpe.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/bpe.h"
 #include "io/io_fs.h"
 #include "ringpipe/rp_data.h"
 
@@ -10,6 +12,7 @@ struct rp_tokenizer {
   int V, eot, can_encode;
   uint32_t *off;   /* V + 1 offsets into blob */
   char *blob;
+  rp_bpe *bpe;     /* GPT-2 table that holds every byte: encodes */
 };
 
 rp_status rp_tokenizer_bytes(rp_tokenizer **out) {
@@ -91,6 +94,11 @@ rp_status rp_tokenizer_load_gpt2(rp_tokenizer **out, const char *path) {
     }
     if (s == RP_OK) tk->off[V] = (uint32_t)b;
   }
+  if (s == RP_OK) {  /* a table without all 256 bytes (not GPT-2's) decodes only */
+    s = rp_bpe_build(&tk->bpe, tk->blob, tk->off, tk->V, tk->eot);
+    tk->can_encode = s == RP_OK;
+    if (s == RP_EINVAL) s = RP_OK;
+  }
   free(raw);
   if (s != RP_OK) {
     rp_tokenizer_free(tk);
@@ -102,6 +110,7 @@ rp_status rp_tokenizer_load_gpt2(rp_tokenizer **out, const char *path) {
 
 void rp_tokenizer_free(rp_tokenizer *tk) {
   if (!tk) return;
+  rp_bpe_free(tk->bpe);
   free(tk->off);
   free(tk->blob);
   free(tk);
@@ -128,8 +137,10 @@ rp_status rp_tokenizer_encode(const rp_tokenizer *tk, const char *text, size_t l
                               size_t cap, size_t *n) {
   *n = 0;
   if (!tk->can_encode)
-    return rp_err(RP_EINVAL, "this tokenizer (vocabulary %d) can only decode; GPT-2 BPE encoding "
-                  "is not implemented: train on byte-level data from `ringpipe prepare`", tk->V);
+    return rp_err(RP_EINVAL, "this tokenizer (vocabulary %d) can only decode: its table lacks "
+                  "some single bytes, so BPE cannot encode every text; use GPT-2's "
+                  "gpt2_tokenizer.bin", tk->V);
+  if (tk->bpe) return rp_bpe_encode(tk->bpe, (const unsigned char *)text, len, out, cap, n);
   if (cap < len)
     return rp_err(RP_EINVAL, "text of %zu bytes needs %zu tokens; the buffer holds %zu", len, len,
                   cap);

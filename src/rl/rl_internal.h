@@ -72,6 +72,7 @@ typedef struct {
   int step, opt_steps;       /* rollout/SFT steps done; optimizer steps done */
   uint64_t cursor;           /* next global problem index of the train stream */
   FILE *metrics;             /* rank 0 */
+  struct rp_tb_mirror *tb;   /* rank 0, --tensorboard */
   float *dvalue;             /* PPO scratch: micro x T */
 } rp_rl_state;
 

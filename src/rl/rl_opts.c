@@ -35,6 +35,8 @@
    "seed for initialisation, problems and sampling"},                                          \
   {"ckpt-every", RP_OPT_INT, O(ckpt_every), "0", 0, 100000000, NULL,                           \
    "save a checkpoint every N steps into OUT/ckpt (0: only at the end)"},                      \
+  {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,                                 \
+   "write TensorBoard event files of every metric into OUT/tensorboard"},                       \
   {"out", RP_OPT_STR, O(out), OUT, 0, 0, NULL,                                                 \
    "output directory: metrics.jsonl and ckpt/ (created if missing)"},                          \
   {"resume", RP_OPT_STR, O(resume), "", 0, 0, NULL,                                            \

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "ringpipe/rp_json.h"
+#include "ringpipe/rp_report.h"
+#include "ringpipe/rp_tb.h"
 #include "rl_internal.h"
 
 typedef rp_status (*step_fn)(rp_rl_state *s, rp_rl_report *rep);
@@ -14,6 +16,7 @@ static void emit(rp_rl_state *s, const char *json) {
   rp_json_fputs(s->metrics, json);  /* a NaN metric is written as null */
   fputs("}\n", s->metrics);
   fflush(s->metrics);
+  if (s->tb) rp_tb_mirror_sync(s->tb);  /* a failed mirror write costs the run nothing */
 }
 
 static rp_status eval_into(rp_rl_state *s, char *buf, size_t cap, double *acc) {
@@ -76,6 +79,13 @@ static rp_status run(rp_rl_state *s) {
              acc0, acc, 100 * (acc - acc0), ckpt);
     else
       printf("%s done at step %d; checkpoint %s\n", name, s->step, ckpt);
+    char report[RP_OPT_STRLEN + 16];
+    snprintf(report, sizeof report, "%s/report.html", o->out);
+    if (s->tb) rp_tb_mirror_sync(s->tb);
+    if (rp_report_write(o->out, report) == RP_OK)
+      printf("report: %s (open it in a browser)\n", report);
+    else
+      rp_warn("no report: %s", rp_errmsg());
   }
   return RP_OK;
 }

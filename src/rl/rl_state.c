@@ -10,6 +10,7 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_tb.h"
 #include "ringpipe/rp_train.h"
 #include "rl_internal.h"
 
@@ -182,12 +183,14 @@ rp_status rp_rl_state_init(rp_rl_state *s, rp_rl_algo algo, const rp_rl_opts *o)
     snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
     s->metrics = fopen(path, o->resume[0] ? "a" : "w");
     st = s->metrics ? RP_OK : rp_err(RP_EIO, "cannot write %s; pass a writable --out", path);
+    if (st == RP_OK && o->tensorboard) st = rp_tb_mirror_open(&s->tb, o->out);
   }
   return rp_grid_agree(MPI_COMM_WORLD, st);
 }
 
 void rp_rl_state_free(rp_rl_state *s) {
   if (s->metrics) fclose(s->metrics);
+  rp_tb_mirror_close(s->tb);
   rp_free(s->dvalue);
   rp_rollout_free(&s->ro);
   rp_kv_free(&s->kv);

@@ -336,7 +336,9 @@ static int is_dir(const char *p) {
 rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *changed,
                                    int *model_T) {
   rp_gpt_config c;
-  if (is_dir(path)) {
+  if (rp_hf_is_folder(path)) {
+    RP_TRY(rp_hf_read_config(path, &c));
+  } else if (is_dir(path)) {
     char *meta = NULL;
     RP_TRY(rp_ckpt_read_meta(path, &meta));
     rp_status s = rp_ckpt_read_config(meta, path, &c);

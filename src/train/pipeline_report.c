@@ -42,6 +42,16 @@ static rp_status write_trace(rp_trainer *t) {
   return rp_pipeline_write_trace(t->pipe, t->o.trace);
 }
 
+/* OUT/pipeline.svg: the simulated timeline above the measured one on one time
+ * scale, for `ringpipe report` (a failure only warns: the run is done). */
+static void write_timeline_svg(const rp_trainer *t, const rp_sim *measured, const rp_sim *pred) {
+  char path[RP_OPT_STRLEN + 32];
+  snprintf(path, sizeof path, "%s/pipeline.svg", t->o.out);
+  rp_svg_panel panels[2] = {{"simulated from the measured action costs", t->sched, pred},
+                            {"measured (last step)", t->sched, measured}};
+  if (rp_sim_write_svg(path, panels, 2) != RP_OK) rp_warn("%s", rp_errmsg());
+}
+
 /* The report's metrics.jsonl line: measured and predicted bubble, in-flight
  * micro-batches, activation MiB and the buffers allocated per rank. */
 static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, const rp_sim *measured,
@@ -132,6 +142,7 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
            mem[3 * r + 2] / 1048576.0, mem[3 * r + 1] * 1e3, slots[4 * r], slots[4 * r + 1],
            slots[4 * r + 2], slots[4 * r + 3]);
   if (t->o.trace[0]) printf("  Chrome trace written to %s\n", t->o.trace);
+  if (s == RP_OK) write_timeline_svg(t, measured, pred);
   if (metrics) s = write_pipeline_metrics(t, metrics, measured, s == RP_OK ? pred : NULL, &c,
                                         live, mem, slots);
   free(live);

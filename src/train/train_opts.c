@@ -62,6 +62,8 @@ const rp_opt rp_train_opt_table[] = {
      "time every kernel of the steps after the first and print at the end where the step's "
      "time goes (GEMM, attention, layernorm, GELU, optimizer, copies, comm, idle) with each "
      "part's fraction of the FMA or stream peak"},
+    {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,
+     "write TensorBoard event files of every metric into OUT/tensorboard"},
     /* parallelism */
     {"pp", RP_OPT_INT, O(pp), "1", 1, 4096, NULL, "pipeline-parallel stages"},
     {"cp", RP_OPT_INT, O(cp), "1", 1, 4096, NULL, "context-parallel ranks"},

@@ -20,6 +20,8 @@ int rp_fuzz_safetensors(const uint8_t *data, size_t size);  /* safetensors heade
 int rp_fuzz_json(const uint8_t *data, size_t size);         /* JSON / checkpoint meta.json */
 int rp_fuzz_config(const uint8_t *data, size_t size);       /* --config file (and flags) */
 int rp_fuzz_schedule(const uint8_t *data, size_t size);     /* schedule CSV */
+int rp_fuzz_bpe(const uint8_t *data, size_t size);          /* text -> GPT-2 BPE and back */
+int rp_fuzz_hf_config(const uint8_t *data, size_t size);    /* Hugging Face config.json */
 
 typedef struct {
   const char *name;

@@ -227,9 +227,53 @@ def schedules(ringpipe):
                             "--csv", path], check=True, stdout=subprocess.DEVNULL)
 
 
+def bpe_texts():
+    put("bpe", "ok-english", "Hello world! It's a test: I'm sure you'll see they've said.")
+    put("bpe", "ok-whitespace-runs", "a  b   c\t\t\n\n\n  \r\n \u3000\u00a0x   ")
+    put("bpe", "ok-unicode", "naïve 日本語 Ελληνικά ٣٤٥ 😀👩‍👩‍👧 e\u0301")
+    put("bpe", "ok-contractions", "'s't're've'm'll'd ''s DON'T o'clock 'x")
+    put("bpe", "ok-invalid-utf8", b"a\xff\xfe b\xc3 \xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 \xc0\xaf")
+    put("bpe", "ok-digits", "0 12 345 6789 1,000.5 -42 \u00b2\u2167")
+    put("bpe", "ok-empty", "")
+    put("bpe", "ok-long-letters", "x" * 3000)
+    put("bpe", "ok-endoftext-spelling", "<|endoftext|>text<|endoftext|>")
+
+
+def hf_configs():
+    base = {"model_type": "gpt2", "n_layer": 2, "n_embd": 16, "n_head": 2, "n_positions": 32,
+            "vocab_size": 100, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+            "tie_word_embeddings": True, "n_inner": None}
+    def cfg(**kw):
+        c = dict(base)
+        for k, v in kw.items():
+            if v is ...:
+                c.pop(k)
+            else:
+                c[k] = v
+        return json.dumps(c)
+    put("hf_config", "ok-gpt2", cfg())
+    put("hf_config", "ok-n-ctx-only", cfg(n_positions=..., n_ctx=32))
+    put("hf_config", "ok-defaults", cfg(activation_function=..., layer_norm_epsilon=...,
+                                        tie_word_embeddings=..., n_inner=...))
+    put("hf_config", "bad-llama", cfg(model_type="llama"))
+    put("hf_config", "bad-untied", cfg(tie_word_embeddings=False))
+    put("hf_config", "bad-relu", cfg(activation_function="relu"))
+    put("hf_config", "bad-heads-0", cfg(n_head=0))
+    put("hf_config", "bad-heads-not-dividing", cfg(n_head=3))
+    put("hf_config", "bad-huge-layers", cfg(n_layer=2 ** 40))
+    put("hf_config", "bad-float-layers", cfg(n_layer=2.5))
+    put("hf_config", "bad-n-inner", cfg(n_inner=10))
+    put("hf_config", "bad-eps", cfg(layer_norm_epsilon=1e-6))
+    put("hf_config", "bad-no-vocab", cfg(vocab_size=...))
+    put("hf_config", "bad-not-json", '{"model_type": "gpt2",')
+    put("hf_config", "bad-model-type-number", cfg(model_type=2))
+
+
 if __name__ == "__main__":
     shards()
     safetensors()
     jsons()
     configs()
     schedules(sys.argv[1] if len(sys.argv) > 1 else None)
+    bpe_texts()
+    hf_configs()

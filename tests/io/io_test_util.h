@@ -59,4 +59,10 @@ static inline long io_file_size(const char *path) {
   return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
+/* tests/fixtures/NAME under the source tree (RINGPIPE_SOURCE_ROOT, set by meson). */
+static inline void io_fixture_dir(char *out, size_t cap, const char *name) {
+  const char *root = getenv("RINGPIPE_SOURCE_ROOT");
+  snprintf(out, cap, "%s/tests/fixtures/%s", root ? root : ".", name);
+}
+
 #endif

@@ -90,6 +90,15 @@ same "$work/resumed/metrics.jsonl" "$work/metrics.before"
 expect 2 "cannot open .*nothing.*No such file.*checkpoint directory" -- "$ringpipe" eval --checkpoint "$work/nothing" --data "$work/ck/data"
 expect 2 "not an llm.c model file" -- "$ringpipe" eval --checkpoint "$work/ck/ckpt/model.safetensors" --data "$work/ck/data"
 expect 2 "is not a complete checkpoint: meta.json is missing" -- "$ringpipe" eval --checkpoint "$work/ck/data" --data "$work/ck/data"
+# Hugging Face folders ringpipe cannot compute exactly: another architecture, an untied head
+hf="${RINGPIPE_SOURCE_ROOT:-.}/tests/fixtures/hf_gpt2/f32"
+mkdir -p "$work/hf_llama" "$work/hf_untied"
+sed 's/"model_type": "gpt2"/"model_type": "llama"/' "$hf/config.json" > "$work/hf_llama/config.json"
+sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$hf/config.json" > "$work/hf_untied/config.json"
+cp "$hf/model.safetensors" "$work/hf_llama/" && cp "$hf/model.safetensors" "$work/hf_untied/"
+expect 2 'is a "llama" model; ringpipe loads GPT-2' -- "$ringpipe" sample --checkpoint "$work/hf_llama" --tokens 2
+expect 2 "untied LM head" -- "$ringpipe" train $tiny --init-from "$work/hf_untied" --out "$work/hfu"
+expect 2 "not an llm.c tokenizer file" -- "$ringpipe" prepare --text "$hf/config.json" --out "$work/pt" --tokenizer "$hf/model.safetensors"
 expect 2 "cannot open .*nothing" -- "$ringpipe" sample --checkpoint "$work/nothing"
 expect 2 "safetensors" -- "$ringpipe" sample --checkpoint "$work/corrupt" --tokens 4
 expect 2 "longer than the model's 32 positions" -- "$ringpipe" eval --checkpoint "$work/ck/ckpt" --data "$work/ck/data" --seq 64
