@@ -13,19 +13,21 @@
 
 typedef struct {
   char schedule[RP_OPT_STRLEN], costs[RP_OPT_STRLEN], svg[RP_OPT_STRLEN], csv[RP_OPT_STRLEN];
+  char csv_stages[RP_OPT_STRLEN];
   int pp, microbatches, vpp, all, width, timeline;
 } sim_opts;
 
 #define O(f) offsetof(sim_opts, f)
 static const rp_opt sim_table[] = {
     {"schedule", RP_OPT_STR, O(schedule), "1f1b", 0, 0, NULL,
-     "naive | gpipe | 1f1b | interleaved | zb-h1, or a schedule .csv (one row per rank)"},
+     "naive | gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v | zb-v-half | zb-v-min | "
+     "dualpipev, or a schedule .csv (one row per rank)"},
     {"pp", RP_OPT_INT, O(pp), "0", 0, 4096, NULL,
      "pipeline ranks p (0: 4, or the CSV's row count)"},
     {"microbatches", RP_OPT_INT, O(microbatches), "0", 0, 1000000, NULL,
      "micro-batches m per step (0: 8, or the CSV's)"},
     {"vpp", RP_OPT_INT, O(vpp), "0", 0, 64, NULL,
-     "model chunks per rank v (0: 2 for interleaved, 1 otherwise)"},
+     "model chunks per rank v (0: 2 for interleaved and the V schedules, 1 otherwise)"},
     {"costs", RP_OPT_STR, O(costs), "1,2,1,0", 0, 0, NULL,
      "tF,tB[,tW[,comm]]: forward and full backward time of one rank's share of the model, "
      "the weight-gradient part of tB (I = tB - tW; default tB/2) and the transfer latency "
@@ -34,6 +36,8 @@ static const rp_opt sim_table[] = {
      "write an SVG timeline (with --all: every schedule but naive, on one time axis)"},
     {"csv", RP_OPT_STR, O(csv), "", 0, 0, NULL,
      "write the lowered schedule (with SEND/RECV, what an executor runs) as CSV"},
+    {"csv-stages", RP_OPT_STR, O(csv_stages), "", 0, 0, NULL,
+     "write it with global stage indices instead of local chunks (torch's notation)"},
     {"all", RP_OPT_BOOL, O(all), "0", 0, 0, NULL, "compare every schedule side by side for this (p, m)"},
     {"width", RP_OPT_INT, O(width), "160", 20, 100000, NULL, "columns of the ASCII timeline"},
     {"timeline", RP_OPT_BOOL, O(timeline), "1", 0, 0, NULL, "print the ASCII timeline(s)"},
@@ -119,6 +123,34 @@ static void print_ranks(const run *R) {
   }
 }
 
+/* Activation slots per rank from the buffer plan (what the executor
+ * allocates); returns the peak over ranks. */
+static int planned_slots(const rp_schedule *s, int *per_rank) {
+  int peak = 0;
+  for (int r = 0; r < s->p; r++) {
+    rp_slot_plan plan;
+    per_rank[r] = -1;
+    if (rp_schedule_plan_slots(s, r, &plan) != RP_OK) continue;
+    per_rank[r] = plan.n_act;
+    peak = RP_MAX(peak, plan.n_act);
+    rp_slot_plan_free(&plan);
+  }
+  return peak;
+}
+
+/* The planned peak activation slots beside their closed form. */
+static void print_memory(const run *R) {
+  const char *text = "";
+  int f = rp_schedule_memory_formula(R->s->name, R->s->p, R->s->v, R->s->m, &text);
+  int *slots = malloc((size_t)R->s->p * sizeof *slots);
+  int peak = slots ? planned_slots(R->s, slots) : -1;
+  free(slots);
+  printf("activation slots (peak over ranks, %s): planned %d", R->s->v > 1 ? "chunks" : "micro-batches",
+         peak);
+  if (f >= 0) printf(", formula %d: %s", f, text);
+  printf("\n");
+}
+
 static void print_bubble(const run *R, const rp_costs *c) {
   const char *text = "";
   double f = rp_schedule_bubble_formula(R->s->name, R->s->p, R->s->v, R->s->m, c, &text);
@@ -129,9 +161,14 @@ static void print_bubble(const run *R, const rp_costs *c) {
   printf("%-10s %10.2f%% %10.2f%%\n", "simulated", 100 * R->sim->bubble_total,
          100 * R->sim->bubble_ideal);
   if (isnan(f))
-    printf("%-10s %11s %11s  (no closed form for a CSV schedule)\n", "formula", "-", "-");
+    printf("%-10s %11s %11s  (no closed form for this schedule)\n", "formula", "-", "-");
   else
     printf("%-10s %10.2f%% %10.2f%%  %s\n", "formula", 100 * f / (1 + f), 100 * f, text);
+  printf("%-10s %11s %10.2f%%  (steps overlapped: period %.4g)\n", "steady", "",
+         100 * R->sim->bubble_steady, R->sim->period);
+  double fs = rp_schedule_steady_formula(R->s->name, R->s->p, R->s->v, R->s->m, c, &text);
+  if (!isnan(fs)) printf("%-10s %11s %10.2f%%  %s\n", "formula", "", 100 * fs, text);
+  print_memory(R);
 }
 
 static int cmd_single(const sim_opts *o, const rp_costs *c) {
@@ -142,7 +179,7 @@ static int cmd_single(const sim_opts *o, const rp_costs *c) {
   if (!is_csv) {
     if (!p) p = 4;
     if (!m) m = 8;
-    if (!v) v = !strcmp(o->schedule, "interleaved") ? 2 : 1;
+    if (!v) v = rp_schedule_generator_chunks(o->schedule) == 1 ? 1 : 2;
   }
   rp_status st = run_one(&R, o->schedule, p, v, m, c);
   if (st != RP_OK) {
@@ -159,6 +196,9 @@ static int cmd_single(const sim_opts *o, const rp_costs *c) {
   print_defs();
   if (o->csv[0] && (st = rp_schedule_csv_save(R.s, o->csv)) == RP_OK)
     printf("wrote %s (%s)\n", o->csv, R.s->lowered ? "with SEND/RECV" : "single rank");
+  if (st == RP_OK && o->csv_stages[0] &&
+      (st = rp_schedule_csv_save_stages(R.s, o->csv_stages)) == RP_OK)
+    printf("wrote %s (global stage indices)\n", o->csv_stages);
   if (st == RP_OK && o->svg[0]) {
     rp_svg_panel panel = {R.title, R.s, R.sim};
     if ((st = rp_sim_write_svg(o->svg, &panel, 1)) == RP_OK) printf("wrote %s\n", o->svg);
@@ -166,6 +206,8 @@ static int cmd_single(const sim_opts *o, const rp_costs *c) {
   run_free(&R);
   return st == RP_OK ? 0 : fail(st);
 }
+
+enum { RP_MAX_SIM_RANKS = 64 }; /* --all lists per-rank slots up to this many ranks */
 
 static void join_ints(char *buf, size_t n, const int *x, int count) {
   size_t len = 0;
@@ -175,15 +217,18 @@ static void join_ints(char *buf, size_t n, const int *x, int count) {
 }
 
 static int cmd_all(const sim_opts *o, const rp_costs *c) {
-  static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"};
-  enum { NS = 5 };
+  static const char *names[] = {"naive", "gpipe",     "1f1b",     "interleaved", "zb-h1",
+                                "zb-h2", "zb-v",      "zb-v-half", "zb-v-min",   "dualpipev"};
+  enum { NS = 10 };
   int p = o->pp ? o->pp : 4, m = o->microbatches ? o->microbatches : 8;
   int vi = o->vpp > 1 ? o->vpp : 2;
-  if (o->csv[0]) return fail(rp_err(RP_EINVAL, "--csv writes one schedule; drop --all or --csv"));
+  if (o->csv[0] || o->csv_stages[0])
+    return fail(rp_err(RP_EINVAL, "--csv writes one schedule; drop --all or --csv"));
   run R[NS];
   memset(R, 0, sizeof R);
   for (int k = 0; k < NS; k++) {
-    int v = !strcmp(names[k], "interleaved") ? vi : 1;
+    int v = rp_schedule_generator_chunks(names[k]);
+    if (v == 0) v = vi;
     if (run_one(&R[k], names[k], p, v, m, c) == RP_OK && o->timeline) {
       printf("\n%s\n", R[k].title);
       rp_sim_print_ascii(stdout, R[k].s, R[k].sim, o->width);
@@ -191,11 +236,11 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
   }
   printf("\np=%d m=%d, costs tF=%g tB=%g tW=%g comm=%g (one rank's share; chunk actions take t/v)\n",
          p, m, c->tF, c->tB, c->tW, c->comm);
-  printf("%-12s %2s %9s | %-22s | %-22s %-31s | %-16s %s\n", "", "", "", "simulated",
-         "closed form", "", "per rank:", "");
-  printf("%-12s %2s %9s | %10s %11s | %10s %11s %-31s | %-16s %s\n", "schedule", "v",
+  printf("%-12s %2s %9s | %-22s | %-22s %-38s | %-8s | %-16s %s\n", "", "", "", "simulated",
+         "closed form", "", "steady", "per rank:", "");
+  printf("%-12s %2s %9s | %10s %11s | %10s %11s %-38s | %8s | %-16s %s\n", "schedule", "v",
          "makespan", "idle/total", "idle/ideal", "idle/total", "idle/ideal", "  formula",
-         "acts in flight", "W stash");
+         "sim", "act slots", "acts in flight");
   double ref = NAN;
   for (int k = 0; k < NS; k++)
     if (R[k].sim && !strcmp(names[k], "1f1b")) ref = R[k].sim->bubble_ideal;
@@ -210,12 +255,24 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
     const rp_sim *sim = R[k].sim;
     const char *text = "";
     double f = rp_schedule_bubble_formula(names[k], s->p, s->v, s->m, c, &text);
-    char acts[256], wst[256];
+    char acts[256], slots_txt[256];
+    int slots[RP_MAX_SIM_RANKS];
     join_ints(acts, sizeof acts, sim->peak_act, s->p);
-    join_ints(wst, sizeof wst, sim->peak_wst, s->p);
-    printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %9.2f%% %10.2f%%   %-29s | %-16s %s\n", names[k],
-           s->v, sim->makespan, 100 * sim->bubble_total, 100 * sim->bubble_ideal,
-           100 * f / (1 + f), 100 * f, text, acts, wst);
+    if (s->p <= RP_MAX_SIM_RANKS) {
+      planned_slots(s, slots);
+      join_ints(slots_txt, sizeof slots_txt, slots, s->p);
+    } else {
+      snprintf(slots_txt, sizeof slots_txt, "(see --schedule)");
+    }
+    char ftot[16] = "-", fid[16] = "-";
+    if (!isnan(f)) {
+      snprintf(ftot, sizeof ftot, "%.2f%%", 100 * f / (1 + f));
+      snprintf(fid, sizeof fid, "%.2f%%", 100 * f);
+    }
+    printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %10s %11s   %-36s | %7.2f%% | %-16s %s\n",
+           names[k], s->v, sim->makespan, 100 * sim->bubble_total, 100 * sim->bubble_ideal,
+           ftot, fid, isnan(f) ? "(none: a greedy list)" : text, 100 * sim->bubble_steady,
+           slots_txt, acts);
     /* naive's timeline is p times longer than the rest and would squash them
      * on the shared time axis; `--schedule naive --svg` draws it alone. */
     if (strcmp(names[k], "naive") != 0) panels[np++] = (rp_svg_panel){R[k].title, s, sim};
