@@ -156,7 +156,9 @@ int rp_schedule_tag(const rp_schedule *s, int rank, rp_action a);
  *         consumes it;
  *   gbuf  gradient-send buffer: the input gradient a B or I produces for a later
  *         SEND_B of the same (chunk, mb), released by that SEND_B (a reuse
- *         then waits for the send to complete).
+ *         then waits for the send to complete); on the V's turn (rank p-1
+ *         holds stages p-1 and p) the gradient its chunk 1 hands to its own
+ *         chunk 0, released by chunk 0's B or I (gin[i]: the buffer it reads).
  * Per action, the slot it takes, releases or uses (-1 when none): for F act[i]
  * (and rbuf[i] it reads when it has a RECV), for B act[i] released (and gbuf[i]
  * taken), for I wst[i] taken (and gbuf[i]), for W act[i] released and wst[i],
@@ -164,9 +166,12 @@ int rp_schedule_tag(const rp_schedule *s, int rank, rp_action a);
  * n_act etc. are the peak numbers simultaneously live. */
 typedef struct {
   int n;          /* actions (= s->n[rank]) */
-  int *act, *wst, *rbuf, *gbuf;
+  int *act, *wst, *rbuf, *gbuf, *gin;
   int n_act, n_wst, n_rbuf, n_gbuf;
 } rp_slot_plan;
+/* The local chunk holding the stage before (dir = -1) or after (+1) chunk c
+ * of `rank` when that stage is on the same rank (the V's turn), else -1. */
+int rp_schedule_local_neighbour(const rp_schedule *s, int rank, int chunk, int dir);
 rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *out);
 void rp_slot_plan_free(rp_slot_plan *plan);
 /* Peak number of (chunk, mb) of `rank` whose F is done and B/I not yet. */

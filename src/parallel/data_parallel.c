@@ -267,6 +267,33 @@ void rp_dp_grads_ready(rp_dp *d, const rp_chunk *m, int unit) {
   rp_dp_progress(d);
 }
 
+/* This rank's reduced part of chunk c's wte gradient and its length. */
+static float *wte_grad_part(rp_dp *d, int c, size_t *n) {
+  const rp_chunk *m = d->cfg.chunks[c];
+  chunk_state *cs = &d->cs[c];
+  RP_CHECK(!d->cfg.zero || cs->wte_pos >= 0);
+  *n = d->cfg.zero ? cs->wte_owned : (size_t)m->cfg.Vp * m->cfg.C;
+  return d->cfg.zero ? cs->gshard + cs->wte_pos : m->g.wte;
+}
+
+/* The V schedules put the first stage (embedding) and the last (head) on one
+ * rank, in two chunks: their two parts of the tied wte gradient are summed
+ * here (a + b, as the two-rank all-reduce adds them) and both copies get it. */
+static void sum_local_wte(rp_dp *d) {
+  int first = -1;
+  for (int c = 0; c < d->cfg.nchunks; c++) {
+    if (!d->cfg.chunks[c]->g.wte) continue;
+    if (first < 0) {
+      first = c;
+      continue;
+    }
+    size_t n0, n1;
+    float *g0 = wte_grad_part(d, first, &n0), *g1 = wte_grad_part(d, c, &n1);
+    RP_CHECK(n0 == n1);
+    for (size_t i = 0; i < n0; i++) g1[i] = g0[i] = g0[i] + g1[i];
+  }
+}
+
 rp_status rp_dp_finish(rp_dp *d) {
   double t = rp_now();  /* launching here (no overlap) is exposed time too */
   for (int i = 0; i < d->nb; i++) launch(d, &d->b[i]);
@@ -277,19 +304,15 @@ rp_status rp_dp_finish(rp_dp *d) {
   d->exposed = d->t_done - t;
   /* The tied wte: the first stage holds the embedding's part of its gradient,
    * the last stage the head's; each needs the sum. */
-  if (d->cfg.tie_comm != MPI_COMM_NULL) {
-    for (int c = 0; c < d->cfg.nchunks; c++) {
-      const rp_chunk *m = d->cfg.chunks[c];
-      if (!m->g.wte) continue;
-      chunk_state *cs = &d->cs[c];
-      RP_CHECK(!d->cfg.zero || cs->wte_pos >= 0);
-      if (d->cfg.zero)
-        rp_allreduce_watched(cs->gshard + cs->wte_pos, (int)cs->wte_owned, MPI_FLOAT, MPI_SUM,
-                             d->cfg.tie_comm, "tied wte gradient all-reduce");
-      else
-        rp_allreduce_watched(m->g.wte, (int)((size_t)m->cfg.Vp * m->cfg.C), MPI_FLOAT, MPI_SUM,
-                             d->cfg.tie_comm, "tied wte gradient all-reduce");
-    }
+  sum_local_wte(d);
+  int tie_size = 0;
+  if (d->cfg.tie_comm != MPI_COMM_NULL) MPI_Comm_size(d->cfg.tie_comm, &tie_size);
+  for (int c = 0; c < d->cfg.nchunks && tie_size > 1; c++) {
+    if (!d->cfg.chunks[c]->g.wte) continue;
+    size_t n;
+    float *g = wte_grad_part(d, c, &n);
+    rp_allreduce_watched(g, (int)n, MPI_FLOAT, MPI_SUM, d->cfg.tie_comm,
+                         "tied wte gradient all-reduce");
   }
   return RP_OK;
 }

@@ -412,6 +412,7 @@ void rp_slot_plan_free(rp_slot_plan *plan) {
   free(plan->wst);
   free(plan->rbuf);
   free(plan->gbuf);
+  free(plan->gin);
   memset(plan, 0, sizeof *plan);
 }
 
@@ -426,6 +427,15 @@ static unsigned char *sent_back(const rp_schedule *s, int rank) {
   return sent;
 }
 
+/* The local chunk holding the stage before (dir -1) or after (+1) this rank's
+ * chunk c when it is on this rank too (the V's turn), else -1. */
+int rp_schedule_local_neighbour(const rp_schedule *s, int rank, int chunk, int dir) {
+  int st = rp_schedule_stage(s, rank, chunk) + dir, r, c;
+  if (st < 0 || st >= s->v * s->p) return -1;
+  rp_schedule_owner(s, st, &r, &c);
+  return r == rank ? c : -1;
+}
+
 rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *out) {
   memset(out, 0, sizeof *out);
   if (rank < 0 || rank >= s->p)
@@ -437,17 +447,27 @@ rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *o
   out->wst = malloc(bytes);
   out->rbuf = malloc(bytes);
   out->gbuf = malloc(bytes);
+  out->gin = malloc(bytes);
   unsigned char *sent = sent_back(s, rank);
   slot_pool act = {0}, wst = {0}, rbuf = {0}, gbuf = {0};
   rp_status st = RP_OK;
-  if (!out->act || !out->wst || !out->rbuf || !out->gbuf || !sent)
+  if (!out->act || !out->wst || !out->rbuf || !out->gbuf || !out->gin || !sent)
     st = rp_err(RP_ENOMEM, "out of memory");
   for (int i = 0; i < n && st == RP_OK; i++) {
     rp_action a = s->acts[rank][i];
     /* Receive buffers are keyed by direction too: RECV_F and RECV_B of the same
      * (chunk, mb) can be outstanding together. */
     int key = a.chunk * s->m + a.mb, nk = s->v * s->m;
-    int t = -1, w = -1, b = -1, g = -1;
+    int t = -1, w = -1, b = -1, g = -1, gi = -1;
+    /* the V's turn: an input gradient for this rank's own previous stage is
+     * kept in a gradient buffer (key nk + key) until that stage's backward */
+    int hands_back = 0, takes_back = -1;
+    if (a.op == RP_OP_B || a.op == RP_OP_I) {
+      hands_back = rp_schedule_local_neighbour(s, rank, a.chunk, -1) >= 0;
+      int next = rp_schedule_local_neighbour(s, rank, a.chunk, +1);
+      if (next >= 0) takes_back = nk + next * s->m + a.mb;
+    }
+    if (takes_back >= 0) gi = pool_give(&gbuf, takes_back);
     switch (a.op) {
       case RP_OP_F:
         t = pool_take(&act, key);
@@ -456,12 +476,12 @@ rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *o
       case RP_OP_B:
         t = pool_give(&act, key);
         b = pool_give(&rbuf, nk + key);
-        if (sent[key]) g = pool_take(&gbuf, key);
+        if (sent[key] || hands_back) g = pool_take(&gbuf, hands_back ? nk + key : key);
         break;
       case RP_OP_I:
         b = pool_give(&rbuf, nk + key);
         w = pool_take(&wst, key);
-        if (sent[key]) g = pool_take(&gbuf, key);
+        if (sent[key] || hands_back) g = pool_take(&gbuf, hands_back ? nk + key : key);
         break;
       case RP_OP_W:
         t = pool_give(&act, key);
@@ -477,6 +497,7 @@ rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *o
     out->wst[i] = w;
     out->rbuf[i] = b;
     out->gbuf[i] = g;
+    out->gin[i] = gi;
   }
   out->n_act = act.n;
   out->n_wst = wst.n;

@@ -66,7 +66,8 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
   g->v = calloc(S, sizeof *g->v);
   if (!g->parts || !g->copies || !g->m || !g->v) return rp_err(RP_ENOMEM, "out of memory");
   for (int s = 0; s < S; s++) {
-    int owner = s % p, c = s / p;
+    int owner = 0, c = s;
+    if (p > 1) rp_schedule_owner(t->sched, s, &owner, &c);
     if (owner == me && me == 0) {
       g->parts[s] = (rp_ckpt_part){&t->chunks[c], g->mine_m[c], g->mine_v[c]};
     } else if (owner == me) {
