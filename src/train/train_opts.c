@@ -104,9 +104,11 @@ const rp_opt rp_train_opt_table[] = {
     {"cp-overlap", RP_OPT_BOOL, O(cp_overlap), "1", 0, 0, NULL,
      "ring attention: post the next K/V transfer before computing the current block"},
     {"schedule", RP_OPT_STR, O(schedule), "1f1b", 0, 0, NULL,
-     "pipeline schedule: naive|gpipe|1f1b|interleaved|zb-h1, or a schedule CSV file"},
+     "pipeline schedule: naive|gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|zb-v-half|zb-v-min|"
+     "dualpipev, or a schedule CSV file"},
     {"vpp", RP_OPT_INT, O(vpp), "1", 1, 64, NULL,
-     "model chunks per pipeline rank (virtual stages; 2+ with --schedule interleaved)"},
+     "model chunks per pipeline rank (virtual stages; 2+ with --schedule interleaved, 2 with "
+     "the V schedules zb-v* and dualpipev)"},
     {"pp-layers", RP_OPT_STR, O(pp_layers), "", 0, 0, NULL,
      "layers per stage, e.g. 3,3,2 (pp x vpp numbers summing to --layers; default: even split)"},
     {"emulate-compute", RP_OPT_STR, O(emulate), "", 0, 0, NULL,
