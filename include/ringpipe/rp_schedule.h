@@ -287,6 +287,37 @@ double rp_schedule_steady_formula(const char *name, int p, int v, int m,
  * -1 (text "") for a CSV. */
 int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char **text);
 
+/* ---- the advisor (schedule_advise.c) ---- */
+/* What a run measured (or the user gives): costs of one rank's share for one
+ * micro-batch of `batch` sequences, at m_ref micro-batches per step (the
+ * global batch, kept fixed), and the MiB of one micro-batch's activations,
+ * W stash and message for one rank's whole share (a chunk holds 1/v). */
+typedef struct {
+  rp_costs costs;
+  int p, m_ref, batch;
+  double act_mib, wstash_mib, msg_mib;
+  double limit_mib; /* per rank; <= 0: no limit */
+  int max_m;        /* candidates m <= max_m (0: 64) dividing m_ref * batch */
+  int layers;       /* the model's layers: p x v stages need as many (0: unknown) */
+} rp_advise_in;
+
+typedef struct {
+  char schedule[32];
+  int v, m;
+  int ok;              /* built and within the memory limit */
+  double step;         /* predicted step time (makespan, the costs' unit) */
+  double step_nocomm;  /* the same at comm = 0 */
+  double bubble;       /* idle/ideal */
+  double mem_mib;      /* planned peak per rank */
+  int sends;           /* most messages a rank sends per step */
+  char why[400];       /* why it is not the best (or "best: ...") */
+} rp_advice;
+
+/* Every generator but naive x v (interleaved 2 and 4, V 2, else 1) x m,
+ * sorted: feasible by step time, then over the limit, then refused. Caller
+ * frees *out. */
+rp_status rp_schedule_advise(const rp_advise_in *in, rp_advice **out, int *count);
+
 /* ---- pictures (schedule_svg.c) ---- */
 /* ASCII timeline: a time axis, then one row per rank with each compute drawn
  * over its time span as its label and blanks (F3; with v = 2 chunk 1 in lower

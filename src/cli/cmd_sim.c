@@ -13,8 +13,9 @@
 
 typedef struct {
   char schedule[RP_OPT_STRLEN], costs[RP_OPT_STRLEN], svg[RP_OPT_STRLEN], csv[RP_OPT_STRLEN];
-  char csv_stages[RP_OPT_STRLEN];
-  int pp, microbatches, vpp, all, width, timeline;
+  char csv_stages[RP_OPT_STRLEN], from[RP_OPT_STRLEN];
+  int pp, microbatches, vpp, all, width, timeline, advise, batch, max_m, top, layers;
+  float memory_limit, act_mib, wstash_mib, msg_mib;
 } sim_opts;
 
 #define O(f) offsetof(sim_opts, f)
@@ -40,6 +41,25 @@ static const rp_opt sim_table[] = {
      "write it with global stage indices instead of local chunks (torch's notation)"},
     {"all", RP_OPT_BOOL, O(all), "0", 0, 0, NULL, "compare every schedule side by side for this (p, m)"},
     {"width", RP_OPT_INT, O(width), "160", 20, 100000, NULL, "columns of the ASCII timeline"},
+    {"advise", RP_OPT_BOOL, O(advise), "0", 0, 0, NULL,
+     "rank every schedule x vpp x micro-batch count by predicted step time under "
+     "--memory-limit, and say why each loser loses"},
+    {"memory-limit", RP_OPT_FLOAT, O(memory_limit), "0", 0, 1e9, NULL,
+     "--advise: activation memory per rank in MiB (slots, W stashes, message buffers); 0 none"},
+    {"from", RP_OPT_STR, O(from), "", 0, 0, NULL,
+     "--advise: a run's metrics.jsonl; its last pipeline line gives costs and sizes"},
+    {"act-mib", RP_OPT_FLOAT, O(act_mib), "-1", -1, 1e9, NULL,
+     "--advise: activations of one micro-batch for one rank's whole share (MiB)"},
+    {"wstash-mib", RP_OPT_FLOAT, O(wstash_mib), "-1", -1, 1e9, NULL,
+     "--advise: W stash of one micro-batch, one rank's share (MiB; default half of --act-mib)"},
+    {"msg-mib", RP_OPT_FLOAT, O(msg_mib), "-1", -1, 1e9, NULL,
+     "--advise: one activation or gradient message (MiB; default 0)"},
+    {"batch", RP_OPT_INT, O(batch), "1", 1, 1000000, NULL,
+     "--advise: sequences per measured micro-batch (global batch = --microbatches x this)"},
+    {"max-m", RP_OPT_INT, O(max_m), "64", 1, 4096, NULL, "--advise: largest micro-batch count tried"},
+    {"top", RP_OPT_INT, O(top), "15", 0, 100000, NULL, "--advise: rows shown (0: all)"},
+    {"layers", RP_OPT_INT, O(layers), "0", 0, 100000, NULL,
+     "--advise: the model's layers (p x v stages need as many; 0: not checked)"},
     {"timeline", RP_OPT_BOOL, O(timeline), "1", 0, 0, NULL, "print the ASCII timeline(s)"},
 };
 #undef O
@@ -299,7 +319,7 @@ int rp_cmd_sim(int argc, char **argv) {
     rp_opts_help(stdout,
                  "ringpipe sim --schedule naive|gpipe|1f1b|interleaved|zb-h1|FILE.csv --pp P "
                  "--microbatches M [--vpp V] [--costs tF,tB,tW,comm] [--svg FILE] [--csv FILE] "
-                 "[--all]",
+                 "[--all] | --advise --pp P --memory-limit MiB [--costs ... | --from metrics.jsonl]",
                  "Simulate a pipeline schedule: ASCII timeline, bubble next to its closed form, "
                  "activations in flight per rank.",
                  sim_table, sim_nopts);
@@ -312,5 +332,14 @@ int rp_cmd_sim(int argc, char **argv) {
   }
   rp_costs c;
   if ((st = parse_costs(o.costs, &c)) != RP_OK) return fail(st);
+  if (o.advise) {
+    rp_sim_advise_args a = {.costs = c, .pp = o.pp ? o.pp : 4,
+                            .microbatches = o.microbatches ? o.microbatches : 8,
+                            .batch = o.batch, .max_m = o.max_m, .top = o.top,
+                            .memory_limit = o.memory_limit, .act_mib = o.act_mib,
+                            .wstash_mib = o.wstash_mib, .msg_mib = o.msg_mib, .from = o.from,
+                            .layers = o.layers};
+    return rp_sim_advise(&a);
+  }
   return o.all ? cmd_all(&o, &c) : cmd_single(&o, &c);
 }

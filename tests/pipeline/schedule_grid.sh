@@ -37,5 +37,20 @@ refused 2 "zb-v without --vpp 2" --pp 2 --schedule zb-v --microbatches 4
 refused 4 "zb-h2 m < p" --pp 4 --schedule zb-h2 --microbatches 2
 refused 4 "2p stages, fewer layers" --pp 4 --vpp 2 --schedule zb-v --microbatches 8 --layers 6
 refused 2 "zb-v with recompute" --pp 2 --vpp 2 --schedule zb-v --microbatches 4 --recompute full
+# the advisor reads a run's measured costs and sizes from its metrics.jsonl
+timeout 60 mpirun -n 2 --oversubscribe --bind-to none "$ringpipe" train $tiny --pp 2 \
+  --schedule zb-h1 --microbatches 4 --out "$work/measured" >/dev/null 2>&1
+if "$ringpipe" sim --advise --pp 2 --from "$work/measured/metrics.jsonl" --memory-limit 1 \
+     >"$work/advice.txt" 2>&1 && grep -q '^choice: --schedule' "$work/advice.txt" &&
+   grep -q 'from .*metrics.jsonl' "$work/advice.txt"; then
+  echo "ok: advice from a run's metrics: $(grep '^choice' "$work/advice.txt")"
+else
+  echo "FAIL: ringpipe sim --advise --from the run's metrics:"; cat "$work/advice.txt"
+  fails=$((fails + 1))
+fi
+"$ringpipe" sim --advise --pp 2 --from "$work/nothing.jsonl" >/dev/null 2>&1
+rc=$?
+[ "$rc" = 2 ] && echo "ok: --from a missing file: status 2" ||
+  { echo "FAIL: --from a missing file: status $rc, want 2"; fails=$((fails + 1)); }
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

@@ -196,11 +196,51 @@ static void test_constraints(void **state) {
   rp_schedule_free(s);
 }
 
+/* The advisor: feasible candidates by step time, each within the limit and
+ * simulated as ranked; over-limit ones say so; with no limit and equal costs
+ * the V schedules win at the largest m with (p-1)/(6m); under a limit that
+ * 2p chunk-activations exceed, the winner holds less. */
+static void test_advisor(void **state) {
+  (void)state;
+  rp_advise_in in = {.costs = {1, 2, 1, 0}, .p = 4, .m_ref = 8, .batch = 1, .act_mib = 8,
+                     .wstash_mib = 4, .msg_mib = 0};
+  rp_advice *a;
+  int n;
+  assert_int_equal(rp_schedule_advise(&in, &a, &n), RP_OK);
+  assert_true(n > 20 && a[0].ok);
+  assert_true(!strcmp(a[0].schedule, "zb-v") || !strcmp(a[0].schedule, "dualpipev"));
+  assert_int_equal(a[0].m, 8);
+  assert_true(fabs(a[0].bubble - 3.0 / 48) < 1e-12);
+  assert_non_null(strstr(a[0].why, "best"));
+  for (int k = 1; k < n && a[k].ok; k++) {
+    assert_true(a[k].step >= a[k - 1].step);
+    assert_non_null(strstr(a[k].why, "step time"));
+  }
+  int refused = 0;
+  for (int k = 0; k < n; k++) refused += !strncmp(a[k].why, "refused:", 8);
+  assert_true(refused > 0); /* e.g. dualpipev at m < 8 */
+  free(a);
+  in.limit_mib = 40; /* zb-v at m = 8: 8 slots x 8/2 + 8 stashes x 4/2 = 48 MiB */
+  assert_int_equal(rp_schedule_advise(&in, &a, &n), RP_OK);
+  assert_true(a[0].ok && a[0].mem_mib <= 40);
+  int over = 0;
+  for (int k = 0; k < n; k++) {
+    if (a[k].ok) assert_true(a[k].mem_mib <= 40);
+    if (!strncmp(a[k].why, "memory:", 7)) assert_true(a[k].mem_mib > 40), over++;
+    if (!strcmp(a[k].schedule, "zb-v") && a[k].m == 8) assert_false(a[k].ok);
+  }
+  assert_true(over > 0);
+  free(a);
+  in.p = 1;
+  assert_int_equal(rp_schedule_advise(&in, &a, &n), RP_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stage_maps),   cmocka_unit_test(test_zbh2_forms),
       cmocka_unit_test(test_v_forms),      cmocka_unit_test(test_memory_forms),
       cmocka_unit_test(test_csv_stage_rows), cmocka_unit_test(test_constraints),
+      cmocka_unit_test(test_advisor),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
