@@ -299,6 +299,7 @@ typedef struct {
   double limit_mib; /* per rank; <= 0: no limit */
   int max_m;        /* candidates m <= max_m (0: 64) dividing m_ref * batch */
   int layers;       /* the model's layers: p x v stages need as many (0: unknown) */
+  char limit_like[32]; /* non-empty: the limit is what this schedule plans at m_ref */
 } rp_advise_in;
 
 typedef struct {

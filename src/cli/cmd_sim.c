@@ -13,7 +13,7 @@
 
 typedef struct {
   char schedule[RP_OPT_STRLEN], costs[RP_OPT_STRLEN], svg[RP_OPT_STRLEN], csv[RP_OPT_STRLEN];
-  char csv_stages[RP_OPT_STRLEN], from[RP_OPT_STRLEN];
+  char csv_stages[RP_OPT_STRLEN], from[RP_OPT_STRLEN], memory_like[RP_OPT_STRLEN];
   int pp, microbatches, vpp, all, width, timeline, advise, batch, max_m, top, layers;
   float memory_limit, act_mib, wstash_mib, msg_mib;
 } sim_opts;
@@ -46,6 +46,8 @@ static const rp_opt sim_table[] = {
      "--memory-limit, and say why each loser loses"},
     {"memory-limit", RP_OPT_FLOAT, O(memory_limit), "0", 0, 1e9, NULL,
      "--advise: activation memory per rank in MiB (slots, W stashes, message buffers); 0 none"},
+    {"memory-like", RP_OPT_STR, O(memory_like), "", 0, 0, NULL,
+     "--advise: the limit is the memory this schedule plans (e.g. 1f1b) at --microbatches"},
     {"from", RP_OPT_STR, O(from), "", 0, 0, NULL,
      "--advise: a run's metrics.jsonl; its last pipeline line gives costs and sizes"},
     {"act-mib", RP_OPT_FLOAT, O(act_mib), "-1", -1, 1e9, NULL,
@@ -338,7 +340,7 @@ int rp_cmd_sim(int argc, char **argv) {
                             .batch = o.batch, .max_m = o.max_m, .top = o.top,
                             .memory_limit = o.memory_limit, .act_mib = o.act_mib,
                             .wstash_mib = o.wstash_mib, .msg_mib = o.msg_mib, .from = o.from,
-                            .layers = o.layers};
+                            .layers = o.layers, .memory_like = o.memory_like};
     return rp_sim_advise(&a);
   }
   return o.all ? cmd_all(&o, &c) : cmd_single(&o, &c);

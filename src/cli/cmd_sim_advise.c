@@ -94,10 +94,11 @@ int rp_sim_advise(const rp_sim_advise_args *o) {
                      .batch = o->batch, .act_mib = o->act_mib, .wstash_mib = o->wstash_mib,
                      .msg_mib = o->msg_mib, .limit_mib = o->memory_limit, .max_m = o->max_m,
                      .layers = o->layers};
+  snprintf(in.limit_like, sizeof in.limit_like, "%s", o->memory_like ? o->memory_like : "");
   char note[400] = "";
   rp_status st = RP_OK;
   if (o->from[0]) st = read_metrics(o->from, &in, note, sizeof note);
-  if (st == RP_OK && o->memory_limit > 0 && in.act_mib < 0)
+  if (st == RP_OK && (o->memory_limit > 0 || in.limit_like[0]) && in.act_mib < 0)
     st = rp_err(RP_EINVAL, "--memory-limit needs the activation size: pass --act-mib (one "
                 "micro-batch, one rank's whole share) or --from a run's metrics.jsonl");
   if (in.act_mib < 0) in.act_mib = 0;
@@ -115,6 +116,7 @@ int rp_sim_advise(const rp_sim_advise_args *o) {
          in.costs.tB, in.costs.tW, in.costs.comm, o->from[0] ? " from " : "", o->from);
   char limit[64] = "none";
   if (in.limit_mib > 0) snprintf(limit, sizeof limit, "%g MiB", in.limit_mib);
+  if (in.limit_like[0]) snprintf(limit, sizeof limit, "what %s plans at m=%d", in.limit_like, in.m_ref);
   printf("memory per rank (activations %g, W stash %g, message %g MiB per micro-batch and rank "
          "share): limit %s\n", in.act_mib, in.wstash_mib, in.msg_mib, limit);
   if (note[0]) printf("note: %s\n", note);

@@ -113,7 +113,8 @@ static void explain(rp_advice *a, const rp_advice *best) {
              best->mem_mib);
 }
 
-rp_status rp_schedule_advise(const rp_advise_in *in, rp_advice **out, int *count) {
+rp_status rp_schedule_advise(const rp_advise_in *in_arg, rp_advice **out, int *count) {
+  const rp_advise_in *in = in_arg;
   *out = NULL;
   *count = 0;
   if (in->p < 2)
@@ -124,6 +125,18 @@ rp_status rp_schedule_advise(const rp_advise_in *in, rp_advice **out, int *count
                   "must be >= 1", in->m_ref, in->batch);
   if (!(in->act_mib >= 0) || !(in->wstash_mib >= 0) || !(in->msg_mib >= 0))
     return rp_err(RP_EINVAL, "activation sizes must be >= 0 MiB");
+  rp_advise_in lim = *in;
+  if (in->limit_like[0]) { /* the memory that schedule plans at the measured m */
+    rp_advice base;
+    int v = rp_schedule_generator_chunks(in->limit_like);
+    lim.limit_mib = 0;
+    evaluate(&lim, in->limit_like, v > 0 ? v : 2, in->m_ref, &base);
+    if (!base.ok)
+      return rp_err(RP_EINVAL, "--memory-like %s at m=%d: %s", in->limit_like, in->m_ref,
+                    base.why);
+    lim.limit_mib = base.mem_mib * (1 + 1e-9);
+  }
+  in = &lim;
   int global = in->m_ref * in->batch, max_m = in->max_m > 0 ? in->max_m : 64;
   char list[256], *save = NULL;
   snprintf(list, sizeof list, "%s", rp_schedule_names);

@@ -92,6 +92,14 @@ static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, cons
   rp_jw_key(&w, "wstash_mib_per_mb"), rp_jw_fixed(&w, wst, 4);
   rp_jw_key(&w, "msg_mib"),
       rp_jw_fixed(&w, (double)t->o.batch * t->T_local * t->cfg.C * sizeof(float) / mib, 4);
+  rp_jw_key(&w, "sends"), rp_jw_arr(&w); /* messages per rank and step: the comm volume */
+  for (int r = 0; r < p; r++) {
+    int n = 0;
+    for (int i = 0; i < t->sched->n[r]; i++)
+      n += t->sched->acts[r][i].op == RP_OP_SEND_F || t->sched->acts[r][i].op == RP_OP_SEND_B;
+    rp_jw_int(&w, n);
+  }
+  rp_jw_arr_end(&w);
   rp_jw_key(&w, "costs_ms"), rp_jw_arr(&w);
   rp_jw_fixed(&w, c->tF * 1e3, 4), rp_jw_fixed(&w, c->tB * 1e3, 4), rp_jw_fixed(&w, c->tW * 1e3, 4);
   rp_jw_arr_end(&w);
