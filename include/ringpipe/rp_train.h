@@ -43,6 +43,7 @@ typedef struct {
   char recompute[RP_OPT_STRLEN], precision[RP_OPT_STRLEN];
   int bf16_stochastic;
   float bucket_mb;
+  char post_validate[RP_OPT_STRLEN]; /* off | on | always-rollback */
 } rp_train_opts;
 
 extern const rp_opt rp_train_opt_table[];
@@ -89,6 +90,8 @@ typedef struct {
   rp_rng sample_rng;
   char data_dir[RP_OPT_STRLEN + 16]; /* resolved data directory */
   int diverged;                 /* a non-finite loss, gradient norm or state stopped the run */
+  struct rp_post_validation *pv; /* --post-validate: the state a rollback restores */
+  int rollbacks;                /* steps whose speculative update was rolled back */
 } rp_trainer;
 
 typedef struct {

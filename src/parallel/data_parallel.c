@@ -412,6 +412,7 @@ void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {
 
 float *rp_dp_m(rp_dp *d, int c) { return d->cs[c].m; }
 float *rp_dp_v(rp_dp *d, int c) { return d->cs[c].v; }
+size_t rp_dp_owned(const rp_dp *d, int c) { return d->cs[c].owned; }
 
 size_t rp_dp_optim_floats(const rp_dp *d) {
   size_t n = 0;

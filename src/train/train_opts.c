@@ -33,6 +33,10 @@ const rp_opt rp_train_opt_table[] = {
     {"eps", RP_OPT_FLOAT, O(eps), "1e-8", 0, 1, NULL, "AdamW epsilon"},
     {"grad-clip", RP_OPT_FLOAT, O(grad_clip), "1.0", 0, 1e30, NULL,
      "clip the global gradient norm to this value (0: no clipping)"},
+    {"post-validate", RP_OPT_CHOICE, O(post_validate), "off", 0, 0, "off|on|always-rollback",
+     "step the optimizer before the global gradient norm and loss are known, then check "
+     "(clipping, NaN/Inf) and roll back the rare step that fails; always-rollback rolls back "
+     "every step (a test of the rollback path); bitwise the results of off"},
     /* data */
     {"data", RP_OPT_STR, O(data), "builtin", 0, 0, NULL,
      "directory with *train*.bin / *val*.bin token shards (llm.c format), or 'builtin' "

@@ -376,6 +376,7 @@ void rp_trainer_free(rp_trainer *t) {
   free(t->layer_views);
   if (t->pipe) rp_pipeline_destroy(t->pipe);
   if (t->sched) rp_schedule_free(t->sched);
+  rp_post_validation_free(t);
   if (t->dp) rp_dp_destroy(t->dp);
   if (t->bf16.n) {
     rp_bf16_ctx_free(&t->bf16);
