@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Pipeline bubble experiment (issue 4): GPipe, 1F1B, interleaved (v = 2) and ZB-H1
-# at pp = 4 for m in {4, 8, 16} in emulated-compute mode (actions sleep, messages
-# are real), and the same schedules at pp = 2 with real compute where the machine
-# has the cores. Each run's last step is measured against the simulator's
-# prediction from the same (measured) per-action costs; the table and plot come
-# from tools/plot_bubble.py.
+# Pipeline bubble experiment (issues 4 and 14): every schedule (GPipe, 1F1B,
+# interleaved v = 2, ZB-H1, ZB-H2, ZB-V, V-Half, V-Min, DualPipeV) at pp = 4 for
+# m in {4, 8, 16} in emulated-compute mode (actions sleep, messages are real),
+# with tF = tI = tW (COSTS) and again with the cost ratio a real run measured on
+# this machine (COSTS_MEASURED), and the loop schedules at pp = 2 with real
+# compute where the machine has the cores. Each run's last step is measured
+# against the simulator's prediction from the same (measured) per-action costs;
+# for each (costs, m) the advisor (ringpipe sim --advise) is asked too, with no
+# memory limit and with 1F1B's activation memory as the limit, and its choices
+# are marked in the table. The table and plot come from tools/plot_bubble.py.
 #
 # usage: bench/pipeline_bubble.sh [OUT_DIR]        (default bench/results)
 #
@@ -13,6 +17,9 @@
 #   COSTS       emulated tF,tB,tW in ms, per rank [40,80,40]: tI = tB - tW, so
 #               40,80,40 gives tF = tI = tW, the setting of ZB-H1's 1/3 claim; late
 #               wake-ups cost a few ms, so shorter actions make the bubble noisier
+#   COSTS_MEASURED  emulated costs with a real run's ratio: "auto" measures
+#               tF:tB:tW in a real pp 2 zb-h1 run and scales tF to COSTS's; "" skips [auto]
+#   SCHEDULES   the schedules of the emulated runs [all ten but naive]
 #   MBS         micro-batch counts for the emulated runs ["4 8 16"]
 #   REPEATS     runs per configuration; the table keeps the median [3]
 #   STEPS       optimizer steps per run; the last one is measured [2]
@@ -39,7 +46,11 @@ REAL_MBS=${REAL_MBS:-4 8}
 REAL_REPEATS=${REAL_REPEATS:-3}
 PLOT=${PLOT:-1}
 MPIRUN=${MPIRUN:-mpirun}
-SCHEDULES="gpipe 1f1b interleaved zb-h1"
+COSTS_MEASURED=${COSTS_MEASURED-auto}
+SCHEDULES=${SCHEDULES:-gpipe 1f1b interleaved zb-h1 zb-h2 zb-v zb-v-half zb-v-min dualpipev}
+# the loop schedules for the real pp 2 runs (the V ones need 4 layers' worth of stages too,
+# which the real model has, but on 2 busy cores the comparison is noise; see the docs)
+REAL_SCHEDULES=${REAL_SCHEDULES:-gpipe 1f1b interleaved zb-h1}
 
 if [ ! -x "$RINGPIPE" ]; then
   echo "pipeline_bubble: no ringpipe binary at '$RINGPIPE'; build it (meson setup build &&" \
@@ -96,7 +107,7 @@ run() {
   shift 5
   local dir="$OUT/runs/$mode-$sched-m$m-r$rep"
   local vpp=()
-  [ "$sched" = interleaved ] && vpp=(--vpp 2)
+  case $sched in interleaved | zb-v* | dualpipev) vpp=(--vpp 2) ;; esac
   mkdir -p "$dir"
   # MPIRUN may carry a prefix such as "nice -n 5 mpirun": split it on purpose
   # shellcheck disable=SC2206
@@ -115,21 +126,59 @@ run() {
   rm -rf "$dir/ckpt" "$dir/data"
 }
 
-echo "== emulated compute, pp 4, costs $COSTS ms =="
-for m in $MBS; do
-  "$RINGPIPE" sim --all --pp 4 --microbatches "$m" --costs "$COSTS" >"$OUT/runs/sim-pp4-m$m.txt"
-  for rep in $(seq 1 "$REPEATS"); do
-    for sched in $SCHEDULES; do
-      run emu 4 "$sched" "$m" "$rep" --emulate-compute "$COSTS" "${EMU_MODEL[@]}"
+# advise MODE M COSTS: the advisor's choice at m micro-batches, with no memory
+# limit, and from the ZB-H1 run's measured costs and sizes with what 1F1B plans
+# (by the same memory model) as the limit
+advise() {
+  local mode=$1 m=$2 costs=$3 from="$OUT/runs/$1-zb-h1-m$2-r1/metrics.jsonl"
+  "$RINGPIPE" sim --advise --pp 4 --layers 8 --microbatches "$m" --max-m "$m" \
+    --costs "$costs" --act-mib 1 >"$OUT/runs/advice-$mode-m$m.txt" || true
+  [ -f "$from" ] || return 0
+  "$RINGPIPE" sim --advise --pp 4 --layers 8 --microbatches "$m" --max-m "$m" --from "$from" \
+    --memory-like 1f1b >"$OUT/runs/advice-$mode-m$m-mem.txt" || true
+}
+
+# emulated MODE COSTS: every schedule at pp 4 for each m
+emulated() {
+  local mode=$1 costs=$2
+  echo "== emulated compute ($mode), pp 4, costs $costs ms =="
+  for m in $MBS; do
+    "$RINGPIPE" sim --all --pp 4 --microbatches "$m" --costs "$costs" --timeline=0 \
+      >"$OUT/runs/sim-$mode-pp4-m$m.txt"
+    for rep in $(seq 1 "$REPEATS"); do
+      for sched in $SCHEDULES; do
+        run "$mode" 4 "$sched" "$m" "$rep" --emulate-compute "$costs" "${EMU_MODEL[@]}"
+      done
     done
+    advise "$mode" "$m" "$costs"
   done
-done
+}
+emulated emu "$COSTS"
+
+# The cost ratio of real compute on this machine, at COSTS's tF.
+if [ "$COSTS_MEASURED" = auto ]; then
+  COSTS_MEASURED=""
+  if [ "$cores" -ge 2 ]; then
+    run ratio 2 zb-h1 4 1 "${REAL_MODEL[@]}"
+    COSTS_MEASURED=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    if "\"pipeline\"" in l: p = json.loads(l)["pipeline"]
+f = float(sys.argv[2].split(",")[0]) / p["tF_ms"]
+print(",".join("%.1f" % (p[k] * f) for k in ("tF_ms", "tB_ms", "tW_ms")))' \
+      "$OUT/runs/ratio-zb-h1-m4-r1/metrics.jsonl" "$COSTS" 2>/dev/null || true)
+    rm -rf "$OUT/runs/ratio-zb-h1-m4-r1"
+  fi
+fi
+if [ -n "$COSTS_MEASURED" ]; then
+  echo "emulated with the measured cost ratio: --emulate-compute $COSTS_MEASURED" | tee -a "$OUT/setup.txt"
+  emulated emur "$COSTS_MEASURED"
+fi
 
 if [ "$REAL" = 1 ]; then
   echo "== real compute, pp 2 ($cores cores) =="
   for m in $REAL_MBS; do
     for rep in $(seq 1 "$REAL_REPEATS"); do
-      for sched in $SCHEDULES; do
+      for sched in $REAL_SCHEDULES; do
         run real 2 "$sched" "$m" "$rep" "${REAL_MODEL[@]}"
       done
     done

@@ -67,6 +67,7 @@ void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t);
 /* Optimizer state: this rank's m and v, chunk c, owned floats only, in the
  * order of rp_dp_owned_ranges. Under plain dp they are the whole chunk. */
 float *rp_dp_m(rp_dp *d, int c);
+size_t rp_dp_owned(const rp_dp *d, int c); /* floats of chunk c's m (and v) */
 float *rp_dp_v(rp_dp *d, int c);
 size_t rp_dp_optim_floats(const rp_dp *d);  /* m + v floats held by this rank */
 /* Gathers the full m and v of chunk c into m_full/v_full (num_params each) on

@@ -47,8 +47,19 @@ typedef struct {
   int mb;    /* micro-batch, 0..m-1 */
 } rp_action;
 
+/* Which global stage a rank's local chunk is. LOOP (Megatron's interleaving,
+ * any v): chunk c of rank r is stage c*p + r, so data loops rank 0 -> p-1 and
+ * back to rank 0 for the next chunk. V (v = 2; ZB-V, DualPipeV): chunk 0 of
+ * rank r is stage r and chunk 1 is stage 2p-1-r, so data goes down the ranks
+ * and comes back up, and rank 0 holds both the first stage and the last. */
+typedef enum { RP_MAP_LOOP = 0, RP_MAP_V = 1 } rp_stage_map;
+int rp_stage_of(int map, int p, int rank, int chunk);
+void rp_stage_owner(int map, int p, int stage, int *rank, int *chunk);
+const char *rp_stage_map_name(int map); /* "loop", "v" */
+
 typedef struct {
   int p, v, m;       /* ranks, chunks per rank, micro-batches */
+  int map;           /* rp_stage_map: which stage chunk c of rank r is */
   char name[32];     /* generator name ("1f1b", ...) or "csv" */
   int lowered;       /* 1 when SEND/RECV are in the lists (what an executor runs) */
   int *n;            /* n[r]: actions of rank r */
@@ -71,6 +82,9 @@ int rp_schedule_splits_backward(const rp_schedule *s);
 /* The same known of a generator before it builds anything: 1 or 0, and -1 for
  * a name that is no generator (a CSV file: build it and ask the schedule). */
 int rp_schedule_generator_splits_backward(const char *name);
+/* Chunks per rank a generator runs: 1, 2 for the V schedules, 0 for
+ * interleaved (any v >= 2), -1 for a name that is no generator. */
+int rp_schedule_generator_chunks(const char *name);
 /* "0F3" into buf (NUL-terminated, truncated to n); returns the length. */
 int rp_action_str(rp_action a, char *buf, size_t n);
 /* Parses exactly `len` chars as <chunk><op><mb>; RP_EFORMAT naming the text. */
@@ -81,9 +95,11 @@ rp_status rp_action_parse(const char *text, size_t len, rp_action *out);
 rp_status rp_schedule_new(int p, int v, int m, const char *name, rp_schedule **out);
 rp_status rp_schedule_push(rp_schedule *s, int rank, rp_action a);
 void rp_schedule_free(rp_schedule *s);
-int rp_schedule_stage(const rp_schedule *s, int rank, int chunk); /* chunk*p + rank */
+int rp_schedule_stage(const rp_schedule *s, int rank, int chunk); /* by s->map */
+/* The rank and local chunk holding global stage `stage`, by s->map. */
+void rp_schedule_owner(const rp_schedule *s, int stage, int *rank, int *chunk);
 
-/* Names understood by the generators, "naive|gpipe|1f1b|interleaved|zb-h1". */
+/* Names understood by the generators, "naive|gpipe|1f1b|interleaved|zb-h1|...". */
 extern const char *const rp_schedule_names;
 
 /* Compute-only action lists (F/B/I/W) of a generator, shaped like the papers:
@@ -96,6 +112,15 @@ extern const char *const rp_schedule_names;
  *   interleaved  v >= 2, m % p == 0: Megatron's interleaved 1F1B.
  *   zb-h1        v = 1, m >= p: 1F1B with B split into I and W; rank r defers its
  *                W by r micro-batches so the W fill the cooldown bubble.
+ *   zb-h2        v = 1, m >= p: zero-bubble list schedule with up to 2p-1
+ *                activations per rank (schedule_zb.c).
+ *   zb-v         v = 2, V map, m >= p: zero-bubble list schedule over the V with
+ *                up to 2p chunk-activations per rank (1F1B's memory);
+ *   zb-v-half    the same with p + 1 (half of 1F1B's), zb-v-min with
+ *                ceil(2p/3) + 1 (a third): the pending-activation limit is the
+ *                only difference.
+ *   dualpipev    v = 2, V map, m >= 2p: DeepSeek's DualPipeV order (F of one
+ *                chunk paired with B of the other in the steady state).
  * A violated constraint is RP_EINVAL naming it and the fix. */
 rp_status rp_schedule_generate(const char *name, int p, int v, int m, rp_schedule **out);
 
@@ -131,7 +156,9 @@ int rp_schedule_tag(const rp_schedule *s, int rank, rp_action a);
  *         consumes it;
  *   gbuf  gradient-send buffer: the input gradient a B or I produces for a later
  *         SEND_B of the same (chunk, mb), released by that SEND_B (a reuse
- *         then waits for the send to complete).
+ *         then waits for the send to complete); on the V's turn (rank p-1
+ *         holds stages p-1 and p) the gradient its chunk 1 hands to its own
+ *         chunk 0, released by chunk 0's B or I (gin[i]: the buffer it reads).
  * Per action, the slot it takes, releases or uses (-1 when none): for F act[i]
  * (and rbuf[i] it reads when it has a RECV), for B act[i] released (and gbuf[i]
  * taken), for I wst[i] taken (and gbuf[i]), for W act[i] released and wst[i],
@@ -139,9 +166,12 @@ int rp_schedule_tag(const rp_schedule *s, int rank, rp_action a);
  * n_act etc. are the peak numbers simultaneously live. */
 typedef struct {
   int n;          /* actions (= s->n[rank]) */
-  int *act, *wst, *rbuf, *gbuf;
+  int *act, *wst, *rbuf, *gbuf, *gin;
   int n_act, n_wst, n_rbuf, n_gbuf;
 } rp_slot_plan;
+/* The local chunk holding the stage before (dir = -1) or after (+1) chunk c
+ * of `rank` when that stage is on the same rank (the V's turn), else -1. */
+int rp_schedule_local_neighbour(const rp_schedule *s, int rank, int chunk, int dir);
 rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *out);
 void rp_slot_plan_free(rp_slot_plan *plan);
 /* Peak number of (chunk, mb) of `rank` whose F is done and B/I not yet. */
@@ -159,6 +189,11 @@ rp_status rp_schedule_check_size(int p, int v, int m);
 /* Writes a '#' header line then one row per rank. */
 rp_status rp_schedule_csv_write(const rp_schedule *s, FILE *f);
 rp_status rp_schedule_csv_save(const rp_schedule *s, const char *path);
+/* The same rows with global stage indices instead of local chunks (torch's
+ * pipelining notation: for a V schedule rank 0's row holds stages 0 and 2p-1).
+ * A local-chunk file of a V schedule carries a "# stage map: v" line. */
+rp_status rp_schedule_csv_write_stages(const rp_schedule *s, FILE *f);
+rp_status rp_schedule_csv_save_stages(const rp_schedule *s, const char *path);
 /* The CSV text in a malloc'ed string (caller frees). */
 rp_status rp_schedule_csv_format(const rp_schedule *s, char **text);
 /* Parses CSV text; `src` names it in errors ("FILE:line:col: ..."). The result
@@ -205,7 +240,14 @@ typedef struct {
  *                 uniform stages this is (makespan - ideal) / ideal, the
  *                 quantity the papers' formulas give ((p-1)/m for 1F1B).
  *   bubble_total = x / (1 + x) with x = bubble_ideal when all ranks are equally busy.
- *   peak_act[r], peak_wst[r]  rp_slot_plan's n_act, n_wst for rank r. */
+ *   peak_act[r], peak_wst[r]  rp_slot_plan's n_act, n_wst for rank r.
+ *   period        max over ranks of (rank's last compute end - its first
+ *                 compute start): the step time when consecutive steps overlap
+ *                 (each rank starts the next step as soon as it is done, which
+ *                 a step without a pipeline-wide sync before the optimizer --
+ *                 post-validation -- allows). The papers' zero bubble is here.
+ *   bubble_steady (p * period - sum(busy)) / sum(busy), idle/ideal at that
+ *                 period. */
 typedef struct {
   int p;
   int *n;          /* spans per rank (= schedule's n[r]) */
@@ -214,6 +256,7 @@ typedef struct {
   double *busy, *idle;
   double bubble_total, bubble_ideal;
   int *peak_act, *peak_wst;
+  double period, bubble_steady;
 } rp_sim;
 
 rp_status rp_sim_new(const rp_schedule *s, rp_sim **out); /* spans zeroed, a copied */
@@ -234,6 +277,47 @@ rp_status rp_schedule_simulate(const rp_schedule *s, const rp_costs *c, rp_sim *
  * schedule_sim.c for the derivation). */
 double rp_schedule_bubble_formula(const char *name, int p, int v, int m,
                                   const rp_costs *c, const char **text);
+/* The same with consecutive steps overlapped (rp_sim.bubble_steady): differs
+ * only for zb-h2, (p-1)(tF+tI-2tW)/(m(tF+tI+tW)). */
+double rp_schedule_steady_formula(const char *name, int p, int v, int m,
+                                  const rp_costs *c, const char **text);
+/* Closed form of the peak activation slots over the ranks (chunk-activations,
+ * as rp_schedule_plan_slots counts them): gpipe m, 1f1b and zb-h1 p, zb-h2
+ * 2p-1, zb-v 2p, dualpipev 2p+1, the V-Half / V-Min limits as upper bounds;
+ * -1 (text "") for a CSV. */
+int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char **text);
+
+/* ---- the advisor (schedule_advise.c) ---- */
+/* What a run measured (or the user gives): costs of one rank's share for one
+ * micro-batch of `batch` sequences, at m_ref micro-batches per step (the
+ * global batch, kept fixed), and the MiB of one micro-batch's activations,
+ * W stash and message for one rank's whole share (a chunk holds 1/v). */
+typedef struct {
+  rp_costs costs;
+  int p, m_ref, batch;
+  double act_mib, wstash_mib, msg_mib;
+  double limit_mib; /* per rank; <= 0: no limit */
+  int max_m;        /* candidates m <= max_m (0: 64) dividing m_ref * batch */
+  int layers;       /* the model's layers: p x v stages need as many (0: unknown) */
+  char limit_like[32]; /* non-empty: the limit is what this schedule plans at m_ref */
+} rp_advise_in;
+
+typedef struct {
+  char schedule[32];
+  int v, m;
+  int ok;              /* built and within the memory limit */
+  double step;         /* predicted step time (makespan, the costs' unit) */
+  double step_nocomm;  /* the same at comm = 0 */
+  double bubble;       /* idle/ideal */
+  double mem_mib;      /* planned peak per rank */
+  int sends;           /* most messages a rank sends per step */
+  char why[400];       /* why it is not the best (or "best: ...") */
+} rp_advice;
+
+/* Every generator but naive x v (interleaved 2 and 4, V 2, else 1) x m,
+ * sorted: feasible by step time, then over the limit, then refused. Caller
+ * frees *out. */
+rp_status rp_schedule_advise(const rp_advise_in *in, rp_advice **out, int *count);
 
 /* ---- pictures (schedule_svg.c) ---- */
 /* ASCII timeline: a time axis, then one row per rank with each compute drawn

@@ -16,6 +16,9 @@
 #include "rp_pool.h"
 #include "rp_util.h"
 
+/* --post-validate off|on|always-rollback, in that order. */
+typedef enum { RP_POSTVAL_OFF = 0, RP_POSTVAL_ON, RP_POSTVAL_ALWAYS_ROLLBACK } rp_post_validate;
+
 typedef struct {
   /* model */
   int layers, channels, heads, seq, vocab;
@@ -47,6 +50,7 @@ typedef struct {
   rp_precision precision;
   int bf16_stochastic;
   float bucket_mb;
+  rp_post_validate post_validate;
 } rp_train_opts;
 
 extern const rp_opt rp_train_opt_table[];
@@ -93,6 +97,8 @@ typedef struct {
   rp_rng sample_rng;
   char data_dir[RP_OPT_STRLEN + 16]; /* resolved data directory */
   int diverged;                 /* a non-finite loss, gradient norm or state stopped the run */
+  struct rp_post_validation *pv; /* --post-validate: the state a rollback restores */
+  int rollbacks;                /* steps whose speculative update was rolled back */
 } rp_trainer;
 
 typedef struct {

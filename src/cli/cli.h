@@ -18,6 +18,17 @@ int rp_cmd_ppo(int argc, char **argv);
 int rp_cmd_serve(int argc, char **argv);
 int rp_cmd_sim_serve(int argc, char **argv);
 
+/* ringpipe sim --advise (cmd_sim_advise.c): the options it reads; sizes < 0
+ * are unknown (taken from --from, or defaults). Returns the exit status. */
+#include "ringpipe/rp_schedule.h"
+typedef struct {
+  rp_costs costs;
+  int pp, microbatches, batch, max_m, top, layers;
+  double memory_limit, act_mib, wstash_mib, msg_mib;
+  const char *from, *memory_like;
+} rp_sim_advise_args;
+int rp_sim_advise(const rp_sim_advise_args *o);
+
 /* Exit status for a failed status: 2 for bad input (options, files), 1 otherwise. */
 int rp_cli_exit_code(rp_status s);
 /* Prints "ringpipe <cmd>: error: <message>" once (world rank 0) and returns the

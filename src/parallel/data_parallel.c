@@ -267,6 +267,34 @@ void rp_dp_grads_ready(rp_dp *d, const rp_chunk *m, int unit) {
   rp_dp_progress(d);
 }
 
+/* This rank's reduced part of chunk c's wte gradient and its length. */
+static float *wte_grad_part(rp_dp *d, int c, size_t *n) {
+  const rp_chunk *m = d->cfg.chunks[c];
+  chunk_state *cs = &d->cs[c];
+  RP_CHECK(!d->cfg.zero || cs->wte_pos >= 0);
+  /* this tensor-parallel rank's rows of wte (all of them at tp = 1) */
+  *n = d->cfg.zero ? cs->wte_owned : rp_chunk_find(m, "wte.weight")->numel;
+  return d->cfg.zero ? cs->gshard + cs->wte_pos : m->g.wte;
+}
+
+/* The V schedules put the first stage (embedding) and the last (head) on one
+ * rank, in two chunks: their two parts of the tied wte gradient are summed
+ * here (a + b, as the two-rank all-reduce adds them) and both copies get it. */
+static void sum_local_wte(rp_dp *d) {
+  int first = -1;
+  for (int c = 0; c < d->cfg.nchunks; c++) {
+    if (!d->cfg.chunks[c]->g.wte) continue;
+    if (first < 0) {
+      first = c;
+      continue;
+    }
+    size_t n0, n1;
+    float *g0 = wte_grad_part(d, first, &n0), *g1 = wte_grad_part(d, c, &n1);
+    RP_CHECK(n0 == n1);
+    for (size_t i = 0; i < n0; i++) g1[i] = g0[i] = g0[i] + g1[i];
+  }
+}
+
 rp_status rp_dp_finish(rp_dp *d) {
   double t = rp_now();  /* launching here (no overlap) is exposed time too */
   for (int i = 0; i < d->nb; i++) launch(d, &d->b[i]);
@@ -277,19 +305,15 @@ rp_status rp_dp_finish(rp_dp *d) {
   d->exposed = d->t_done - t;
   /* The tied wte: the first stage holds the embedding's part of its gradient,
    * the last stage the head's; each needs the sum. */
-  if (d->cfg.tie_comm != MPI_COMM_NULL) {
-    for (int c = 0; c < d->cfg.nchunks; c++) {
-      const rp_chunk *m = d->cfg.chunks[c];
-      if (!m->g.wte) continue;
-      chunk_state *cs = &d->cs[c];
-      RP_CHECK(!d->cfg.zero || cs->wte_pos >= 0);
-      if (d->cfg.zero)
-        rp_allreduce_watched(cs->gshard + cs->wte_pos, (int)cs->wte_owned, MPI_FLOAT, MPI_SUM,
-                             d->cfg.tie_comm, "tied wte gradient all-reduce");
-      else
-        rp_allreduce_watched(m->g.wte, (int)rp_chunk_find(m, "wte.weight")->numel, MPI_FLOAT,
-                             MPI_SUM, d->cfg.tie_comm, "tied wte gradient all-reduce");
-    }
+  sum_local_wte(d);
+  int tie_size = 0;
+  if (d->cfg.tie_comm != MPI_COMM_NULL) MPI_Comm_size(d->cfg.tie_comm, &tie_size);
+  for (int c = 0; c < d->cfg.nchunks && tie_size > 1; c++) {
+    if (!d->cfg.chunks[c]->g.wte) continue;
+    size_t n;
+    float *g = wte_grad_part(d, c, &n);
+    rp_allreduce_watched(g, (int)n, MPI_FLOAT, MPI_SUM, d->cfg.tie_comm,
+                         "tied wte gradient all-reduce");
   }
   return RP_OK;
 }
@@ -390,6 +414,7 @@ void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {
 
 float *rp_dp_m(rp_dp *d, int c) { return d->cs[c].m; }
 float *rp_dp_v(rp_dp *d, int c) { return d->cs[c].v; }
+size_t rp_dp_owned(const rp_dp *d, int c) { return d->cs[c].owned; }
 
 size_t rp_dp_optim_floats(const rp_dp *d) {
   size_t n = 0;

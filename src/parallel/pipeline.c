@@ -239,7 +239,11 @@ static void do_forward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in
   if (ch->spec.has_embed) memcpy(ac->tokens, in->tokens + off, N * sizeof(int32_t));
   if (ch->spec.has_head) memcpy(ac->targets, in->targets + off, N * sizeof(int32_t));
   if (!ch->spec.has_embed) {
-    const float *x = take_received(p, 0, a);
+    /* the V's turn: the previous stage is this rank's other chunk, whose
+     * activation slot (live until its backward) holds the output */
+    int prev = rp_schedule_local_neighbour(p->cfg.sched, p->rank, a->chunk, -1);
+    const float *x = prev >= 0 ? p->acts[p->act_of[prev * p->m + a->mb]].output
+                               : take_received(p, 0, a);
     RP_CHECK(x);
     memcpy(ac->input, x, (size_t)N * p->C * sizeof(float));
   }
@@ -274,7 +278,10 @@ static void do_backward(rp_pipeline *p, int i, const rp_action *a, run_inputs *i
   rp_acts *ac = &p->acts[p->act_of[key]];
   const rp_exec *x = p->cfg.exec;
   if (!ch->spec.has_head && a->op != RP_OP_W) {
-    const float *g = take_received(p, 1, a);
+    /* from the next stage's rank, or (the V's turn) from this rank's own
+     * next stage through the gradient buffer the plan gave it */
+    int gi = p->plan.gin[i];
+    const float *g = gi >= 0 ? p->gbuf[gi] : take_received(p, 1, a);
     RP_CHECK(g);
     memcpy(p->ws.dres, g, (size_t)p->N * p->C * sizeof(float));
   }

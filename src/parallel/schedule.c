@@ -8,11 +8,13 @@
 #include <stdio.h>
 
 #include "ringpipe/rp_schedule.h"
+#include "schedule_gen.h"
 
 static const char *const op_names[RP_OP_COUNT] = {
     "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
 
-const char *const rp_schedule_names = "naive|gpipe|1f1b|interleaved|zb-h1";
+const char *const rp_schedule_names =
+    "naive|gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|zb-v-half|zb-v-min|dualpipev";
 
 const char *rp_op_name(int op) { return op >= 0 && op < RP_OP_COUNT ? op_names[op] : "?"; }
 
@@ -113,7 +115,30 @@ void rp_schedule_free(rp_schedule *s) {
   free(s);
 }
 
-int rp_schedule_stage(const rp_schedule *s, int rank, int chunk) { return chunk * s->p + rank; }
+int rp_stage_of(int map, int p, int rank, int chunk) {
+  if (map == RP_MAP_V) return chunk == 0 ? rank : 2 * p - 1 - rank;
+  return chunk * p + rank;
+}
+
+void rp_stage_owner(int map, int p, int stage, int *rank, int *chunk) {
+  if (map == RP_MAP_V) {
+    *chunk = stage >= p;
+    *rank = stage < p ? stage : 2 * p - 1 - stage;
+    return;
+  }
+  *rank = stage % p;
+  *chunk = stage / p;
+}
+
+const char *rp_stage_map_name(int map) { return map == RP_MAP_V ? "v" : "loop"; }
+
+int rp_schedule_stage(const rp_schedule *s, int rank, int chunk) {
+  return rp_stage_of(s->map, s->p, rank, chunk);
+}
+
+void rp_schedule_owner(const rp_schedule *s, int stage, int *rank, int *chunk) {
+  rp_stage_owner(s->map, s->p, stage, rank, chunk);
+}
 
 /* ---- generators ----
  * Each returns rank r's compute list through push(); `st` carries the first
@@ -212,7 +237,10 @@ static void gen_zbh1(gen *g, int p, int m) {
   for (int j = RP_MAX(m - r, 0); j < m; j++) put(g, RP_OP_W, 0, j);
 }
 
-typedef enum { K_NAIVE, K_GPIPE, K_1F1B, K_INTERLEAVED, K_ZBH1, K_NONE } kind;
+typedef enum {
+  K_NAIVE, K_GPIPE, K_1F1B, K_INTERLEAVED, K_ZBH1, K_ZBH2, K_ZBV, K_ZBV_HALF, K_ZBV_MIN,
+  K_DUALPIPEV, K_NONE
+} kind;
 
 static kind kind_of(const char *name) {
   if (!strcmp(name, "naive")) return K_NAIVE;
@@ -220,12 +248,54 @@ static kind kind_of(const char *name) {
   if (!strcmp(name, "1f1b")) return K_1F1B;
   if (!strcmp(name, "interleaved") || !strcmp(name, "interleaved-1f1b")) return K_INTERLEAVED;
   if (!strcmp(name, "zb-h1") || !strcmp(name, "zbh1")) return K_ZBH1;
+  if (!strcmp(name, "zb-h2") || !strcmp(name, "zbh2")) return K_ZBH2;
+  if (!strcmp(name, "zb-v") || !strcmp(name, "zbv")) return K_ZBV;
+  if (!strcmp(name, "zb-v-half")) return K_ZBV_HALF;
+  if (!strcmp(name, "zb-v-min")) return K_ZBV_MIN;
+  if (!strcmp(name, "dualpipev") || !strcmp(name, "dualpipe-v")) return K_DUALPIPEV;
   return K_NONE;
 }
 
 int rp_schedule_generator_splits_backward(const char *name) {
   kind k = kind_of(name);
-  return k == K_NONE ? -1 : k == K_ZBH1;
+  return k == K_NONE ? -1 : k >= K_ZBH1 && k <= K_DUALPIPEV;
+}
+
+static int is_v_kind(kind k) { return k >= K_ZBV && k <= K_DUALPIPEV; }
+
+int rp_schedule_generator_chunks(const char *name) {
+  kind k = kind_of(name);
+  return k == K_NONE ? -1 : k == K_INTERLEAVED ? 0 : is_v_kind(k) ? 2 : 1;
+}
+
+/* The V schedules: two chunks per rank in a V, on at least two ranks (on one
+ * rank the V folds onto itself), and enough micro-batches for the warm-up. */
+static rp_status check_v_config(kind k, const char *name, int p, int v, int m) {
+  if (v != 2)
+    return rp_err(RP_EINVAL, "--vpp %d: %s runs two chunks per rank in a V (stages r and "
+                  "2p-1-r); use --vpp 2", v, name);
+  if (p < 2)
+    return rp_err(RP_EINVAL, "--pp %d: %s needs at least 2 pipeline ranks; use --schedule "
+                  "1f1b or a single rank without a pipeline", p, name);
+  int need = k == K_DUALPIPEV ? 2 * p : p;
+  if (m < need)
+    return rp_err(RP_EINVAL, "%s needs --microbatches >= %s (got m=%d, p=%d): its warm-up "
+                  "fills %s before the first backward; use m >= %d",
+                  name, k == K_DUALPIPEV ? "2 x --pp" : "--pp", m, p,
+                  k == K_DUALPIPEV ? "both arms of the V" : "the V", need);
+  return RP_OK;
+}
+
+/* Pending-activation limit per rank (chunk-activations held from F to W) of
+ * the zero-bubble list schedules: what makes ZB-H2, ZB-V, V-Half and V-Min. */
+static int zb_limit(kind k, int p) {
+  switch (k) {
+    case K_ZBH2: return 2 * p - 1;           /* the paper's (2p-1) M_B */
+    case K_ZBV: return 2 * p;                /* 1F1B's p full activations, in chunks */
+    case K_ZBV_HALF: return p + 1;           /* about half of that */
+    case K_ZBV_MIN: return (2 * p + 2) / 3 + 1; /* about a third */
+    default: return 0;
+  }
 }
 
 /* The constraints, checked before anything is built. */
@@ -246,12 +316,13 @@ static rp_status check_config(kind k, const char *name, int p, int v, int m) {
                     m, p, m / p * p > 0 ? m / p * p : p, (m / p + 1) * p);
     return RP_OK;
   }
+  if (is_v_kind(k)) return check_v_config(k, name, p, v, m);
   if (v != 1)
     return rp_err(RP_EINVAL,
                   "--vpp %d: %s runs one chunk per rank; use --vpp 1, or --schedule "
                   "interleaved for several chunks",
                   v, name);
-  if ((k == K_1F1B || k == K_ZBH1) && m < p)
+  if ((k == K_1F1B || k == K_ZBH1 || k == K_ZBH2) && m < p)
     return rp_err(RP_EINVAL,
                   "%s needs --microbatches >= --pp (got m=%d, p=%d) so that every rank reaches "
                   "its steady state; use m >= %d, or --schedule gpipe (what %s degenerates "
@@ -270,6 +341,16 @@ rp_status rp_schedule_generate(const char *name, int p, int v, int m, rp_schedul
   RP_TRY(rp_schedule_check_size(p, v, m));  /* before p x m actions are generated */
   rp_schedule *s;
   RP_TRY(rp_schedule_new(p, v, m, name, &s));
+  if (is_v_kind(k)) s->map = RP_MAP_V;
+  if (k >= K_ZBH2) {
+    rp_status st = k == K_DUALPIPEV ? rp_gen_dualpipev(s) : rp_gen_zb_list(s, zb_limit(k, p), k == K_ZBV ? p : 0);
+    if (st != RP_OK) {
+      rp_schedule_free(s);
+      return st;
+    }
+    *out = s;
+    return RP_OK;
+  }
   gen g = {s, 0, RP_OK};
   for (g.r = 0; g.r < p && g.st == RP_OK; g.r++) {
     switch (k) {
@@ -278,7 +359,7 @@ rp_status rp_schedule_generate(const char *name, int p, int v, int m, rp_schedul
       case K_1F1B: gen_1f1b(&g, p, m); break;
       case K_INTERLEAVED: gen_interleaved(&g, p, v, m); break;
       case K_ZBH1: gen_zbh1(&g, p, m); break;
-      case K_NONE: break;
+      default: break;
     }
   }
   if (g.st != RP_OK) {
@@ -331,6 +412,7 @@ void rp_slot_plan_free(rp_slot_plan *plan) {
   free(plan->wst);
   free(plan->rbuf);
   free(plan->gbuf);
+  free(plan->gin);
   memset(plan, 0, sizeof *plan);
 }
 
@@ -345,6 +427,15 @@ static unsigned char *sent_back(const rp_schedule *s, int rank) {
   return sent;
 }
 
+/* The local chunk holding the stage before (dir -1) or after (+1) this rank's
+ * chunk c when it is on this rank too (the V's turn), else -1. */
+int rp_schedule_local_neighbour(const rp_schedule *s, int rank, int chunk, int dir) {
+  int st = rp_schedule_stage(s, rank, chunk) + dir, r, c;
+  if (st < 0 || st >= s->v * s->p) return -1;
+  rp_schedule_owner(s, st, &r, &c);
+  return r == rank ? c : -1;
+}
+
 rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *out) {
   memset(out, 0, sizeof *out);
   if (rank < 0 || rank >= s->p)
@@ -356,17 +447,27 @@ rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *o
   out->wst = malloc(bytes);
   out->rbuf = malloc(bytes);
   out->gbuf = malloc(bytes);
+  out->gin = malloc(bytes);
   unsigned char *sent = sent_back(s, rank);
   slot_pool act = {0}, wst = {0}, rbuf = {0}, gbuf = {0};
   rp_status st = RP_OK;
-  if (!out->act || !out->wst || !out->rbuf || !out->gbuf || !sent)
+  if (!out->act || !out->wst || !out->rbuf || !out->gbuf || !out->gin || !sent)
     st = rp_err(RP_ENOMEM, "out of memory");
   for (int i = 0; i < n && st == RP_OK; i++) {
     rp_action a = s->acts[rank][i];
     /* Receive buffers are keyed by direction too: RECV_F and RECV_B of the same
      * (chunk, mb) can be outstanding together. */
     int key = a.chunk * s->m + a.mb, nk = s->v * s->m;
-    int t = -1, w = -1, b = -1, g = -1;
+    int t = -1, w = -1, b = -1, g = -1, gi = -1;
+    /* the V's turn: an input gradient for this rank's own previous stage is
+     * kept in a gradient buffer (key nk + key) until that stage's backward */
+    int hands_back = 0, takes_back = -1;
+    if (a.op == RP_OP_B || a.op == RP_OP_I) {
+      hands_back = rp_schedule_local_neighbour(s, rank, a.chunk, -1) >= 0;
+      int next = rp_schedule_local_neighbour(s, rank, a.chunk, +1);
+      if (next >= 0) takes_back = nk + next * s->m + a.mb;
+    }
+    if (takes_back >= 0) gi = pool_give(&gbuf, takes_back);
     switch (a.op) {
       case RP_OP_F:
         t = pool_take(&act, key);
@@ -375,12 +476,12 @@ rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *o
       case RP_OP_B:
         t = pool_give(&act, key);
         b = pool_give(&rbuf, nk + key);
-        if (sent[key]) g = pool_take(&gbuf, key);
+        if (sent[key] || hands_back) g = pool_take(&gbuf, hands_back ? nk + key : key);
         break;
       case RP_OP_I:
         b = pool_give(&rbuf, nk + key);
         w = pool_take(&wst, key);
-        if (sent[key]) g = pool_take(&gbuf, key);
+        if (sent[key] || hands_back) g = pool_take(&gbuf, hands_back ? nk + key : key);
         break;
       case RP_OP_W:
         t = pool_give(&act, key);
@@ -396,6 +497,7 @@ rp_status rp_schedule_plan_slots(const rp_schedule *s, int rank, rp_slot_plan *o
     out->wst[i] = w;
     out->rbuf[i] = b;
     out->gbuf[i] = g;
+    out->gin[i] = gi;
   }
   out->n_act = act.n;
   out->n_wst = wst.n;

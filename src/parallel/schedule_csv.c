@@ -4,23 +4,31 @@
  * blank lines are skipped; empty cells (an idle step in some tools) too.
  *
  * The number before the op is the rank's local chunk. Rows written with global
- * stage indices instead (stage = chunk * p + rank; torch writes those) are
- * recognised -- with p >= 2, a valid local-chunk file has chunk 0 on rank 1,
- * a stage-index file never does -- and converted. */
+ * stage indices instead (torch writes those) are recognised -- with p >= 2, a
+ * valid local-chunk file has chunk 0 on rank 1, a stage-index file never does
+ * -- and converted: stage = chunk * p + rank (the loop map), or stages r and
+ * 2p-1-r on rank r (the V map of ZB-V and DualPipeV). A local-chunk file of a
+ * V schedule says so in a comment line "# stage map: v", which the writer puts
+ * there. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
 #include "ringpipe/rp_schedule.h"
 
-rp_status rp_schedule_csv_write(const rp_schedule *s, FILE *f) {
-  fprintf(f, "# ringpipe schedule %s: p=%d v=%d m=%d, %s; row r = rank r, <chunk><op><mb>\n",
+static const char map_directive[] = "# stage map: v";
+
+static rp_status write_rows(const rp_schedule *s, FILE *f, int stages) {
+  fprintf(f, "# ringpipe schedule %s: p=%d v=%d m=%d, %s; row r = rank r, <%s><op><mb>\n",
           s->name[0] ? s->name : "csv", s->p, s->v, s->m,
-          s->lowered ? "with SEND/RECV" : "compute only");
+          s->lowered ? "with SEND/RECV" : "compute only", stages ? "stage" : "chunk");
+  if (s->map == RP_MAP_V && !stages) fprintf(f, "%s\n", map_directive);
   for (int r = 0; r < s->p; r++) {
     for (int i = 0; i < s->n[r]; i++) {
       char txt[48];
-      rp_action_str(s->acts[r][i], txt, sizeof txt);
+      rp_action a = s->acts[r][i];
+      if (stages) a.chunk = rp_schedule_stage(s, r, a.chunk);
+      rp_action_str(a, txt, sizeof txt);
       fprintf(f, "%s%s", i ? "," : "", txt);
     }
     fputc('\n', f);
@@ -28,12 +36,24 @@ rp_status rp_schedule_csv_write(const rp_schedule *s, FILE *f) {
   return ferror(f) ? rp_err(RP_EIO, "writing a schedule CSV failed") : RP_OK;
 }
 
-rp_status rp_schedule_csv_save(const rp_schedule *s, const char *path) {
+rp_status rp_schedule_csv_write(const rp_schedule *s, FILE *f) { return write_rows(s, f, 0); }
+rp_status rp_schedule_csv_write_stages(const rp_schedule *s, FILE *f) {
+  return write_rows(s, f, 1);
+}
+
+static rp_status save_rows(const rp_schedule *s, const char *path, int stages) {
   FILE *f = fopen(path, "w");
   if (!f) return rp_err(RP_EIO, "cannot write %s: check the directory exists", path);
-  rp_status st = rp_schedule_csv_write(s, f);
+  rp_status st = write_rows(s, f, stages);
   if (fclose(f) != 0 && st == RP_OK) st = rp_err(RP_EIO, "closing %s failed", path);
   return st;
+}
+
+rp_status rp_schedule_csv_save(const rp_schedule *s, const char *path) {
+  return save_rows(s, path, 0);
+}
+rp_status rp_schedule_csv_save_stages(const rp_schedule *s, const char *path) {
+  return save_rows(s, path, 1);
 }
 
 rp_status rp_schedule_csv_format(const rp_schedule *s, char **text) {
@@ -84,15 +104,45 @@ static rp_status located(const char *src, int line, int col, const char *msg) {
   return rp_err(RP_EFORMAT, "%s:%d:%d: %s", src, line, col, msg);
 }
 
-/* Converts stage-index rows to local chunks when every action of rank r has a
- * stage congruent to r mod p (see the top of the file). */
+/* Whether every action's number is a stage its rank holds under `map`. */
+static int rows_are_stages(const rp_schedule *s, int map) {
+  for (int r = 0; r < s->p; r++)
+    for (int i = 0; i < s->n[r]; i++) {
+      int st = s->acts[r][i].chunk, owner, chunk;
+      if (map == RP_MAP_V && st >= 2 * s->p) return 0;
+      rp_stage_owner(map, s->p, st, &owner, &chunk);
+      if (owner != r) return 0;
+    }
+  return 1;
+}
+
+/* Converts stage-index rows to local chunks (the loop map tried first: a
+ * V file is never a loop file, since rank 0 holds stage 2p-1 there). */
 static void maybe_from_stages(rp_schedule *s) {
   if (s->p < 2) return;
+  int map = rows_are_stages(s, RP_MAP_LOOP) ? RP_MAP_LOOP
+          : rows_are_stages(s, RP_MAP_V)    ? RP_MAP_V
+                                            : -1;
+  if (map < 0) return;
+  s->map = map;
   for (int r = 0; r < s->p; r++)
-    for (int i = 0; i < s->n[r]; i++)
-      if (s->acts[r][i].chunk % s->p != r) return;
-  for (int r = 0; r < s->p; r++)
-    for (int i = 0; i < s->n[r]; i++) s->acts[r][i].chunk /= s->p;
+    for (int i = 0; i < s->n[r]; i++) {
+      int owner;
+      rp_stage_owner(map, s->p, s->acts[r][i].chunk, &owner, &s->acts[r][i].chunk);
+    }
+}
+
+/* The "# stage map: v" comment line of a local-chunk V file. */
+static int declares_v_map(const char *text) {
+  for (const char *l = text; *l;) {
+    const char *e = strchr(l, '\n');
+    size_t len = e ? (size_t)(e - l) : strlen(l), n = sizeof map_directive - 1;
+    while (len > n && (l[len - 1] == '\r' || l[len - 1] == ' ')) len--;
+    if (len == n && !memcmp(l, map_directive, n)) return 1;
+    if (!e) break;
+    l = e + 1;
+  }
+  return 0;
 }
 
 /* Sets v and m from the largest chunk and micro-batch indices, after checking
@@ -186,6 +236,7 @@ rp_status rp_schedule_csv_parse(const char *text, const char *src, rp_schedule *
     st = rp_err(RP_ENOMEM, "out of memory reading %s", src);
   if (st == RP_OK) st = parse_rows(text, src, s, &mp);
   if (st == RP_OK) {
+    if (declares_v_map(text)) s->map = RP_MAP_V;
     maybe_from_stages(s);
     st = claim_dims(s, src, &mp);
   }

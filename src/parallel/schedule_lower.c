@@ -1,7 +1,8 @@
 /* Lowering: compute-only action lists -> lists with SEND/RECV, plus the
  * peer/tag rules that an executor and the validator share.
  *
- * Stage mapping (Megatron): rank r's chunk c is global stage c*p + r of S = v*p.
+ * Stage mapping: rank r's chunk c is global stage rp_schedule_stage (c*p + r,
+ * or the V's r and 2p-1-r) of S = v*p.
  * F of stage s reads stage s-1's activation and feeds stage s+1; B/I of stage s
  * reads stage s+1's input gradient and feeds stage s-1. A message is named by
  * (direction, receiving stage, micro-batch), which is also its MPI tag. */
@@ -17,13 +18,25 @@ static int msg_key(const rp_schedule *s, int dir, int recv_stage, int mb) {
   return (dir * s->v * s->p + recv_stage) * s->m + mb;
 }
 
+static int rank_of(const rp_schedule *s, int stage) {
+  int r, c;
+  rp_schedule_owner(s, stage, &r, &c);
+  return r;
+}
+
+static int chunk_of(const rp_schedule *s, int stage) {
+  int r, c;
+  rp_schedule_owner(s, stage, &r, &c);
+  return c;
+}
+
 int rp_schedule_peer(const rp_schedule *s, int rank, rp_action a) {
   int st = rp_schedule_stage(s, rank, a.chunk), S = s->v * s->p;
   switch (a.op) {
-    case RP_OP_SEND_F: return st + 1 < S ? (st + 1) % s->p : -1;
-    case RP_OP_RECV_F: return st > 0 ? (st - 1) % s->p : -1;
-    case RP_OP_SEND_B: return st > 0 ? (st - 1) % s->p : -1;
-    case RP_OP_RECV_B: return st + 1 < S ? (st + 1) % s->p : -1;
+    case RP_OP_SEND_F: return st + 1 < S ? rank_of(s, st + 1) : -1;
+    case RP_OP_RECV_F: return st > 0 ? rank_of(s, st - 1) : -1;
+    case RP_OP_SEND_B: return st > 0 ? rank_of(s, st - 1) : -1;
+    case RP_OP_RECV_B: return st + 1 < S ? rank_of(s, st + 1) : -1;
     default: return -1;
   }
 }
@@ -93,7 +106,7 @@ static int ready(lower_state *L, int r, rp_action a, char *what, size_t n) {
     return 0;
   }
   if (src < 0) return 1;
-  int src_rank = src % s->p, src_chunk = src / s->p;
+  int src_rank = rank_of(s, src), src_chunk = chunk_of(s, src);
   const char *src_op = dir == DIR_F ? "F" : "B";
   for (int i = 0; dir == DIR_B && i < s->n[src_rank]; i++) {
     rp_action b = s->acts[src_rank][i];
@@ -123,11 +136,11 @@ static rp_status emit(lower_state *L, int r, rp_action a, int round) {
     if (a.op == RP_OP_I) L->idone[st * m + a.mb] = 1;
     if (st > 0) dst = st - 1, dir = DIR_B;
   }
-  if (dst < 0 || dst % s->p == r) return RP_OK;
+  if (dst < 0 || rank_of(s, dst) == r) return RP_OK;
   RP_TRY(rp_schedule_push(L->out, r,
                           (rp_action){dir == DIR_F ? RP_OP_SEND_F : RP_OP_SEND_B, a.chunk, a.mb}));
-  rp_action recv = {dir == DIR_F ? RP_OP_RECV_F : RP_OP_RECV_B, dst / s->p, a.mb};
-  if (!inbox_push(&L->box[dst % s->p], msg_key(s, dir, dst, a.mb), round, recv))
+  rp_action recv = {dir == DIR_F ? RP_OP_RECV_F : RP_OP_RECV_B, chunk_of(s, dst), a.mb};
+  if (!inbox_push(&L->box[rank_of(s, dst)], msg_key(s, dir, dst, a.mb), round, recv))
     return rp_err(RP_ENOMEM, "out of memory while lowering");
   return RP_OK;
 }
@@ -187,6 +200,7 @@ rp_status rp_schedule_lower(const rp_schedule *in, rp_schedule **out, rp_sched_p
   if (!pc || !L.fdone || !L.bdone || !L.idone || !L.posted || !L.box)
     st = rp_err(RP_ENOMEM, "out of memory while lowering");
   if (st == RP_OK) st = rp_schedule_new(in->p, in->v, in->m, in->name, &L.out);
+  if (st == RP_OK) L.out->map = in->map;
 
   /* Lockstep rounds: in round t each rank first posts the RECVs of messages sent
    * in rounds < t, then runs its next compute if that compute's inputs exist. */

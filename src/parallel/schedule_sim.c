@@ -38,8 +38,11 @@ static void comm_needs(const rp_schedule *s, int r, int c, int need[RP_OP_COUNT]
   int st = rp_schedule_stage(s, r, c), S = s->v * s->p;
   memset(need, 0, RP_OP_COUNT * sizeof *need);
   if (!s->lowered) return;
-  int prev_remote = st > 0 && (st - 1) % s->p != r;
-  int next_remote = st + 1 < S && (st + 1) % s->p != r;
+  int pr = -1, nr = -1, ch;
+  if (st > 0) rp_schedule_owner(s, st - 1, &pr, &ch);
+  if (st + 1 < S) rp_schedule_owner(s, st + 1, &nr, &ch);
+  int prev_remote = st > 0 && pr != r;
+  int next_remote = st + 1 < S && nr != r;
   need[RP_OP_RECV_F] = need[RP_OP_SEND_B] = prev_remote;
   need[RP_OP_SEND_F] = need[RP_OP_RECV_B] = next_remote;
 }
@@ -164,7 +167,7 @@ static int backward_op(const rp_schedule *s, int rank, int chunk, int mb) {
  * `what` names the missing input. */
 static double input_time(engine *E, int r, rp_action a, char *what, size_t n) {
   const rp_schedule *s = E->s;
-  int st = rp_schedule_stage(s, r, a.chunk), m = s->m, p = s->p;
+  int st = rp_schedule_stage(s, r, a.chunk), m = s->m;
   double t = 0;
   int src = -1, dir = DIR_F;
   if (a.op == RP_OP_W) {
@@ -185,7 +188,9 @@ static double input_time(engine *E, int r, rp_action a, char *what, size_t n) {
   if (src < 0) return t;
   double *done = dir == DIR_F ? E->fdone : E->bdone;
   double got;
-  if (src % p == r) {
+  int src_rank, src_chunk;
+  rp_schedule_owner(s, src, &src_rank, &src_chunk);
+  if (src_rank == r) {
     got = done[src * m + a.mb];
   } else if (s->lowered) {
     got = E->sent[key_of(s, dir, st, a.mb)];
@@ -195,8 +200,8 @@ static double input_time(engine *E, int r, rp_action a, char *what, size_t n) {
     if (got >= 0) got += E->comm;
   }
   if (got < 0) {
-    snprintf(what, n, "rank %d's %d%s%d", src % p, src / p,
-             dir == DIR_F ? "F" : rp_op_name(backward_op(s, src % p, src / p, a.mb)), a.mb);
+    snprintf(what, n, "rank %d's %d%s%d", src_rank, src_chunk,
+             dir == DIR_F ? "F" : rp_op_name(backward_op(s, src_rank, src_chunk, a.mb)), a.mb);
     return -1;
   }
   return got > t ? got : t;
@@ -224,7 +229,8 @@ static int step(engine *E, int r, char *what, size_t n) {
     rp_action pa = {a.op == RP_OP_RECV_F ? RP_OP_SEND_F : RP_OP_SEND_B, 0, a.mb};
     int q = rp_schedule_peer(s, r, a);
     int pst = a.op == RP_OP_RECV_F ? st - 1 : st + 1;
-    pa.chunk = pst / s->p;
+    int owner;
+    rp_schedule_owner(s, pst, &owner, &pa.chunk);
     rp_action_str(pa, peer, sizeof peer);
     snprintf(what, n, "rank %d's %s", q, peer);
     return 0;
@@ -300,6 +306,9 @@ rp_status rp_schedule_check_size(int p, int v, int m) {
 rp_status rp_schedule_validate(const rp_schedule *s, rp_sched_pos *where) {
   if (where) *where = (rp_sched_pos){-1, -1};
   RP_TRY(rp_schedule_check_size(s->p, s->v, s->m));  /* the tables below are per cell */
+  if (s->map == RP_MAP_V && (s->v != 2 || s->p < 2))
+    return rp_err(RP_EINVAL, "a V stage map needs 2 chunks per rank on at least 2 ranks (got "
+                  "v=%d, p=%d)", s->v, s->p);
   RP_TRY(check_structure(s, where));
   engine E = {.s = s, .blocking = 1, .dur = {1, 1, 1, 1}, .S = s->v * s->p};
   return engine_run(&E, where);
@@ -368,11 +377,17 @@ void rp_sim_summarize(rp_sim *sim, const rp_schedule *s) {
       if (sp->t1 > t_last) t_last = sp->t1;
     }
   sim->makespan = t_last > t_first ? t_last - t_first : 0;
+  sim->period = 0;
   for (int r = 0; r < sim->p; r++) {
+    double r0 = INFINITY, r1 = -INFINITY;
     sim->busy[r] = 0;
     for (int i = 0; i < sim->n[r]; i++)
-      if (rp_op_is_compute(sim->spans[r][i].a.op))
+      if (rp_op_is_compute(sim->spans[r][i].a.op)) {
         sim->busy[r] += sim->spans[r][i].t1 - sim->spans[r][i].t0;
+        r0 = RP_MIN(r0, sim->spans[r][i].t0);
+        r1 = RP_MAX(r1, sim->spans[r][i].t1);
+      }
+    if (r1 > r0) sim->period = RP_MAX(sim->period, r1 - r0);
     sim->idle[r] = sim->makespan - sim->busy[r];
     busy += sim->busy[r];
     idle += sim->idle[r];
@@ -383,6 +398,7 @@ void rp_sim_summarize(rp_sim *sim, const rp_schedule *s) {
   }
   sim->bubble_total = sim->makespan > 0 ? idle / (sim->p * sim->makespan) : 0;
   sim->bubble_ideal = busy > 0 ? idle / busy : 0;
+  sim->bubble_steady = busy > 0 ? (sim->p * sim->period - busy) / busy : 0;
 }
 
 static int uses_split(const rp_schedule *s) {
@@ -446,10 +462,52 @@ rp_status rp_schedule_simulate(const rp_schedule *s, const rp_costs *c, rp_sim *
  *   makespan = m (tF + tI + tW) + (p - 1)(tF + tI - tW), so
  *   idle/ideal = (p - 1)(tF + tI - tW) / (m (tF + tI + tW)) -- the paper's
  *   (p-1)(TF+TB-TW) bubble, a third of 1F1B's when tF = tI = tW. */
+/* zb-h2 (the list schedule with 2p-1 activations): the last rank starts
+ *   (p-1) tF late and then never idles while tF + tI >= 2 tW (a W fills each
+ *   gap an I leaves), so one step takes m (tF+tI+tW) + (p-1) tF; when
+ *   tF + tI > 2 tW + tF, i.e. tI > 2 tW, the gaps between the returning input
+ *   gradients, (p-1)(tF+tI-2tW) in all, are larger and set it instead:
+ *   idle/ideal = (p-1) max(tF, tF+tI-2tW) / (m (tF+tI+tW)). Its ranks start
+ *   and end (p-1) tF apart in a parallelogram, so with steps overlapped
+ *   (rp_sim.period) only the paper's (p-1)(tF+tI-2tW) is left: zero at equal
+ *   costs. (Checked against the simulator at 7 cost ratios, p = 2..8: exact
+ *   for m >= 2p-1, where rank 0's warm-up of 2p-1 forwards fits, and for
+ *   every m >= p at equal costs.)
+ * zb-v and dualpipev at tF = tI = tW: the V's last rank starts (p-1) tF/2 late
+ *   (a chunk forward is tF/2), and neither schedule idles after that, so
+ *   idle/ideal = (p-1) tF / (2 m (tF+tB)), half of ZB-H2's one-step bubble at
+ *   1F1B's memory. Rank 0 holds the first and the last stage, starts first and
+ *   ends last: overlapping steps gains nothing. With other costs the orders
+ *   (built for equal costs) leave more; the simulator has it. zb-v-half and
+ *   zb-v-min have no closed form: their greedy orders are what the simulator
+ *   shows. */
+/* tF = tI = tW, the papers' assumption (up to rounding) */
+static int equal_costs(const rp_costs *c) {
+  double tI = c->tB - c->tW;
+  return fabs(c->tF - tI) < 1e-9 * c->tF && fabs(tI - c->tW) < 1e-9 * c->tF;
+}
+
+static int is_name(const char *name, const char *a, const char *b) {
+  return !strcmp(name, a) || (b && !strcmp(name, b));
+}
+
+double rp_schedule_steady_formula(const char *name, int p, int v, int m, const rp_costs *c,
+                                  const char **text) {
+  if (!is_name(name, "zb-h2", "zbh2")) return rp_schedule_bubble_formula(name, p, v, m, c, text);
+  double tI = c->tB - c->tW, g = c->tF + tI - 2 * c->tW;
+  int equal = equal_costs(c);
+  if (text)
+    *text = m >= 2 * p - 1 || equal
+                ? "(p-1)(tF+tI-2tW)/(m(tF+tI+tW))"
+                : "(p-1)(tF+tI-2tW)/(m(tF+tI+tW)), exact only for m >= 2p-1 or tF = tI = tW";
+  return (p - 1) * (g > 0 ? g : 0) / (m * (c->tF + c->tB));
+}
+
 double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const rp_costs *c,
                                   const char **text) {
   const char *t = "";
   double x = NAN;
+  double tI = c->tB - c->tW;
   if (!strcmp(name, "naive")) {
     t = "p-1";
     x = p - 1;
@@ -459,12 +517,41 @@ double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const r
   } else if (!strcmp(name, "interleaved") || !strcmp(name, "interleaved-1f1b")) {
     t = "(p-1)/(v m)";
     x = (double)(p - 1) / ((double)v * m);
+  } else if (is_name(name, "zb-h2", "zbh2")) {
+    int equal = equal_costs(c);
+    t = m >= 2 * p - 1 || equal
+            ? "(p-1)max(tF,tF+tI-2tW)/(m(tF+tI+tW))"
+            : "(p-1)max(tF,tF+tI-2tW)/(m(tF+tI+tW)), exact only for m >= 2p-1 or tF = tI = tW";
+    x = (p - 1) * RP_MAX(c->tF, c->tF + tI - 2 * c->tW) / (m * (c->tF + c->tB));
+  } else if (is_name(name, "zb-v", "zbv") || is_name(name, "dualpipev", "dualpipe-v")) {
+    int equal = equal_costs(c);
+    t = equal ? "(p-1)tF/(2m(tF+tB))" : "(p-1)tF/(2m(tF+tB)), exact only for tF = tI = tW";
+    x = (p - 1) * c->tF / (2.0 * m * (c->tF + c->tB));
   } else if (!strcmp(name, "zb-h1") || !strcmp(name, "zbh1")) {
-    double tI = c->tB - c->tW;
     t = c->tW <= tI ? "(p-1)(tF+tI-tW)/(m(tF+tI+tW))"
                     : "(p-1)(tF+tI-tW)/(m(tF+tI+tW)), exact only for tW <= tI";
     x = (p - 1) * (c->tF + tI - c->tW) / (m * (c->tF + tI + c->tW));
   }
+  if (text) *text = t;
+  return x;
+}
+
+/* Peak activation slots (chunk-activations held from F to B, or to W under a
+ * split backward: rp_schedule_plan_slots' n_act) over the ranks, as a closed
+ * form; -1 with *text "" when there is none. */
+int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char **text) {
+  const char *t = "";
+  int x = -1;
+  if (is_name(name, "naive", NULL)) t = "1", x = 1;
+  else if (is_name(name, "gpipe", NULL)) t = "m", x = m;
+  else if (is_name(name, "1f1b", NULL)) t = "p (rank r: p-r)", x = RP_MIN(p, m);
+  else if (is_name(name, "zb-h1", "zbh1")) t = "p (held until W)", x = RP_MIN(p, m);
+  else if (is_name(name, "zb-h2", "zbh2")) t = "2p-1", x = RP_MIN(2 * p - 1, m);
+  else if (is_name(name, "zb-v", "zbv")) t = "2p chunks (= p full, 1F1B's)", x = RP_MIN(2 * p, 2 * m);
+  else if (is_name(name, "zb-v-half", NULL)) t = "<= p+1 chunks (the limit)", x = p + 1;
+  else if (is_name(name, "zb-v-min", NULL)) t = "<= ceil(2p/3)+1 chunks (the limit)", x = (2 * p + 2) / 3 + 1;
+  else if (is_name(name, "dualpipev", "dualpipe-v")) t = "2p+1 chunks (DualPipe's PP+1)", x = 2 * p + 1;
+  (void)v;
   if (text) *text = t;
   return x;
 }

@@ -67,7 +67,8 @@ static rp_status gather_chunks(rp_trainer *t, gathered *g) {
   g->v = calloc(S, sizeof *g->v);
   if (!g->parts || !g->copies || !g->m || !g->v) return rp_err(RP_ENOMEM, "out of memory");
   for (int s = 0; s < S; s++) {
-    int owner = s % p, c = s / p;
+    int owner = 0, c = s;
+    if (p > 1) rp_schedule_owner(t->sched, s, &owner, &c);
     /* under tensor parallelism the whole copy made by rp_tp_gather_whole */
     const rp_chunk *mine = g->whole ? &g->whole[c].chunk : &t->chunks[c];
     const float *mm = g->whole ? g->whole[c].m : g->mine_m[c];

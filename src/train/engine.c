@@ -67,8 +67,12 @@ rp_status rp_engine_reduce(rp_trainer *t, double *sumsq) {
 }
 
 void rp_engine_apply(rp_trainer *t, float lr, float grad_scale) {
-  const rp_train_opts *o = &t->o;
   RP_PROF(RP_PROF_OPT_ADAMW, rp_optimizer_step(t, lr, grad_scale));
+  rp_engine_finish_update(t);
+}
+
+void rp_engine_finish_update(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
   t->step++;
   if (t->bf16.n)
     rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,

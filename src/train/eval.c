@@ -14,18 +14,29 @@ static rp_status pipeline_forward(rp_trainer *t, rp_acts *a, rp_layer_acts *lv, 
   int p = t->grid.pp, S = p * t->nchunks, N = t->o.batch * t->T_local;
   size_t nc = (size_t)N * t->cfg.C;
   for (int g = 0; g < S; g++) {
-    if (g % p != t->grid.pp_rank) continue;
-    rp_chunk *m = &t->chunks[g / p];
+    int owner = 0, chunk = g, prev = -1, next = -1, c;
+    if (p > 1) {
+      rp_schedule_owner(t->sched, g, &owner, &chunk);
+      if (g > 0) rp_schedule_owner(t->sched, g - 1, &prev, &c);
+      if (g < S - 1) rp_schedule_owner(t->sched, g + 1, &next, &c);
+    }
+    if (owner != t->grid.pp_rank) continue;
+    rp_chunk *m = &t->chunks[chunk];
+    /* the previous stage ran here (the V's turn): its output, still in mem,
+     * moves to this chunk's input before anything else is written */
+    const float *local_out = g > 0 && prev == owner ? a->output : NULL;
     rp_acts_bind(a, lv, m, t->exec.attn, mem, t->o.batch, t->T_local);
+    if (local_out) memmove(a->input, local_out, nc * sizeof(float));
+    else if (g > 0)
+      MPI_Recv(a->input, (int)nc, MPI_FLOAT, prev, g, t->grid.pp_comm, MPI_STATUS_IGNORE);
     memcpy(a->tokens, t->batch_tokens, N * sizeof(int32_t));
     memcpy(a->targets, t->batch_targets, N * sizeof(int32_t));
     memcpy(a->pos, t->batch_pos, N * sizeof(int32_t));
-    if (g > 0)
-      MPI_Recv(a->input, (int)nc, MPI_FLOAT, (g - 1) % p, g, t->grid.pp_comm, MPI_STATUS_IGNORE);
     int v = 0;
     *sum += rp_chunk_forward(m, a, &v, &t->exec);
     *valid += v;
-    if (g < S - 1) MPI_Send(a->output, (int)nc, MPI_FLOAT, (g + 1) % p, g + 1, t->grid.pp_comm);
+    if (g < S - 1 && next != owner)
+      MPI_Send(a->output, (int)nc, MPI_FLOAT, next, g + 1, t->grid.pp_comm);
   }
   return RP_OK;
 }

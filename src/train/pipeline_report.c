@@ -86,6 +86,30 @@ static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, cons
   rp_jw_arr_end(&w);
   rp_jw_key(&w, "makespan_ms"), rp_jw_fixed(&w, measured->makespan * 1e3, 4);
   rp_jw_key(&w, "predicted_makespan_ms"), rp_jw_fixed(&w, pred ? pred->makespan * 1e3 : -1, 4);
+  /* what `ringpipe sim --advise --from` reads: the costs as scalars and one
+   * micro-batch's activation, W stash and message MiB for a rank's whole
+   * share (the largest slot measured, times v) */
+  double act = 0, wst = 0, v = t->sched->v, mib = 1048576.0;
+  for (int r = 0; r < p; r++) {
+    if (slots[4 * r] > 0) act = RP_MAX(act, mem[3 * r] / slots[4 * r] * v / mib);
+    if (slots[4 * r + 1] > 0) wst = RP_MAX(wst, mem[3 * r + 2] / slots[4 * r + 1] * v / mib);
+  }
+  rp_jw_key(&w, "batch"), rp_jw_int(&w, t->o.batch);
+  rp_jw_key(&w, "tF_ms"), rp_jw_fixed(&w, c->tF * 1e3, 4);
+  rp_jw_key(&w, "tB_ms"), rp_jw_fixed(&w, c->tB * 1e3, 4);
+  rp_jw_key(&w, "tW_ms"), rp_jw_fixed(&w, c->tW * 1e3, 4);
+  rp_jw_key(&w, "act_mib_per_mb"), rp_jw_fixed(&w, act, 4);
+  rp_jw_key(&w, "wstash_mib_per_mb"), rp_jw_fixed(&w, wst, 4);
+  rp_jw_key(&w, "msg_mib"),
+      rp_jw_fixed(&w, (double)t->o.batch * t->T_local * t->cfg.C * sizeof(float) / mib, 4);
+  rp_jw_key(&w, "sends"), rp_jw_arr(&w); /* messages per rank and step: the comm volume */
+  for (int r = 0; r < p; r++) {
+    int n = 0;
+    for (int i = 0; i < t->sched->n[r]; i++)
+      n += t->sched->acts[r][i].op == RP_OP_SEND_F || t->sched->acts[r][i].op == RP_OP_SEND_B;
+    rp_jw_int(&w, n);
+  }
+  rp_jw_arr_end(&w);
   rp_jw_key(&w, "costs_ms"), rp_jw_arr(&w);
   rp_jw_fixed(&w, c->tF * 1e3, 4), rp_jw_fixed(&w, c->tB * 1e3, 4), rp_jw_fixed(&w, c->tW * 1e3, 4);
   rp_jw_arr_end(&w);

@@ -326,6 +326,9 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
   if (val >= 0) snprintf(vtext, sizeof vtext, "%.4f", val);
   printf("done: %d steps in %.1f s, final loss %.4f, val loss %s\n", t->step - first,
          rp_now() - t_start, last_loss, vtext);
+  if (o->post_validate != RP_POSTVAL_OFF)
+    printf("post-validation: %d of %d steps rolled back (clipping or a non-finite value)\n",
+           t->rollbacks, t->step - first);
   printf("peak memory (rank 0): %s\n", mem);
   if (o->profile) print_profile(t);
 }

@@ -75,15 +75,25 @@ static rp_status run_microbatches(rp_trainer *t, float dscale, double *loss_sum)
   if (t->grid.pp > 1) {
     RP_TRY(rp_pipeline_run(t->pipe, t->batch_tokens, t->batch_targets, t->batch_pos, dscale,
                            loss_sum));
-    rp_allreduce_watched(loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
-                         "all-reduce of the loss over the pipeline");
-    return RP_OK;
+    return RP_OK; /* its sum over the pipeline: global_loss */
   }
   for (int mb = 0; mb < t->o.microbatches; mb++) {
     load_microbatch(t, mb);
     *loss_sum += rp_engine_forward_backward(t, &t->acts, NULL, dscale);
   }
   return RP_OK;
+}
+
+/* The step's loss summed over the pipeline and the replicas. */
+static void global_loss(rp_trainer *t, double *loss_sum) {
+  if (t->grid.pp > 1)
+    RP_PROF(RP_PROF_COMM,
+            rp_allreduce_watched(loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.pp_comm,
+                                 "all-reduce of the loss over the pipeline"));
+  if (t->grid.dp * t->grid.cp > 1)
+    RP_PROF(RP_PROF_COMM,
+            rp_allreduce_watched(loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
+                                 "all-reduce of the loss over the replicas"));
 }
 
 rp_status rp_train_agree(rp_trainer *t, rp_status local, const char *what, int *stop) {
@@ -121,24 +131,33 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   rp_engine_begin_step(t, m);
   if (t->grid.pp == 1) rp_test_hang_point();
   RP_TRY(run_microbatches(t, dscale, &loss_sum));
+  float lr = current_lr(t);
+  /* --post-validate: the update goes first, the global checks after it */
+  int speculated = o->post_validate != RP_POSTVAL_OFF;
+  if (speculated) {
+    RP_TRY(rp_dp_finish(t->dp));
+    RP_TRY(rp_post_validation_speculate(t, lr));
+  }
   double sumsq;
-  RP_TRY(rp_engine_reduce(t, &sumsq));
-  if (t->grid.dp * t->grid.cp > 1)
-    RP_PROF(RP_PROF_COMM,
-            rp_allreduce_watched(&loss_sum, 1, MPI_DOUBLE, MPI_SUM, t->grid.dpcp_comm,
-                                 "all-reduce of the loss over the replicas"));
+  if (speculated) sumsq = rp_grad_sumsq(t);
+  else RP_TRY(rp_engine_reduce(t, &sumsq));
+  global_loss(t, &loss_sum);
   double norm = sqrt(sumsq);
+  int finite = isfinite(loss_sum) && isfinite(norm);
+  float scale = finite ? rp_engine_clip_scale(t, norm) : 1.0f;
+  if (speculated) rp_post_validation_check(t, lr, finite, scale);
   /* Both are global sums, the same on every rank, so every rank stops here
-   * together, before the update: the weights and AdamW state stay finite. */
-  if (!isfinite(loss_sum) || !isfinite(norm)) {
+   * together, before the update (or with it rolled back): the weights and
+   * AdamW state stay finite. */
+  if (!finite) {
     t->diverged = 1;
     return rp_err(RP_EINVAL, "step %d: the loss is %g and the gradient norm %g: training "
                   "diverged; nothing was saved and the last checkpoint is left as it was; "
                   "resume from it with a lower --lr (or --grad-clip)",
                   t->step + 1, loss_sum / (valid ? valid : 1), norm);
   }
-  float lr = current_lr(t);
-  rp_engine_apply(t, lr, rp_engine_clip_scale(t, norm));
+  if (speculated) rp_engine_finish_update(t);
+  else rp_engine_apply(t, lr, scale);
   if (t->tp) rp_tp_end_step(t->tp);
 
   double dt = rp_now() - t0;

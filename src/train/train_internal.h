@@ -11,6 +11,15 @@ rp_status rp_builtin_prepare(const char *dir);          /* builtin corpus -> sha
 size_t rp_builtin_corpus(const unsigned char **data);   /* embedded text */
 rp_status rp_trainer_resume(rp_trainer *t, const char *dir);
 void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale);
+/* After the optimizer step: the step counter and the bf16 weight copies. */
+void rp_engine_finish_update(rp_trainer *t);
+/* --post-validate (post_validate.c): copy what a step changes and step at
+ * scale 1 before the global norm and loss are known; then, given whether they
+ * are finite and the clipping scale, keep it (0) or restore the copy and take
+ * the synchronous step (1; none when not finite). */
+rp_status rp_post_validation_speculate(rp_trainer *t, float lr);
+int rp_post_validation_check(rp_trainer *t, float lr, int finite, float scale);
+void rp_post_validation_free(rp_trainer *t);
 double rp_grad_sumsq(rp_trainer *t);
 
 /* Collective over the pipeline group; rank 0 prints (and appends to metrics). */

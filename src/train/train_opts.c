@@ -23,6 +23,10 @@ const rp_opt rp_train_opt_table[] = {
     RP_ROWS_ADAMW(rp_train_opts, "1e-3", "1e-4", "20", "cosine",
                   "cosine (warmup then decay to min-lr) or constant (lr every step, no warmup)",
                   "0.1"),
+    {"post-validate", RP_OPT_ENUM, E(post_validate), "off", 0, 0, "off|on|always-rollback",
+     "step the optimizer before the global gradient norm and loss are known, then check "
+     "(clipping, NaN/Inf) and roll back the rare step that fails; always-rollback rolls back "
+     "every step (a test of the rollback path); bitwise the results of off"},
     /* data */
     {"data", RP_OPT_STR, O(data), "builtin", 0, 0, NULL,
      "directory with *train*.bin / *val*.bin token shards (llm.c format), or 'builtin' "
@@ -93,9 +97,11 @@ const rp_opt rp_train_opt_table[] = {
     {"cp-overlap", RP_OPT_BOOL, O(cp_overlap), "1", 0, 0, NULL,
      "ring attention: post the next K/V transfer before computing the current block"},
     {"schedule", RP_OPT_STR, O(schedule), "1f1b", 0, 0, NULL,
-     "pipeline schedule: naive|gpipe|1f1b|interleaved|zb-h1, or a schedule CSV file"},
+     "pipeline schedule: naive|gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|zb-v-half|zb-v-min|"
+     "dualpipev, or a schedule CSV file"},
     {"vpp", RP_OPT_INT, O(vpp), "1", 1, 64, NULL,
-     "model chunks per pipeline rank (virtual stages; 2+ with --schedule interleaved)"},
+     "model chunks per pipeline rank (virtual stages; 2+ with --schedule interleaved, 2 with "
+     "the V schedules zb-v* and dualpipev)"},
     {"pp-layers", RP_OPT_STR, O(pp_layers), "", 0, 0, NULL,
      "layers per stage, e.g. 3,3,2 (pp x vpp numbers summing to --layers; default: even split)"},
     {"emulate-compute", RP_OPT_FLOATS, O(emulate), "", 0, 1e6, "tF,tB,tW",

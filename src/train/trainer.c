@@ -52,6 +52,30 @@ static rp_status make_dir(const char *path) {
   return RP_OK;
 }
 
+/* Recomputation drops layer tensors that a split backward's W still needs. */
+static rp_status check_recompute_fits(const rp_trainer *t, int splits_backward) {
+  if (t->o.recompute == RP_RECOMPUTE_NONE || !splits_backward) return RP_OK;
+  return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule %s: it splits "
+                "backward into I and W actions, and W needs the tensors recomputation "
+                "drops; use --recompute none or a schedule without I/W (1f1b, interleaved)",
+                rp_recompute_name(t->o.recompute), t->o.schedule);
+}
+
+/* The pipeline schedule (pp > 1), before the model: it says which stages
+ * this rank holds. A generator that splits backward is refused with
+ * --recompute before its own checks, a CSV file once it is read. */
+static rp_status make_schedule(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  if (rp_schedule_generator_splits_backward(o->schedule) == 1) RP_TRY(check_recompute_fits(t, 1));
+  RP_TRY(rp_schedule_make(o->schedule, t->grid.pp, o->vpp, o->microbatches, &t->sched));
+  if (t->sched->v != o->vpp || t->sched->m != o->microbatches)
+    return rp_err(RP_EINVAL, "schedule %s has v=%d m=%d but the run has --vpp %d "
+                  "--microbatches %d", o->schedule, t->sched->v, t->sched->m, o->vpp,
+                  o->microbatches);
+  /* decided by what the schedule holds, whatever its name or file */
+  return check_recompute_fits(t, rp_schedule_splits_backward(t->sched));
+}
+
 /* model_T: rows of the position table, the longest sequence the model takes;
  * the training --seq may be shorter (e.g. when starting from GPT-2's 1024). */
 static rp_status setup_model(rp_trainer *t, int model_T) {
@@ -65,37 +89,22 @@ static rp_status setup_model(rp_trainer *t, int model_T) {
   t->chunks = calloc(v, sizeof *t->chunks);
   if (!t->all_stages || !t->chunks) return RP_ENOMEM;
   RP_TRY(rp_assign_stages(t->cfg.L, S, o->pp_layers, t->all_stages));
+  /* which stages this rank holds is the schedule's stage map (the V puts the
+   * first and the last on rank 0), so the schedule comes first */
+  if (p > 1) RP_TRY(make_schedule(t));
   for (int c = 0; c < v; c++) {
-    RP_TRY(rp_chunk_init_tp(&t->chunks[c], &t->cfg, &t->all_stages[c * p + t->grid.pp_rank],
-                            t->grid.tp, t->grid.tp_rank));
+    int stage = p > 1 ? rp_schedule_stage(t->sched, t->grid.pp_rank, c) : c;
+    RP_TRY(rp_chunk_init_tp(&t->chunks[c], &t->cfg, &t->all_stages[stage], t->grid.tp,
+                            t->grid.tp_rank));
     rp_chunk_init_weights(&t->chunks[c], (uint64_t)o->seed);
   }
   return RP_OK;
-}
-
-/* Recomputation drops layer tensors that a split backward's W still needs. */
-static rp_status check_recompute_fits(const rp_trainer *t, int splits_backward) {
-  if (t->o.recompute == RP_RECOMPUTE_NONE || !splits_backward) return RP_OK;
-  return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule %s: it splits "
-                "backward into I and W actions, and W needs the tensors recomputation "
-                "drops; use --recompute none or a schedule without I/W (1f1b, interleaved)",
-                rp_recompute_name(t->o.recompute), t->o.schedule);
 }
 
 /* The pipeline: schedule, executor, and the pair of ranks sharing wte. */
 static rp_status setup_pipeline(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int p = t->grid.pp;
-  /* a generator that splits backward is refused before its own checks, a CSV
-   * file once it is read */
-  if (rp_schedule_generator_splits_backward(o->schedule) == 1) RP_TRY(check_recompute_fits(t, 1));
-  RP_TRY(rp_schedule_make(o->schedule, p, o->vpp, o->microbatches, &t->sched));
-  if (t->sched->v != o->vpp || t->sched->m != o->microbatches)
-    return rp_err(RP_EINVAL, "schedule %s has v=%d m=%d but the run has --vpp %d "
-                  "--microbatches %d", o->schedule, t->sched->v, t->sched->m, o->vpp,
-                  o->microbatches);
-  /* decided by what the schedule holds, whatever its name or file */
-  RP_TRY(check_recompute_fits(t, rp_schedule_splits_backward(t->sched)));
   rp_chunk **chunks = malloc(t->nchunks * sizeof *chunks);
   for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
   rp_pipeline_cfg pc = {.sched = t->sched, .comm = t->grid.pp_comm, .chunks = chunks,
@@ -108,7 +117,12 @@ static rp_status setup_pipeline(rp_trainer *t) {
   rp_status s = rp_pipeline_create(&t->pipe, &pc);
   free(chunks);
   RP_TRY(s);
-  int r = t->grid.pp_rank, holds_wte = r == 0 || r == p - 1;
+  /* the ranks holding the first stage (embedding) or the last (head): ranks
+   * 0 and p-1, or rank 0 alone on the V, which sums its two copies itself */
+  int r = t->grid.pp_rank, holds_wte = 0;
+  for (int c = 0; c < t->nchunks; c++)
+    holds_wte |= t->chunks[c].spec.has_embed || t->chunks[c].spec.has_head;
+  (void)p;
   MPI_Comm_split(t->grid.pp_comm, holds_wte ? 0 : MPI_UNDEFINED, r, &t->tie_comm);
   return RP_OK;
 }
@@ -367,6 +381,7 @@ void rp_trainer_free(rp_trainer *t) {
   free(t->layer_views);
   if (t->pipe) rp_pipeline_destroy(t->pipe);
   if (t->sched) rp_schedule_free(t->sched);
+  rp_post_validation_free(t);
   if (t->dp) rp_dp_destroy(t->dp);
   if (t->bf16.n) {
     rp_bf16_ctx_free(&t->bf16);

@@ -8,7 +8,7 @@ set -u
 ringpipe=$1 work=$2
 rm -rf "$work"
 mkdir -p "$work"
-tiny="--layers 4 --channels 32 --heads 2 --seq 16 --batch 1 --steps 1 --eval-every 0
+tiny="--layers 8 --channels 32 --heads 2 --seq 16 --batch 1 --steps 1 --eval-every 0
       --sample-tokens 0 --measure-peak=0 --threads 1 --quiet"
 fails=0
 # the simulator's plan: "rank ... W stash  recv bufs  act slots  grad bufs" rows
@@ -39,6 +39,13 @@ for sch in naive gpipe 1f1b zb-h1; do check 2 2 4 1 $sch; done
 check 2 2 4 2 interleaved
 check 4 4 8 1 zb-h1
 check 4 4 8 1 1f1b
+# beyond ZB-H1: 2p-1 slots, the V (with its turn's local gradient buffer)
+check 2 2 4 1 zb-h2
+check 2 2 4 2 zb-v
+check 2 2 4 2 dualpipev
+check 4 4 8 2 zb-v
+check 4 4 8 2 dualpipev
+check 4 4 8 2 zb-v-min
 # GPipe with rank 1's SEND_Bs all moved after its last B: 8 input gradients wait
 # at once (a fixed ring of 4 send buffers would have been overwritten)
 "$ringpipe" sim --schedule gpipe --pp 2 --microbatches 8 --csv "$work/gpipe.csv" >/dev/null
