@@ -219,7 +219,10 @@ static void write_memory_metrics(FILE *metrics, const rp_trainer *t) {
   rp_jw_key(&w, "total"), rp_jw_fixed(&w, rp_mem_peak_total() / 1048576.0, 3);
   rp_jw_key(&w, "rss"), rp_jw_fixed(&w, rp_mem_process_peak_rss() / 1048576.0, 3);
   rp_jw_obj_end(&w);
-  if (t->grid.pp == 1) write_memory_formulas(&w, t);  /* stages hold more: no closed form here */
+  /* at pp > 1 rank 0's peaks also hold the other stages' parameters, gathered to
+   * write the checkpoint (chunk copies with parameter and gradient buffers): the
+   * formulas below would not describe them */
+  if (t->grid.pp == 1) write_memory_formulas(&w, t);
   rp_jw_obj_end(&w);
   if (rp_jw_fputs_line(&w, metrics) != RP_OK) rp_warn("cannot append memory peaks to metrics.jsonl");
   rp_jw_free(&w);
