@@ -26,4 +26,15 @@ void rp_bpe_free(rp_bpe *b);
 rp_status rp_bpe_encode(rp_bpe *b, const unsigned char *text, size_t len, int32_t *out,
                         size_t cap, size_t *n);
 
+/* The two merge loops behind rp_bpe_encode for one piece that is not a token
+ * itself (public here for the test that they agree): a scan, O(n^2), for
+ * pieces up to RP_BPE_HEAP_MIN bytes, and a heap, O(n log n), for longer ones
+ * (a megabyte without a space, base64 or a minified file, stays fast). Both
+ * append the piece's ids at out[*n]. */
+#define RP_BPE_HEAP_MIN 64
+rp_status rp_bpe_merge_linear(rp_bpe *b, const unsigned char *p, size_t n, int32_t *out,
+                              size_t cap, size_t *n_out);
+rp_status rp_bpe_merge_heap(rp_bpe *b, const unsigned char *p, size_t n, int32_t *out,
+                            size_t cap, size_t *n_out);
+
 #endif

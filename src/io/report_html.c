@@ -297,6 +297,18 @@ static void section_pipeline(FILE *f, const run_data *d, const char *run_dir) {
     rp_json_get_number(d->pipeline, rows[r][2], &b);
     fprintf(f, "<tr><td>%s</td><td>%.4f</td><td>%.4f</td></tr>\n", rows[r][0], a, b);
   }
+  fprintf(f, "</table>\n<table><tr><th>rank</th><th>peak in-flight micro-batches</th>"
+          "<th>activation MiB (slots + W stash)</th></tr>\n");
+  for (int r = 0; r < 4096; r++) {
+    char k1[32], k2[32];
+    double live, mib;
+    snprintf(k1, sizeof k1, "peak_live.%d", r);
+    snprintf(k2, sizeof k2, "act_mib.%d", r);
+    if (rp_json_get_number(d->pipeline, k1, &live) != RP_OK ||
+        rp_json_get_number(d->pipeline, k2, &mib) != RP_OK)
+      break;
+    fprintf(f, "<tr><td>%d</td><td>%.0f</td><td>%.3f</td></tr>\n", r, live, mib);
+  }
   fprintf(f, "</table>\n");
   char path[RP_IO_PATH + 32], *svg = NULL;
   snprintf(path, sizeof path, "%s/pipeline.svg", run_dir);

@@ -77,4 +77,10 @@ struct rp_loader;
 /* Loads micro-batch mb from l into the full and the local (cp shard) buffers. */
 rp_status rp_trainer_load_batch(rp_trainer *t, struct rp_loader *l, int mb);
 
+/* memory_metrics.c: one layer's activation floats per micro-batch by the
+ * formula, and the last metrics line of a run: peaks by category (rank 0) and,
+ * at pp = 1, the formulas' values. */
+double rp_train_layer_act_floats(const rp_trainer *t);
+void rp_train_write_memory_metrics(FILE *metrics, const rp_trainer *t);
+
 #endif

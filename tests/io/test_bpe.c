@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "io/bpe.h"
 #include "io_test_util.h"
 #include "ringpipe/rp_data.h"
 
@@ -164,6 +165,47 @@ static void test_prepare_chunks(void **st) {
   rp_tokenizer_free(tk);
 }
 
+/* The scan and the heap merge give the same ids for any piece (the encoder
+ * picks one by length); random pieces of a few alphabets, 2..400 bytes. */
+static void test_merge_loops_agree(void **st) {
+  (void)st;
+  rp_tokenizer *tk = load_gpt2();
+  int V = rp_tokenizer_vocab(tk);
+  uint32_t *off = malloc(((size_t)V + 1) * sizeof *off);
+  char *blob = malloc((size_t)V * 128);
+  off[0] = 0;
+  for (int id = 0; id < V; id++) {
+    size_t l;
+    const char *b = rp_tokenizer_token(tk, id, &l);
+    memcpy(blob + off[id], b, l);
+    off[id + 1] = off[id] + (uint32_t)l;
+  }
+  rp_bpe *bpe;
+  assert_int_equal(rp_bpe_build(&bpe, blob, off, V, rp_tokenizer_eot(tk)), RP_OK);
+  static const char *const alphabets[] = {"abcdefghijklmnopqrstuvwxyz", "etaoin", "0123456789",
+                                          "!?.,-=+*", " \t\n", "ABCabc123"};
+  unsigned char piece[400];
+  int32_t a[400], b[400];
+  uint64_t r = 12345;
+  for (int trial = 0; trial < 600; trial++) {
+    const char *al = alphabets[trial % 6];
+    size_t na = strlen(al), n = 2 + trial % 399;
+    for (size_t i = 0; i < n; i++) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      piece[i] = (unsigned char)(trial % 7 == 6 ? (r >> 33) & 0xFF : (unsigned)al[(r >> 33) % na]);
+    }
+    size_t ka = 0, kb = 0;
+    assert_int_equal(rp_bpe_merge_linear(bpe, piece, n, a, 400, &ka), RP_OK);
+    assert_int_equal(rp_bpe_merge_heap(bpe, piece, n, b, 400, &kb), RP_OK);
+    assert_int_equal(ka, kb);
+    assert_memory_equal(a, b, ka * sizeof *a);
+  }
+  rp_bpe_free(bpe);
+  free(off);
+  free(blob);
+  rp_tokenizer_free(tk);
+}
+
 /* llm.c's uint32 shard (magic 20240801, version 7) of n ids. */
 static void write_u32_shard(const char *path, const uint32_t *ids, size_t n, int version) {
   int32_t hdr[256] = {20240801, version, (int32_t)n};
@@ -209,6 +251,7 @@ int main(void) {
       cmocka_unit_test(test_small_cases),
       cmocka_unit_test(test_prepare_chunks),
       cmocka_unit_test(test_u32_shards),
+      cmocka_unit_test(test_merge_loops_agree),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,6 +74,16 @@ def check_run(name, out_dir):
     return files[0], got
 
 
+def check_memory_formulas(out_dir):
+    """The run's last line: measured peaks equal docs/memory.md's formulas (MiB, 3 decimals)."""
+    last = json.loads(open(os.path.join(out_dir, "metrics.jsonl")).read().splitlines()[-1])
+    meas, form = last.get("memory_mib", {}), last.get("memory_formula_mib", {})
+    for cat in ("params", "grads", "optimizer", "activations"):
+        if cat not in form or abs(meas.get(cat, -1) - form[cat]) > 0.0015:
+            fail(f"memory {cat}: measured {meas.get(cat)} MiB, formula {form.get(cat)} MiB")
+    print("memory peaks equal the formulas: " + ", ".join(f"{c} {form[c]}" for c in form))
+
+
 def check_corruption_caught(path):
     raw = bytearray(open(path, "rb").read())
     raw[len(raw) // 2] ^= 0x40
@@ -110,7 +120,8 @@ def main():
         fail("the reader's CRC32C is wrong")
     with tempfile.TemporaryDirectory() as d:
         runs = {
-            "train": [rp, "train"] + TINY + ["--steps", "4", "--eval-every", "2"],
+            "train": [rp, "train"] + TINY + ["--steps", "4", "--eval-every", "2",
+                                             "--recompute", "selective", "--zero", "1"],
             "pp": mpirun + ["-n", "2", rp, "train", "--pp", "2", "--microbatches", "2"] + TINY
                   + ["--steps", "2", "--eval-every", "0"],
             "sft": [rp, "sft", "--steps", "2", "--threads", "1", "--quiet"],
@@ -123,6 +134,7 @@ def main():
                            timeout=120)
             path, got = check_run(name, out)
             first = first or (path, got)
+        check_memory_formulas(os.path.join(d, "train"))
         check_corruption_caught(first[0])
         check_with_tensorboard(*first)
     print("ok")
