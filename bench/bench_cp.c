@@ -89,11 +89,14 @@ static int measure(const variant *v, const opts *o, rp_pool *pool, double *m) {
   if (!qkv || !dout || !out || !lse || !dqkv) rp_fatal("bench_cp: out of memory");
   fill(qkv, rows * 3 * C, 1 + rp_mpi_world_rank());
   fill(dout, rows * C, 100 + rp_mpi_world_rank());
+  rp_attn_batch ab;
+  if (rp_attn_prepare(a, &ab, B, Tl, C, NH, NULL) != RP_OK) rp_fatal("bench_cp: %s", rp_errmsg());
   for (int it = -1; it < o->iters; it++) {   /* iteration -1 warms up */
     if (it == 0) rp_cp_reset_stats(a);
     MPI_Barrier(MPI_COMM_WORLD);
-    a->forward(a, out, lse, qkv, B, Tl, C, NH, pool);
-    a->backward(a, dqkv, dout, qkv, out, lse, B, Tl, C, NH, pool);
+    if (a->forward(a, &ab, out, lse, qkv, pool) != RP_OK ||
+        a->backward(a, &ab, dqkv, dout, qkv, out, lse, pool) != RP_OK)
+      rp_fatal("bench_cp: %s", rp_errmsg());
   }
   rp_cp_stats fw, bw;
   rp_cp_get_stats(a, &fw, &bw);

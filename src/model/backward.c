@@ -52,9 +52,9 @@ static void layer_weight_grads(const rp_layer_params *p, rp_layer_params *g,
  * residual gradient; with g set, d points at the shared scratch. */
 static void layer_input_grads(const rp_layer_params *p, rp_layer_params *g,
                               const rp_layer_acts *l, const float *in, rp_grad_ws *w,
-                              const rp_layer_douts *d, const rp_gpt_config *cfg, int B, int T,
-                              const rp_exec *x) {
-  int N = B * T, C = cfg->C;
+                              const rp_layer_douts *d, const rp_gpt_config *cfg,
+                              const rp_attn_batch *ab, const rp_exec *x) {
+  int N = ab->B * ab->T, C = cfg->C;
   long NC = (long)N * C;
   rp_pool *pool = x->pool;
   rp_layer_params none = {0};
@@ -75,8 +75,7 @@ static void layer_input_grads(const rp_layer_params *p, rp_layer_params *g,
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dbuf, g->attprojw, g->attprojb,
                                                      w->dres, l->atty, p->attprojw, N, C, C, x));
   zero(d->dqkv, 3 * NC, pool);  /* the backend's contract is +=, like every kernel's */
-  RP_PROF(RP_PROF_BWD_ATTENTION, x->attn->backward(x->attn, d->dqkv, w->dbuf, l->qkv, l->atty,
-                                                   l->att_saved, B, T, C, cfg->NH, pool));
+  rp_attn_run_backward(x, ab, d->dqkv, w->dbuf, l);
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln1, g->qkvw, g->qkvb, d->dqkv,
                                                      l->ln1, p->qkvw, N, C, 3 * C, x));
   RP_PROF(RP_PROF_BWD_LAYERNORM,
@@ -142,7 +141,7 @@ void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_e
   for (int i = m->spec.num_layers - 1; i >= 0; i--) {
     rp_layer_recompute(m, a, i, x);
     layer_input_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w, &d,
-                      &m->cfg, a->B, a->T, x);
+                      &m->cfg, rp_acts_attn_batch(m, a, x), x);
     grads_ready(x, m, i);
   }
 }
@@ -166,7 +165,7 @@ void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *
   if (m->spec.has_head) head_backward(m, a, w, s->dlnf, 1, dscale, x);
   for (int i = m->spec.num_layers - 1; i >= 0; i--)
     layer_input_grads(&m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w, &s->layer[i],
-                      &m->cfg, a->B, a->T, x);
+                      &m->cfg, rp_acts_attn_batch(m, a, x), x);
   if (m->spec.has_embed) copy(s->dembed, w->dres, (long)a->B * a->T * m->cfg.C);
 }
 

@@ -26,16 +26,41 @@ void rp_chunk_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
                                               a->B * a->T, m->cfg.C, x->pool));
 }
 
+const rp_attn_batch *rp_acts_attn_batch(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  if (!rp_attn_batch_ready(&a->attn, x->attn, a->B, a->T, a->docs) &&
+      rp_attn_prepare(x->attn, &a->attn, a->B, a->T, m->cfg.C, m->cfg.NH, a->docs) != RP_OK)
+    rp_fatal("attention '%s' cannot run a %d x %d batch: %s", x->attn->name, a->B, a->T,
+             rp_errmsg());
+  return &a->attn;
+}
+
+/* The backend checked the batch in prepare: a failure now (out of memory, a
+ * peer gone) cannot be agreed on mid-layer, so it is fatal. */
+static void attn_forward(const rp_exec *x, const rp_attn_batch *ab, rp_layer_acts *l) {
+  rp_status s;
+  RP_PROF(RP_PROF_FWD_ATTENTION,
+          s = x->attn->forward(x->attn, ab, l->atty, l->att_saved, l->qkv, x->pool));
+  if (s != RP_OK) rp_fatal("attention '%s' forward failed: %s", x->attn->name, rp_errmsg());
+}
+
+void rp_attn_run_backward(const rp_exec *x, const rp_attn_batch *ab, float *dqkv,
+                          const float *dout, const rp_layer_acts *l) {
+  rp_status s;
+  RP_PROF(RP_PROF_BWD_ATTENTION, s = x->attn->backward(x->attn, ab, dqkv, dout, l->qkv, l->atty,
+                                                       l->att_saved, x->pool));
+  if (s != RP_OK) rp_fatal("attention '%s' backward failed: %s", x->attn->name, rp_errmsg());
+}
+
 static void layer_forward(const rp_layer_params *p, rp_layer_acts *l, const float *in,
-                          const rp_gpt_config *cfg, int B, int T, const rp_exec *x) {
+                          const rp_gpt_config *cfg, const rp_attn_batch *ab, const rp_exec *x) {
+  const int B = ab->B, T = ab->T;
   int N = B * T, C = cfg->C;
   long NC = (long)N * C;
   rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
                                                       p->ln1w, p->ln1b, N, C, pool));
   RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * C, x));
-  RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
-                                                  C, cfg->NH, pool));
+  attn_forward(x, ab, l);
   RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward_residual(l->res2, l->atty, p->attprojw,
                                                          p->attprojb, in, N, C, C, x));
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
@@ -52,19 +77,20 @@ void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x) 
   rp_layer_acts *l = &a->layer[i];
   int N = a->B * a->T, C = m->cfg.C;
   if (m->recompute == RP_RECOMPUTE_FULL) {
-    layer_forward(&m->p.layer[i], l, rp_layer_input(a, i), &m->cfg, a->B, a->T, x);
+    layer_forward(&m->p.layer[i], l, rp_layer_input(a, i), &m->cfg, rp_acts_attn_batch(m, a, x),
+                  x);
   } else if (m->recompute == RP_RECOMPUTE_SELECTIVE) {
     size_t saved = x->attn->saved_floats(x->attn, a->B, a->T, C, m->cfg.NH);
     if (rp_selective_drops_attention(saved, (size_t)N, (size_t)C))
-      RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv,
-                                                      a->B, a->T, C, m->cfg.NH, x->pool));
+      attn_forward(x, rp_acts_attn_batch(m, a, x), l);
     RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4L * N * C, x->pool));
   }
 }
 
 void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  const rp_attn_batch *ab = rp_acts_attn_batch(m, a, x);
   for (int i = 0; i < m->spec.num_layers; i++)
-    layer_forward(&m->p.layer[i], &a->layer[i], rp_layer_input(a, i), &m->cfg, a->B, a->T, x);
+    layer_forward(&m->p.layer[i], &a->layer[i], rp_layer_input(a, i), &m->cfg, ab, x);
 }
 
 double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {

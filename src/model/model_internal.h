@@ -25,6 +25,11 @@ void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const 
                     const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x);
+/* The micro-batch's attention batch, prepared here on first use (fatal if the
+ * backend refuses: callers with documents prepare it themselves and check). */
+const rp_attn_batch *rp_acts_attn_batch(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+void rp_attn_run_backward(const rp_exec *x, const rp_attn_batch *ab, float *dqkv,
+                          const float *dout, const rp_layer_acts *l);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
 /* K/V cache internals shared by kv_cache.c and decode.c (rp_infer.h). */

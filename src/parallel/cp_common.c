@@ -56,3 +56,9 @@ void rp_cp_reset_stats(rp_attn_backend *a) {
   rp_cp_common *c = common_of(a);
   if (c) memset(c->st, 0, sizeof c->st);
 }
+
+rp_status rp_cp_docs_prepare(rp_cp_common *c, const rp_docs *docs, int B, int T) {
+  if (!docs) return RP_OK;
+  return rp_err(RP_EINVAL, "context-parallel attention does not take packed documents yet; "
+                "run --pack with --cp 1");
+}

@@ -5,6 +5,7 @@
 #define RP_CP_INTERNAL_H
 
 #include "ringpipe/rp_cp.h"
+#include "ringpipe/rp_docs.h"
 
 #define RP_CP_MAGIC 0x52504350u /* "RPCP": marks a ctx as a cp backend's */
 
@@ -19,6 +20,11 @@ typedef struct rp_cp_common {
 
 /* Duplicates comm and fills the common part (collective over comm). */
 rp_status rp_cp_common_init(rp_cp_common *c, MPI_Comm comm, rp_cp_layout layout);
+
+/* Document layouts under context parallelism: none yet (RP_EINVAL naming the
+ * fix when docs is not NULL). */
+struct rp_docs_s;
+rp_status rp_cp_docs_prepare(rp_cp_common *c, const struct rp_docs_s *docs, int B, int T);
 
 /* Grows *buf to at least n floats (contents not kept). */
 rp_status rp_cp_reserve(float **buf, size_t *cap, size_t n, int cat);

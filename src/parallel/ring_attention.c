@@ -182,16 +182,32 @@ static void post_pair(ring_ctx *x, int dir, const float *send, float *recv, int 
   x->c.st[dir].bytes_sent += sizeof(float) * (double)n;
 }
 
-/* Checks the call's shape and sizes the scratch; fatal on failure (the backend
- * interface has no status, and the trainer validated T at start-up). */
-static void prepare(ring_ctx *x, rp_cp_pieces *mine, int B, int T, int C, int NH, int bwd) {
-  if (rp_cp_pieces_of(mine, x->c.layout, T * x->c.P, x->c.P, x->c.rank) != RP_OK)
-    rp_fatal("ring attention: local sequence %d x cp %d: %s", T, x->c.P, rp_errmsg());
-  if (NH < 1 || C % NH != 0) rp_fatal("ring attention: heads %d must divide channels %d", NH, C);
+/* The batch's checks, once per micro-batch: the layout must place T * P rows,
+ * the heads divide the channels, a K/V block fits MPI's int count. */
+static rp_status ring_prepare(const rp_attn_backend *a, rp_attn_batch *batch, int B, int T, int C,
+                              int NH, const rp_docs *docs) {
+  ring_ctx *x = a->ctx;
+  rp_cp_pieces mine;
+  if (B < 1 || T < 1) return rp_err(RP_EINVAL, "ring attention: batch %d x %d needs B, T >= 1", B, T);
+  if (rp_cp_pieces_of(&mine, x->c.layout, T * x->c.P, x->c.P, x->c.rank) != RP_OK)
+    return rp_err(RP_EINVAL, "ring attention: local sequence %d x cp %d: %s", T, x->c.P,
+                  rp_errmsg());
+  if (NH < 1 || C % NH != 0)
+    return rp_err(RP_EINVAL, "ring attention: heads %d must divide channels %d", NH, C);
   size_t nkv = (size_t)B * T * 2 * C;
   if (nkv > (size_t)INT32_MAX)
-    rp_fatal("ring attention: a K/V block of %zu floats exceeds MPI's int count; use a "
-             "smaller micro-batch or more cp ranks", nkv);
+    return rp_err(RP_EINVAL, "ring attention: a K/V block of %zu floats exceeds MPI's int "
+                  "count; use a smaller micro-batch or more cp ranks", nkv);
+  RP_TRY(rp_cp_docs_prepare(&x->c, docs, B, T));
+  *batch = (rp_attn_batch){.backend = a, .B = B, .T = T, .C = C, .NH = NH, .docs = docs};
+  return RP_OK;
+}
+
+/* Sizes the scratch for a prepared batch. */
+static rp_status reserve(ring_ctx *x, rp_cp_pieces *mine, const rp_attn_batch *ab, int bwd) {
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
+  RP_TRY(rp_cp_pieces_of(mine, x->c.layout, T * x->c.P, x->c.P, x->c.rank));
+  size_t nkv = (size_t)B * T * 2 * C;
   rp_status s = RP_OK;
   for (int i = 0; i < 2 && s == RP_OK; i++) s = rp_cp_reserve(&x->kv[i], &x->kv_cap[i], nkv, RP_MEM_COMM);
   if (s == RP_OK) s = rp_cp_reserve(&x->lb, &x->lb_cap, (size_t)B * NH * T, RP_MEM_WORKSPACE);
@@ -199,7 +215,8 @@ static void prepare(ring_ctx *x, rp_cp_pieces *mine, int B, int T, int C, int NH
   for (int i = 0; i < 2 && s == RP_OK && bwd; i++)
     s = rp_cp_reserve(&x->dkv[i], &x->dkv_cap[i], nkv, RP_MEM_COMM);
   if (s == RP_OK && bwd) s = rp_cp_reserve(&x->acc, &x->acc_cap, nkv, RP_MEM_COMM);
-  if (s != RP_OK) rp_fatal("ring attention: %s", rp_errmsg());
+  if (s != RP_OK) return rp_err(s, "ring attention: out of memory for %zu-float K/V blocks", nkv);
+  return RP_OK;
 }
 
 /* kv[B,T,2C] = the K and V columns of qkv[B,T,3C]. */
@@ -208,13 +225,14 @@ static void pack_kv(float *kv, const float *qkv, long rows, int C) {
     memcpy(kv + i * 2 * C, qkv + i * 3 * C + C, sizeof(float) * 2 * (size_t)C);
 }
 
-static void ring_forward(const rp_attn_backend *a, float *out, float *saved, const float *qkv,
-                         int B, int T, int C, int NH, rp_pool *pool) {
+static rp_status ring_forward(const rp_attn_backend *a, const rp_attn_batch *ab, float *out,
+                              float *saved, const float *qkv, rp_pool *pool) {
   ring_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
   rp_cp_pieces mine, peer;
-  prepare(x, &mine, B, T, C, NH, 0);
+  RP_TRY(reserve(x, &mine, ab, 0));
   if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
   memset(out, 0, sizeof(float) * (size_t)B * T * C);
   for (long i = 0; i < (long)B * NH * T; i++) saved[i] = -INFINITY;
@@ -244,6 +262,7 @@ static void ring_forward(const rp_attn_backend *a, float *out, float *saved, con
   }
   x->c.st[0].calls++;
   x->c.st[0].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
 /* Cuts each task at the query row that halves its visible pairs: first parts
@@ -300,14 +319,15 @@ static void bwd_tasks(ring_ctx *x, const bwd_args *g, const ring_task *tk, int n
  * (each rank's own dK/dV coming home), which nothing else could hide. Its
  * gradients go straight into dqkv; blocks of other ranks accumulate in
  * part[s&1], which travels on. */
-static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *dout,
-                          const float *qkv, const float *out, const float *saved, int B, int T,
-                          int C, int NH, rp_pool *pool) {
+static rp_status ring_backward(const rp_attn_backend *a, const rp_attn_batch *ab, float *dqkv,
+                               const float *dout, const float *qkv, const float *out,
+                               const float *saved, rp_pool *pool) {
   ring_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
   rp_cp_pieces mine, peer;
-  prepare(x, &mine, B, T, C, NH, 1);
+  RP_TRY(reserve(x, &mine, ab, 1));
   bwd_args g = {dout, saved, x->lb, qkv, dqkv, B, T, C, NH, pool};
   rp_flash_rowdot(rp_flash_view_of(x->lb, T, (long)NH * T), rows_at(dout, C, T, 0),
                   rows_at(out, C, T, 0), B, NH, T, HS, pool);
@@ -354,6 +374,7 @@ static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *do
   }
   x->c.st[1].calls++;
   x->c.st[1].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
 static size_t ring_saved(const rp_attn_backend *a, int B, int T, int C, int NH) {
@@ -396,8 +417,10 @@ rp_status rp_cp_ring_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_layou
   x->overlap = overlap != 0;
   a->name = layout == RP_CP_ZIGZAG ? "ring-zigzag" : "ring-contiguous";
   a->saved_floats = ring_saved;
+  a->prepare = ring_prepare;
   a->forward = ring_forward;
   a->backward = ring_backward;
+  a->destroy = rp_cp_destroy;
   a->ctx = x;
   *out = a;
   return RP_OK;

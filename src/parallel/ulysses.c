@@ -34,29 +34,43 @@ typedef struct {
   float *qkv, *o, *dout, *lse, *dqkv;
 } uly_full;
 
-static void prepare(uly_ctx *x, uly_full *f, rp_cp_pieces *pc, int B, int T, int C, int NH,
-                    size_t seg) {
+static rp_status uly_prepare(const rp_attn_backend *a, rp_attn_batch *batch, int B, int T,
+                             int C, int NH, const rp_docs *docs) {
+  uly_ctx *x = a->ctx;
   const int P = x->c.P;
+  rp_cp_pieces pc;
+  if (B < 1 || T < 1) return rp_err(RP_EINVAL, "ulysses attention: batch %d x %d needs B, T >= 1", B, T);
   if (NH != x->NH || NH % P != 0 || C % NH != 0)
-    rp_fatal("ulysses attention: called with %d heads (C=%d), created for %d heads and %d "
-             "ranks; heads must be divisible by the cp size",
-             NH, C, x->NH, P);
-  if (rp_cp_pieces_of(pc, x->c.layout, T * P, P, x->c.rank) != RP_OK)
-    rp_fatal("ulysses attention: local sequence %d x cp %d: %s", T, P, rp_errmsg());
+    return rp_err(RP_EINVAL, "ulysses attention: called with %d heads (C=%d), created for %d "
+                  "heads and %d ranks; heads must be divisible by the cp size", NH, C, x->NH, P);
+  if (rp_cp_pieces_of(&pc, x->c.layout, T * P, P, x->c.rank) != RP_OK)
+    return rp_err(RP_EINVAL, "ulysses attention: local sequence %d x cp %d: %s", T, P,
+                  rp_errmsg());
+  /* the larger (backward) segment: 5 Cl per row plus L */
+  size_t seg = (size_t)B * T * 5 * (C / P) + (size_t)B * (NH / P) * T;
   if (seg > (size_t)INT32_MAX)
-    rp_fatal("ulysses attention: an all-to-all segment of %zu floats exceeds MPI's int "
-             "count; use a smaller micro-batch", seg);
+    return rp_err(RP_EINVAL, "ulysses attention: an all-to-all segment of %zu floats exceeds "
+                  "MPI's int count; use a smaller micro-batch", seg);
+  RP_TRY(rp_cp_docs_prepare(&x->c, docs, B, T));
+  *batch = (rp_attn_batch){.backend = a, .B = B, .T = T, .C = C, .NH = NH, .docs = docs};
+  return RP_OK;
+}
+
+/* Sizes the buffers of a prepared batch and carves the whole-sequence views. */
+static rp_status reserve(uly_ctx *x, uly_full *f, const rp_attn_batch *ab, size_t seg) {
+  const int P = x->c.P, B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const size_t Tg = (size_t)T * P, Cl = (size_t)(C / P), rows = (size_t)B * Tg;
   const size_t nfull = rows * (3 * Cl + Cl + Cl + 3 * Cl) + (size_t)B * (NH / P) * Tg;
   rp_status s = rp_cp_reserve(&x->sbuf, &x->sbuf_cap, seg * P, RP_MEM_COMM);
   if (s == RP_OK) s = rp_cp_reserve(&x->rbuf, &x->rbuf_cap, seg * P, RP_MEM_COMM);
   if (s == RP_OK) s = rp_cp_reserve(&x->full, &x->full_cap, nfull, RP_MEM_WORKSPACE);
-  if (s != RP_OK) rp_fatal("ulysses attention: %s", rp_errmsg());
+  if (s != RP_OK) return rp_err(s, "ulysses attention: out of memory for %zu floats", nfull);
   f->qkv = x->full;
   f->o = f->qkv + rows * 3 * Cl;
   f->dout = f->o + rows * Cl;
   f->dqkv = f->dout + rows * Cl;
   f->lse = f->dqkv + rows * 3 * Cl;
+  return RP_OK;
 }
 
 static void alltoall(uly_ctx *x, int dir, size_t seg) {
@@ -118,16 +132,16 @@ static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd,
 
 static double causal_pairs(int Tg) { return (double)Tg * (Tg + 1) / 2.0; }
 
-static void uly_forward(const rp_attn_backend *a, float *out, float *saved, const float *qkv,
-                        int B, int T, int C, int NH, rp_pool *pool) {
+static rp_status uly_forward(const rp_attn_backend *a, const rp_attn_batch *ab, float *out,
+                             float *saved, const float *qkv, rp_pool *pool) {
   uly_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, Cl = C / P, NHl = NH / P, Tg = T * P;
-  rp_cp_pieces pc;
   uly_full f;
   /* one segment size serves both directions: 3Cl per row there, Cl + L back */
   size_t seg = (size_t)B * T * 3 * Cl;
-  prepare(x, &f, &pc, B, T, C, NH, seg);
+  RP_TRY(reserve(x, &f, ab, seg));
   scatter_heads(x->sbuf, seg, qkv, NULL, NULL, NULL, B, T, C, NH, P);
   alltoall(x, 0, seg);
   gather_sequence(&f, x->rbuf, seg, 0, B, T, C, NH, x);
@@ -160,18 +174,19 @@ static void uly_forward(const rp_attn_backend *a, float *out, float *saved, cons
   }
   x->c.st[0].calls++;
   x->c.st[0].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
-static void uly_backward(const rp_attn_backend *a, float *dqkv, const float *dout,
-                         const float *qkv, const float *out, const float *saved, int B, int T,
-                         int C, int NH, rp_pool *pool) {
+static rp_status uly_backward(const rp_attn_backend *a, const rp_attn_batch *ab, float *dqkv,
+                              const float *dout, const float *qkv, const float *out,
+                              const float *saved, rp_pool *pool) {
   uly_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, Cl = C / P, NHl = NH / P, Tg = T * P;
-  rp_cp_pieces pc;
   uly_full f;
   size_t seg = (size_t)B * T * 5 * Cl + (size_t)B * NHl * T;
-  prepare(x, &f, &pc, B, T, C, NH, seg);
+  RP_TRY(reserve(x, &f, ab, seg));
   scatter_heads(x->sbuf, seg, qkv, out, dout, saved, B, T, C, NH, P);
   alltoall(x, 1, seg);
   gather_sequence(&f, x->rbuf, seg, 1, B, T, C, NH, x);
@@ -205,6 +220,7 @@ static void uly_backward(const rp_attn_backend *a, float *dqkv, const float *dou
   }
   x->c.st[1].calls++;
   x->c.st[1].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
 static size_t uly_saved(const rp_attn_backend *a, int B, int T, int C, int NH) {
@@ -248,8 +264,10 @@ rp_status rp_cp_ulysses_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_la
   x->NH = NH;
   a->name = "ulysses";
   a->saved_floats = uly_saved;
+  a->prepare = uly_prepare;
   a->forward = uly_forward;
   a->backward = uly_backward;
+  a->destroy = rp_cp_destroy;
   a->ctx = x;
   *out = a;
   return RP_OK;

@@ -350,7 +350,7 @@ void rp_trainer_free(rp_trainer *t) {
   rp_stop_uninstall();
   if (t->train) rp_loader_close(t->train);
   if (t->val) rp_loader_close(t->val);
-  if (t->cp_attn) rp_cp_destroy(t->cp_attn);
+  rp_attn_destroy(t->cp_attn);
   rp_free(t->full_tokens);
   rp_free(t->full_targets);
   rp_free(t->batch_tokens);

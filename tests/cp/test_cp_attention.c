@@ -93,11 +93,15 @@ static void shard_free(shard *s) {
 
 static void run_fwd(const rp_attn_backend *a, shard *s, const ref_case *f, rp_pool *pool) {
   assert_int_equal(a->saved_floats(a, f->B, s->Tl, f->C, f->NH), (size_t)f->B * f->NH * s->Tl);
-  a->forward(a, s->out, s->lse, s->qkv, f->B, s->Tl, f->C, f->NH, pool);
+  rp_attn_batch ab;
+  assert_int_equal(rp_attn_prepare(a, &ab, f->B, s->Tl, f->C, f->NH, NULL), RP_OK);
+  assert_int_equal(a->forward(a, &ab, s->out, s->lse, s->qkv, pool), RP_OK);
 }
 
 static void run_bwd(const rp_attn_backend *a, shard *s, const ref_case *f, rp_pool *pool) {
-  a->backward(a, s->dqkv, s->dout, s->qkv, s->out, s->lse, f->B, s->Tl, f->C, f->NH, pool);
+  rp_attn_batch ab;
+  assert_int_equal(rp_attn_prepare(a, &ab, f->B, s->Tl, f->C, f->NH, NULL), RP_OK);
+  assert_int_equal(a->backward(a, &ab, s->dqkv, s->dout, s->qkv, s->out, s->lse, pool), RP_OK);
 }
 
 /* Max |diff| of columns [c0, c0+n) of rows ld apart. */

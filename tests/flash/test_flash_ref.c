@@ -135,10 +135,13 @@ static void test_backend(void **state) {
   float *of = ft_floats(nout), *orf = ft_floats(nout), *df = ft_floats(nqkv), *dr = ft_floats(nqkv);
   float *sf = ft_floats((long)fa->saved_floats(fa, B, T, C, NH));
   float *sr = ft_floats((long)ra->saved_floats(ra, B, T, C, NH));
-  fa->forward(fa, of, sf, qkv, B, T, C, NH, g_pool[2]);
-  ra->forward(ra, orf, sr, qkv, B, T, C, NH, g_pool[2]);
-  fa->backward(fa, df, dout, qkv, of, sf, B, T, C, NH, g_pool[2]);
-  ra->backward(ra, dr, dout, qkv, orf, sr, B, T, C, NH, g_pool[2]);
+  rp_attn_batch bf, br;
+  assert_int_equal(rp_attn_prepare(fa, &bf, B, T, C, NH, NULL), RP_OK);
+  assert_int_equal(rp_attn_prepare(ra, &br, B, T, C, NH, NULL), RP_OK);
+  assert_int_equal(fa->forward(fa, &bf, of, sf, qkv, g_pool[2]), RP_OK);
+  assert_int_equal(ra->forward(ra, &br, orf, sr, qkv, g_pool[2]), RP_OK);
+  assert_int_equal(fa->backward(fa, &bf, df, dout, qkv, of, sf, g_pool[2]), RP_OK);
+  assert_int_equal(ra->backward(ra, &br, dr, dout, qkv, orf, sr, g_pool[2]), RP_OK);
   assert_true(ft_maxdiff("backend out", of, orf, nout, FT_ATOL) <= FT_ATOL);
   assert_true(ft_maxdiff("backend dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
   free(qkv), free(dout), free(of), free(orf), free(df), free(dr), free(sf), free(sr);
