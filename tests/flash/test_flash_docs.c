@@ -18,18 +18,8 @@
 
 static rp_pool *g_pool[3];
 
-static int setup(void **state) {
-  g_pool[1] = ft_pool(1);
-  g_pool[2] = ft_pool(2);
-  return 0;
-}
-
-static int teardown(void **state) {
-  rp_pool_destroy(g_pool[1]);
-  rp_pool_destroy(g_pool[2]);
-  ft_reset_config();
-  return 0;
-}
+static int setup(void **state) { return ft_pools_up(g_pool); }
+static int teardown(void **state) { return ft_pools_down(g_pool); }
 
 /* A packed batch: B rows of T tokens, row b's documents given by lens. */
 typedef struct {
