@@ -27,7 +27,7 @@ typedef struct {
   char lr_schedule[RP_OPT_STRLEN];
   /* data */
   char data[RP_OPT_STRLEN];
-  int file_order, seed;
+  int file_order, seed, pack, eot;
   /* run */
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
@@ -80,6 +80,7 @@ typedef struct {
   int T_local;                  /* tokens of each sequence on this rank: seq / cp */
   int32_t *full_tokens, *full_targets;  /* microbatches x B x seq, as loaded */
   int32_t *batch_tokens, *batch_targets, *batch_pos;  /* microbatches x B x T_local */
+  struct rp_docs_s *docs;       /* --pack: each micro-batch's documents (B x seq) */
   rp_attn_backend *cp_attn;     /* ring or Ulysses attention when cp > 1 */
   const rp_attn_backend *local_attn; /* the rank-local kernel (sampling) */
   int step;                     /* steps completed */

@@ -7,6 +7,7 @@
 
 #include "ringpipe/rp_cp.h"
 #include "ringpipe/rp_data.h"
+#include "ringpipe/rp_docs.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_train.h"
@@ -18,7 +19,13 @@
 rp_status rp_trainer_load_batch(rp_trainer *t, rp_loader *l, int mb) {
   size_t full = (size_t)t->o.batch * t->o.seq, local = (size_t)t->o.batch * t->T_local;
   int32_t *tok = t->full_tokens + mb * full, *tgt = t->full_targets + mb * full;
-  RP_TRY(rp_loader_next(l, tok, tgt));
+  if (t->o.pack) {
+    /* cp == 1 (checked): the rows are the rank's; positions restart per document */
+    RP_TRY(rp_loader_next_packed(l, tok, tgt, &t->docs[mb]));
+    rp_docs_positions(&t->docs[mb], t->batch_pos + mb * local);
+  } else {
+    RP_TRY(rp_loader_next(l, tok, tgt));
+  }
   rp_cp_layout layout = t->cp_layout;
   RP_TRY(rp_cp_shard_tokens(t->batch_tokens + mb * local, tok, t->o.batch, layout, t->o.seq,
                             t->grid.cp, t->grid.cp_rank));
@@ -31,6 +38,7 @@ static void load_microbatch(rp_trainer *t, int mb) {
   memcpy(t->acts.tokens, t->batch_tokens + mb * N, N * sizeof(int32_t));
   memcpy(t->acts.targets, t->batch_targets + mb * N, N * sizeof(int32_t));
   memcpy(t->acts.pos, t->batch_pos + mb * N, N * sizeof(int32_t));
+  t->acts.docs = t->o.pack ? &t->docs[mb] : NULL;
 }
 
 /* Global gradient norm squared: every parameter once (the tied wte's second

@@ -39,6 +39,11 @@ const rp_opt rp_train_opt_table[] = {
      "for the embedded Shakespeare excerpt"},
     {"file-order", RP_OPT_BOOL, O(file_order), "0", 0, 0, NULL,
      "read batches in plain file order like llm.c (batch i = tokens i*B*T..) instead of shuffled"},
+    {"pack", RP_OPT_BOOL, O(pack), "0", 0, 0, NULL,
+     "pack whole documents (each shard's .docs index from `prepare --doc-sep`, or --eot) "
+     "into the rows; attention and targets stay inside each document, position ids restart"},
+    {"eot", RP_OPT_INT, O(eot), "-1", -1, 65535, NULL,
+     "end-of-text token id that ends a document in shards without a .docs index (-1: none)"},
     {"seed", RP_OPT_INT, O(seed), "1337", 0, 2147483647, NULL, "seed for initialisation, data order and sampling"},
     /* run */
     {"out", RP_OPT_STR, O(out), "runs/default", 0, 0, NULL,
@@ -136,6 +141,12 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
                   "(--layers %d)", o->pp, o->vpp, o->pp * o->vpp, o->layers);
   if (o->pp == 1 && o->vpp > 1)
     return rp_err(RP_EINVAL, "--vpp %d needs pipeline parallelism (--pp 2 or more)", o->vpp);
+  if (o->pack && o->pp > 1)
+    return rp_err(RP_EINVAL, "--pack runs with --pp 1 for now (the pipeline does not carry "
+                  "document layouts yet); drop --pp or --pack");
+  if (o->pack && o->cp > 1)
+    return rp_err(RP_EINVAL, "--pack runs with --cp 1 for now (context-parallel attention "
+                  "does not take document layouts yet); drop --cp or --pack");
   if (o->emulate[0]) {
     double f, b, w;
     if (sscanf(o->emulate, "%lf,%lf,%lf", &f, &b, &w) != 3 || f <= 0 || b <= 0 || w < 0 || w >= b)

@@ -16,6 +16,7 @@
 #include "ringpipe/rp_pipeline.h"
 #include "ringpipe/rp_schedule.h"
 #include "ringpipe/rp_stop.h"
+#include "ringpipe/rp_docs.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
 #include "train_internal.h"
@@ -183,6 +184,11 @@ static rp_status setup_compute(rp_trainer *t) {
   if (!t->batch_tokens || !t->batch_targets || !t->batch_pos || !t->full_tokens ||
       !t->full_targets)
     return RP_ENOMEM;
+  if (o->pack) {  /* each micro-batch's documents; position ids come with each batch */
+    t->docs = calloc((size_t)o->microbatches, sizeof *t->docs);
+    if (!t->docs) return RP_ENOMEM;
+    for (int mb = 0; mb < o->microbatches; mb++) RP_TRY(rp_docs_init(&t->docs[mb], B, o->seq));
+  }
   /* Global position ids of this rank's rows: context-parallel shards keep them. */
   rp_cp_layout layout = t->cp_layout;
   for (int mb = 0; mb < o->microbatches; mb++)
@@ -210,7 +216,15 @@ static rp_status setup_data(rp_trainer *t) {
   RP_TRY(rp_loader_open(&t->val, t->data_dir, "val", o->batch, o->seq, 1, (uint64_t)o->seed, r,
                         dp));
   RP_TRY(rp_loader_set_vocab(t->train, t->cfg.V));
-  return rp_loader_set_vocab(t->val, t->cfg.V);
+  RP_TRY(rp_loader_set_vocab(t->val, t->cfg.V));
+  if (!o->pack) return RP_OK;
+  RP_TRY(rp_loader_set_pack(t->train, o->eot));
+  RP_TRY(rp_loader_set_pack(t->val, o->eot));
+  if (t->grid.world_rank == 0 && !o->quiet)
+    rp_info("--pack: %llu batches of %d x %d per epoch, %.1f%% padding (documents start on a "
+            "fresh row rather than being cut)", (unsigned long long)rp_loader_num_windows(t->train),
+            o->batch, o->seq, 100.0 * rp_loader_pad_fraction(t->train));
+  return RP_OK;
 }
 
 /* --resume auto: world rank 0 picks the checkpoint and tells the others, so
@@ -356,6 +370,8 @@ void rp_trainer_free(rp_trainer *t) {
   rp_free(t->batch_tokens);
   rp_free(t->batch_targets);
   rp_free(t->batch_pos);
+  for (int mb = 0; t->docs && mb < t->o.microbatches; mb++) rp_docs_free(&t->docs[mb]);
+  free(t->docs);
   rp_grad_ws_free(&t->ws);
   rp_free(t->dlnf_extra);
   rp_free(t->acts_mem);
