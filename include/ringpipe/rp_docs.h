@@ -18,6 +18,11 @@ typedef struct rp_docs_s {
   int B, T;
   int *ndocs;     /* [B] documents in each row (>= 1) */
   int32_t *cu;    /* [B][T+1]: row b's cumulative lengths start at cu + b*(T+1) */
+  /* context-parallel placement (rp_cp_docs_place in rp_cp.h), 0 / NULL when
+   * none: rank r holds rows gpos[(b*cp + r)*(T/cp) + t], t < T/cp, of row b,
+   * ascending global positions */
+  int cp;
+  int32_t *gpos;
 } rp_docs;
 
 rp_status rp_docs_init(rp_docs *d, int B, int T);   /* every row one document of T */

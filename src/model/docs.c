@@ -27,6 +27,7 @@ rp_status rp_docs_init(rp_docs *d, int B, int T) {
 void rp_docs_free(rp_docs *d) {
   rp_free(d->ndocs);
   rp_free(d->cu);
+  rp_free(d->gpos);
   memset(d, 0, sizeof *d);
 }
 

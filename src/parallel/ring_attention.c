@@ -52,6 +52,8 @@ typedef struct {
   int q0, nq, k0, nk;
   long qpos0, kpos0;
   rp_flash_vis vis;
+  const int32_t *kr;   /* RANGE (packed rows): [B][Tl][2] key ranges of every local query */
+  double pairs;        /* RANGE: visible pairs per batch row */
 } ring_task;
 
 static rp_flash_vis classify(long qpos0, int nq, long kpos0, int nk) {
@@ -69,7 +71,7 @@ static int step_tasks(ring_task *t, const rp_cp_pieces *mine, const rp_cp_pieces
   for (int i = 0; i < mine->n; i++)
     for (int j = 0; j < peer->n; j++) {
       ring_task k = {mine->local0[i], mine->len, peer->local0[j], peer->len,
-                     mine->global0[i], peer->global0[j], RP_FLASH_VIS_ALL};
+                     mine->global0[i], peer->global0[j], RP_FLASH_VIS_ALL, NULL, 0};
       k.vis = classify(k.qpos0, k.nq, k.kpos0, k.nk);
       if (k.vis != RP_FLASH_VIS_NONE && k.nq > 0 && k.nk > 0) t[n++] = k;
     }
@@ -91,8 +93,31 @@ static int step_tasks(ring_task *t, const rp_cp_pieces *mine, const rp_cp_pieces
   return n;
 }
 
+/* Packed rows: one task per step, every local query against the whole block
+ * of rank peer with its document key ranges; none when no query sees a key of
+ * that block (the block pair is skipped, the block still travels on). */
+static int doc_step_tasks(ring_ctx *x, const rp_attn_batch *ab, int peer, ring_task *t,
+                          rp_status *st) {
+  double pairs = 0;
+  const int32_t *kr = rp_cp_doc_ranges(&x->c, ab->docs, ab->B, ab->T, peer, &pairs);
+  if (!kr) *st = RP_ENOMEM;
+  if (!kr || pairs == 0) return 0;
+  t[0] = (ring_task){0, ab->T, 0, ab->T, 0, 0, RP_FLASH_VIS_RANGE, kr, pairs / ab->B};
+  return 1;
+}
+
+/* The tasks of attending this rank's queries to rank peer's block. */
+static int tasks_for(ring_ctx *x, const rp_attn_batch *ab, const rp_cp_pieces *mine, int peer,
+                     ring_task *t, rp_status *st) {
+  if (ab->docs) return doc_step_tasks(x, ab, peer, t, st);
+  rp_cp_pieces pp;
+  *st = rp_cp_pieces_of(&pp, x->c.layout, ab->T * x->c.P, x->c.P, peer);
+  return *st == RP_OK ? step_tasks(t, mine, &pp) : 0;
+}
+
 /* Visible (query, key) pairs of a task. */
 static double task_pairs(const ring_task *t) {
+  if (t->vis == RP_FLASH_VIS_RANGE) return t->pairs;
   if (t->vis == RP_FLASH_VIS_ALL) return (double)t->nq * t->nk;
   double n = 0;
   for (int i = 0; i < t->nq; i++) {
@@ -129,6 +154,8 @@ static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const
   pr.q = rows_at(qkv, 3L * C, Tl, t->q0);
   pr.k = rows_at(kb, ld, Tl, t->k0);
   pr.v = rows_at(kb + C, ld, Tl, t->k0);
+  pr.krange = t->kr;
+  pr.krange_bs = 2L * Tl;
   return pr;
 }
 
@@ -231,7 +258,7 @@ static rp_status ring_forward(const rp_attn_backend *a, const rp_attn_batch *ab,
   const double t_start = rp_now();
   const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
-  rp_cp_pieces mine, peer;
+  rp_cp_pieces mine;
   RP_TRY(reserve(x, &mine, ab, 0));
   if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
   memset(out, 0, sizeof(float) * (size_t)B * T * C);
@@ -243,9 +270,10 @@ static rp_status ring_forward(const rp_attn_backend *a, const rp_attn_batch *ab,
     const float *kb = s == 0 ? qkv + C : x->kv[s & 1];
     const long kld = s == 0 ? 3L * C : 2L * C;
     if (s < P - 1 && x->overlap) post_pair(x, 0, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
-    rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
     ring_task tk[4];
-    int nt = step_tasks(tk, &mine, &peer);
+    rp_status st = RP_OK;
+    int nt = tasks_for(x, ab, &mine, (r - s + P) % P, tk, &st);
+    if (st != RP_OK) rp_fatal("ring attention forward: %s", rp_errmsg());  /* mid-ring */
     for (int i = 0; i < nt; i++) {
       rp_flash_problem pr = make_problem(&tk[i], qkv, kb, kld, B, T, C, NH);
       rp_flash_view ob = rows_at(x->ob, C, T, tk[i].q0), lb = stat_at(x->lb, NH, T, tk[i].q0);
@@ -326,15 +354,20 @@ static rp_status ring_backward(const rp_attn_backend *a, const rp_attn_batch *ab
   const double t_start = rp_now();
   const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
-  rp_cp_pieces mine, peer;
+  rp_cp_pieces mine;
   RP_TRY(reserve(x, &mine, ab, 1));
   bwd_args g = {dout, saved, x->lb, qkv, dqkv, B, T, C, NH, pool};
   rp_flash_rowdot(rp_flash_view_of(x->lb, T, (long)NH * T), rows_at(dout, C, T, 0),
                   rows_at(out, C, T, 0), B, NH, T, HS, pool);
   if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
   ring_task own[4], early[4], late[4];
-  int ne, nl;
-  split_halves(own, step_tasks(own, &mine, &mine), early, &ne, late, &nl);
+  int ne = 0, nl = 0;
+  rp_status st = RP_OK;
+  if (ab->docs)   /* packed: the own block at once (its ranges are rebuilt each step) */
+    ne = doc_step_tasks(x, ab, r, early, &st);
+  else
+    split_halves(own, step_tasks(own, &mine, &mine), early, &ne, late, &nl);
+  RP_TRY(st);
 
   reqs kv = {.n = 0}, dk = {.n = 0};
   for (int s = 0; s < P; s++) {
@@ -345,9 +378,9 @@ static rp_status ring_backward(const rp_attn_backend *a, const rp_attn_batch *ab
     } else {
       /* part's previous send (step s-2) completed at the end of step s-1 */
       memset(part, 0, sizeof(float) * (size_t)nkv);
-      rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
       ring_task tk[4];
-      int nt = step_tasks(tk, &mine, &peer);
+      int nt = tasks_for(x, ab, &mine, (r - s + P) % P, tk, &st);
+      if (st != RP_OK) rp_fatal("ring attention backward: %s", rp_errmsg());  /* mid-ring */
       bwd_tasks(x, &g, tk, nt, x->kv[s & 1], 2L * C, part, 2L * C, &kv, &dk);
     }
     if (s < P - 1 && !x->overlap) post_pair(x, 1, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);

@@ -106,9 +106,17 @@ static void scatter_heads(float *sbuf, size_t seg, const float *qkv, const float
   }
 }
 
+/* Global position of local row t of rank q's row b: the layout's pieces, or
+ * the packed batch's placement. */
+static long row_pos(const rp_attn_batch *ab, const rp_cp_pieces *pc, int b, int q, int t) {
+  if (ab->docs) return rp_cp_docs_rows(ab->docs, b, q)[t];
+  return rp_cp_global_pos(pc, t);
+}
+
 /* Places the received segments at their global rows of the whole-sequence tensors. */
-static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd, int B, int T,
-                            int C, int NH, const uly_ctx *x) {
+static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd,
+                            const rp_attn_batch *ab, const uly_ctx *x) {
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, Cl = C / P, NHl = NH / P, Tg = T * P, w = bwd ? 5 * Cl : 3 * Cl;
   for (int q = 0; q < P; q++) {
     rp_cp_pieces pc;
@@ -116,7 +124,7 @@ static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd,
     const float *s = rbuf + (size_t)q * seg;
     for (int b = 0; b < B; b++)
       for (int t = 0; t < T; t++, s += w) {
-        long row = (long)b * Tg + rp_cp_global_pos(&pc, t);
+        long row = (long)b * Tg + row_pos(ab, &pc, b, q, t);
         memcpy(f->qkv + row * 3 * Cl, s, sizeof(float) * 3 * Cl);
         if (!bwd) continue;
         memcpy(f->o + row * Cl, s + 3 * Cl, sizeof(float) * Cl);
@@ -126,11 +134,31 @@ static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd,
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NHl; h++)
         for (int t = 0; t < T; t++)
-          f->lse[((long)b * NHl + h) * Tg + rp_cp_global_pos(&pc, t)] = *s++;
+          f->lse[((long)b * NHl + h) * Tg + row_pos(ab, &pc, b, q, t)] = *s++;
   }
 }
 
 static double causal_pairs(int Tg) { return (double)Tg * (Tg + 1) / 2.0; }
+
+/* Visible pairs per batch row of the whole sequence: causal, or within documents. */
+static double seq_pairs(const rp_attn_batch *ab, int Tg) {
+  return ab->docs ? rp_docs_pairs(ab->docs) / ab->B : causal_pairs(Tg);
+}
+
+/* Whole-sequence attention of this rank's heads: causal, or with the packed
+ * batch's document ranges (built per call, B*Tg pairs). */
+static rp_status seq_attention(uly_ctx *x, const rp_attn_batch *ab, uly_full *f, int bwd,
+                               rp_pool *pool) {
+  const int B = ab->B, Tg = ab->T * x->c.P, Cl = ab->C / x->c.P, NHl = ab->NH / x->c.P;
+  if (!ab->docs)
+    return bwd ? rp_flash_backward(f->dqkv, f->dout, f->qkv, f->o, f->lse, B, Tg, Cl, NHl, 1, pool)
+               : rp_flash_forward(f->o, f->lse, f->qkv, B, Tg, Cl, NHl, 1, pool);
+  RP_TRY(rp_cp_reserve_i32(&x->c.kr, &x->c.kr_cap, (size_t)B * Tg * 2));
+  rp_docs_self_ranges(ab->docs, x->c.kr);
+  return bwd ? rp_flash_backward_ranges(f->dqkv, f->dout, f->qkv, f->o, f->lse, B, Tg, Cl, NHl,
+                                        x->c.kr, pool)
+             : rp_flash_forward_ranges(f->o, f->lse, f->qkv, B, Tg, Cl, NHl, x->c.kr, pool);
+}
 
 static rp_status uly_forward(const rp_attn_backend *a, const rp_attn_batch *ab, float *out,
                              float *saved, const float *qkv, rp_pool *pool) {
@@ -144,13 +172,13 @@ static rp_status uly_forward(const rp_attn_backend *a, const rp_attn_batch *ab, 
   RP_TRY(reserve(x, &f, ab, seg));
   scatter_heads(x->sbuf, seg, qkv, NULL, NULL, NULL, B, T, C, NH, P);
   alltoall(x, 0, seg);
-  gather_sequence(&f, x->rbuf, seg, 0, B, T, C, NH, x);
+  gather_sequence(&f, x->rbuf, seg, 0, ab, x);
 
   double t0 = rp_now();
-  if (rp_flash_forward(f.o, f.lse, f.qkv, B, Tg, Cl, NHl, 1, pool) != RP_OK)
-    rp_fatal("ulysses attention forward: %s", rp_errmsg());
+  if (seq_attention(x, ab, &f, 0, pool) != RP_OK)
+    rp_fatal("ulysses attention forward: %s", rp_errmsg());  /* between all-to-alls */
   x->c.st[0].compute_s += rp_now() - t0;
-  x->c.st[0].flops += 4.0 * (C / NH) * B * NHl * causal_pairs(Tg);
+  x->c.st[0].flops += 4.0 * (C / NH) * B * NHl * seq_pairs(ab, Tg);
 
   /* head shard -> sequence shard: for rank q, its rows of O, then its L */
   for (int q = 0; q < P; q++) {
@@ -159,10 +187,10 @@ static rp_status uly_forward(const rp_attn_backend *a, const rp_attn_batch *ab, 
     float *s = x->sbuf + (size_t)q * seg;
     for (int b = 0; b < B; b++)
       for (int t = 0; t < T; t++, s += Cl)
-        memcpy(s, f.o + ((long)b * Tg + rp_cp_global_pos(&pq, t)) * Cl, sizeof(float) * Cl);
+        memcpy(s, f.o + ((long)b * Tg + row_pos(ab, &pq, b, q, t)) * Cl, sizeof(float) * Cl);
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NHl; h++)
-        for (int t = 0; t < T; t++) *s++ = f.lse[((long)b * NHl + h) * Tg + rp_cp_global_pos(&pq, t)];
+        for (int t = 0; t < T; t++) *s++ = f.lse[((long)b * NHl + h) * Tg + row_pos(ab, &pq, b, q, t)];
   }
   alltoall(x, 0, seg);
   for (int g = 0; g < P; g++) {
@@ -189,14 +217,14 @@ static rp_status uly_backward(const rp_attn_backend *a, const rp_attn_batch *ab,
   RP_TRY(reserve(x, &f, ab, seg));
   scatter_heads(x->sbuf, seg, qkv, out, dout, saved, B, T, C, NH, P);
   alltoall(x, 1, seg);
-  gather_sequence(&f, x->rbuf, seg, 1, B, T, C, NH, x);
+  gather_sequence(&f, x->rbuf, seg, 1, ab, x);
 
   double t0 = rp_now();
   memset(f.dqkv, 0, sizeof(float) * (size_t)B * Tg * 3 * Cl);
-  if (rp_flash_backward(f.dqkv, f.dout, f.qkv, f.o, f.lse, B, Tg, Cl, NHl, 1, pool) != RP_OK)
-    rp_fatal("ulysses attention backward: %s", rp_errmsg());
+  if (seq_attention(x, ab, &f, 1, pool) != RP_OK)
+    rp_fatal("ulysses attention backward: %s", rp_errmsg());  /* between all-to-alls */
   x->c.st[1].compute_s += rp_now() - t0;
-  x->c.st[1].flops += 10.0 * (C / NH) * B * NHl * causal_pairs(Tg);
+  x->c.st[1].flops += 10.0 * (C / NH) * B * NHl * seq_pairs(ab, Tg);
 
   /* dqkv of rank q's rows back to q; the segment is the first 3Cl of each row */
   size_t seg2 = (size_t)B * T * 3 * Cl;
@@ -206,7 +234,7 @@ static rp_status uly_backward(const rp_attn_backend *a, const rp_attn_batch *ab,
     float *s = x->sbuf + (size_t)q * seg2;
     for (int b = 0; b < B; b++)
       for (int t = 0; t < T; t++, s += 3 * Cl)
-        memcpy(s, f.dqkv + ((long)b * Tg + rp_cp_global_pos(&pq, t)) * 3 * Cl,
+        memcpy(s, f.dqkv + ((long)b * Tg + row_pos(ab, &pq, b, q, t)) * 3 * Cl,
                sizeof(float) * 3 * Cl);
   }
   alltoall(x, 1, seg2);
