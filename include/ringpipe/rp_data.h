@@ -107,10 +107,13 @@ void rp_loader_close(rp_loader *l);
  * token. Documents are packed whole into rows of T tokens in file order; one
  * that does not fit the rest of a row starts the next row (the rest is
  * padding), so no document loses its beginning to a row cut; one longer than
- * T is cut into T-token pieces (each its own document). A window is then B
+ * T is cut into T-token pieces (each its own document). With align > 1 every
+ * document (piece) is padded to a multiple of align tokens, the padding part
+ * of the document with targets -1 (the per-document zigzag of context
+ * parallelism needs lengths divisible by 2P). A window is then B
  * consecutive rows and the rest of the loader (shuffling, ranks, snapshots)
  * works on windows as before. Call before the first batch. */
-rp_status rp_loader_set_pack(rp_loader *l, int eot);
+rp_status rp_loader_set_pack(rp_loader *l, int eot, int align);
 struct rp_docs_s;
 /* Packed batch: inputs and targets [B*T], docs (B x T) gets each row's
  * documents (padding is a document of its own, tokens 0). A target is the next

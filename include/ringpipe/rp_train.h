@@ -27,7 +27,7 @@ typedef struct {
   char lr_schedule[RP_OPT_STRLEN];
   /* data */
   char data[RP_OPT_STRLEN];
-  int file_order, seed, pack, eot;
+  int file_order, seed, pack, pack_align, eot;
   /* run */
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   char attention[RP_OPT_STRLEN], gemm[RP_OPT_STRLEN];
@@ -68,6 +68,7 @@ typedef struct {
   rp_costs emulate;             /* --emulate-compute, seconds; tF == 0: real compute */
   rp_recompute recompute;       /* --recompute, parsed once */
   rp_cp_layout cp_layout;       /* --cp-layout, parsed once (contiguous when cp == 1) */
+  rp_cp_place cp_place;         /* --pack under cp: how packed rows are placed */
   rp_pool *pool;
   rp_exec exec;
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */

@@ -22,7 +22,7 @@ struct rp_loader {
   uint64_t next_global;    /* windows consumed by all ranks */
   uint16_t *buf;           /* B*T + 1 */
   /* packed mode (pack.c): pieces in file order, rows of T tokens over them */
-  int packed;
+  int packed, align;
   rp_pack_piece *pieces;
   uint64_t npieces, nrows;
   uint64_t *row_first;     /* nrows + 1: first piece of each row */

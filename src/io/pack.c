@@ -88,6 +88,12 @@ static rp_status collect_pieces(rp_loader *l, int eot) {
   return RP_OK;
 }
 
+/* Tokens a piece takes in its row: its length padded to a multiple of align. */
+static uint64_t span_of(const rp_loader *l, const rp_pack_piece *pc) {
+  uint64_t a = (uint64_t)l->align;
+  return RP_MIN((uint64_t)l->T, (pc->len + a - 1) / a * a);
+}
+
 /* Greedy rows: a piece that does not fit the rest of the row starts the next. */
 static rp_status make_rows(rp_loader *l) {
   l->row_first = malloc(sizeof *l->row_first * (l->npieces + 1));
@@ -95,21 +101,26 @@ static rp_status make_rows(rp_loader *l) {
   uint64_t room = 0;
   l->nrows = 0;
   for (uint64_t p = 0; p < l->npieces; p++) {
-    if (l->pieces[p].len > room) {
+    uint64_t span = span_of(l, &l->pieces[p]);
+    if (span > room) {
       if (l->nrows) l->pad_tokens += room;
       l->row_first[l->nrows++] = p;
       room = (uint64_t)l->T;
     }
-    room -= l->pieces[p].len;
+    room -= span;
     l->real_tokens += l->pieces[p].len;
+    l->pad_tokens += span - l->pieces[p].len;
   }
   l->pad_tokens += room;
   l->row_first[l->nrows] = l->npieces;
   return RP_OK;
 }
 
-rp_status rp_loader_set_pack(rp_loader *l, int eot) {
+rp_status rp_loader_set_pack(rp_loader *l, int eot, int align) {
   rp_loader_pack_free(l);
+  if (align < 1 || align > l->T)
+    return rp_err(RP_EINVAL, "--pack-align %d must be in 1..--seq %d", align, l->T);
+  l->align = align;
   rp_status s = collect_pieces(l, eot);
   if (s == RP_OK) s = make_rows(l);
   if (s == RP_OK && l->nrows / (uint64_t)l->B == 0)
@@ -145,7 +156,9 @@ static rp_status fill_row(rp_loader *l, uint64_t r, int32_t *in, int32_t *tg, in
       in[t] = l->buf[i];
       tg[t] = i + 1 < pc->len ? l->buf[i + 1] : -1;  /* nothing predicts the next document */
     }
-    lens[n++] = (int32_t)pc->len;
+    const int span = (int)span_of(l, pc);
+    for (uint32_t i = pc->len; i < (uint32_t)span; i++, t++) in[t] = 0, tg[t] = -1;
+    lens[n++] = span;   /* alignment padding belongs to its document: after it, unseen */
   }
   if (t < l->T) {  /* padding: a document of its own that nothing learns from */
     lens[n++] = l->T - t;

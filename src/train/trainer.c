@@ -218,12 +218,15 @@ static rp_status setup_data(rp_trainer *t) {
   RP_TRY(rp_loader_set_vocab(t->train, t->cfg.V));
   RP_TRY(rp_loader_set_vocab(t->val, t->cfg.V));
   if (!o->pack) return RP_OK;
-  RP_TRY(rp_loader_set_pack(t->train, o->eot));
-  RP_TRY(rp_loader_set_pack(t->val, o->eot));
+  int align = o->pack_align ? o->pack_align
+                            : o->cp > 1 && t->cp_place == RP_CP_PLACE_DOC_ZIGZAG ? 2 * o->cp : 1;
+  RP_TRY(rp_loader_set_pack(t->train, o->eot, align));
+  RP_TRY(rp_loader_set_pack(t->val, o->eot, align));
   if (t->grid.world_rank == 0 && !o->quiet)
-    rp_info("--pack: %llu batches of %d x %d per epoch, %.1f%% padding (documents start on a "
-            "fresh row rather than being cut)", (unsigned long long)rp_loader_num_windows(t->train),
-            o->batch, o->seq, 100.0 * rp_loader_pad_fraction(t->train));
+    rp_info("--pack: %llu batches of %d x %d per epoch, %.1f%% padding per real token "
+            "(documents start on a fresh row rather than being cut; aligned to %d)",
+            (unsigned long long)rp_loader_num_windows(t->train), o->batch, o->seq,
+            100.0 * rp_loader_pad_fraction(t->train), align);
   return RP_OK;
 }
 
@@ -277,7 +280,8 @@ static rp_status parse_choices(rp_trainer *t) {
                  : strcmp(o->recompute, "selective") == 0 ? RP_RECOMPUTE_SELECTIVE
                                                           : RP_RECOMPUTE_NONE;
   t->cp_layout = RP_CP_CONTIGUOUS;
-  return o->cp > 1 ? rp_cp_layout_parse(o->cp_layout, &t->cp_layout) : RP_OK;
+  t->cp_place = RP_CP_PLACE_ROW;
+  return o->cp > 1 ? rp_cp_layout_parse_packed(o->cp_layout, &t->cp_layout, &t->cp_place) : RP_OK;
 }
 
 /* Model, compute and gradient reduction, and the --init-from weights: the

@@ -84,7 +84,7 @@ static void test_prepare_and_pack(void **state) {
   const int B = 3, T = 48;
   rp_loader *l;
   assert_int_equal(rp_loader_open(&l, out, "train", B, T, 1, 0, 0, 1), RP_OK);
-  assert_int_equal(rp_loader_set_pack(l, -1), RP_OK);
+  assert_int_equal(rp_loader_set_pack(l, -1, 1), RP_OK);
   assert_true(rp_loader_is_packed(l));
   assert_true(rp_loader_pad_fraction(l) > 0.0);
   uint64_t W = rp_loader_num_windows(l);
@@ -101,6 +101,24 @@ static void test_prepare_and_pack(void **state) {
   assert_true(seen >= (long)n - 2 * B);
   int32_t plain[3 * 48];
   assert_int_equal(rp_loader_next(l, plain, plain), RP_EINTERNAL);
+  /* aligned packing: every document a multiple of 4 tokens, the padding inside
+   * it after its last token; no target crosses a boundary or points past it */
+  assert_int_equal(rp_loader_set_pack(l, -1, 4), RP_OK);
+  rp_loader_reset(l);
+  for (uint64_t w = 0; w < rp_loader_num_windows(l); w++) {
+    assert_int_equal(rp_loader_next_packed(l, in, tg, &d), RP_OK);
+    for (int b = 0; b < B; b++) {
+      const int32_t *cu = rp_docs_row(&d, b);
+      for (int i = 0; i < d.ndocs[b]; i++) {
+        assert_int_equal((cu[i + 1] - cu[i]) % 4, 0);
+        for (int t = cu[i]; t < cu[i + 1]; t++)
+          if (tg[b * T + t] >= 0) {
+            assert_true(t + 1 < cu[i + 1]);
+            assert_int_equal(tg[b * T + t], in[b * T + t + 1]);
+          }
+      }
+    }
+  }
   rp_loader_close(l);
   rp_docs_free(&d);
   free(txt), free(out), free(train);
@@ -119,8 +137,8 @@ static void test_eot_and_long_documents(void **state) {
   assert_int_equal(rp_shard_write(path, tok, 200), RP_OK);
   rp_loader *l;
   assert_int_equal(rp_loader_open(&l, dir, "train", 1, 64, 1, 0, 0, 1), RP_OK);
-  assert_int_equal(rp_loader_set_pack(l, -1), RP_EIO);   /* no index, no --eot */
-  assert_int_equal(rp_loader_set_pack(l, 255), RP_OK);
+  assert_int_equal(rp_loader_set_pack(l, -1, 1), RP_EIO);   /* no index, no --eot */
+  assert_int_equal(rp_loader_set_pack(l, 255, 1), RP_OK);
   rp_docs d;
   assert_int_equal(rp_docs_init(&d, 1, 64), RP_OK);
   int32_t in[64], tg[64];
@@ -163,7 +181,7 @@ static void test_bad_index(void **state) {
   rp_shard_close(&sh);
   rp_loader *l;
   assert_int_equal(rp_loader_open(&l, dir, "train", 1, 16, 1, 0, 0, 1), RP_OK);
-  assert_int_equal(rp_loader_set_pack(l, 7), RP_EFORMAT);  /* a bad index is not skipped */
+  assert_int_equal(rp_loader_set_pack(l, 7, 1), RP_EFORMAT);  /* a bad index is not skipped */
   rp_loader_close(l);
   assert_int_equal(rp_prepare_docs(path, dir, 0.1, ""), RP_EINVAL);
   free(idx), free(path);

@@ -2,7 +2,7 @@
 # Training with --pack on one rank: 10 steps with flash attention match the
 # O(T^2) reference with its explicit mask (losses 1e-5 relative, parameters
 # 1e-4), the loss falls, a micro-batch split gives the same steps, and bad
-# input (--pack with --cp, a shard without a document index, an index that
+# input (a packed layout without --pack, a shard without a document index, an index that
 # does not match its shard) is status 2 with a message.
 set -u
 ringpipe=$1 compare=$2 work=$3
@@ -22,7 +22,7 @@ echo "packed loss: step 1 $first, step 10 $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.05) }' || fail "packed loss did not fall"
 
 . "$(dirname "$0")/expect.sh"
-expect 2 "pack runs with --cp 1" -- "$ringpipe" train $tiny --pack --cp 2 --out "$work/x1"
+expect 2 "places packed documents; add --pack" -- "$ringpipe" train $tiny --cp 2 --cp-layout balanced --out "$work/x1"
 mkdir -p "$work/noidx"
 cp "$work/flash/data/train.bin" "$work/flash/data/val.bin" "$work/noidx/"
 expect 2 "no document index" -- "$ringpipe" train $tiny --pack --data "$work/noidx" --out "$work/x2"
