@@ -112,6 +112,15 @@ static inline const int32_t *rp_cp_docs_rows(const rp_docs *d, int b, int r) {
   return d->gpos + ((long)b * d->cp + r) * (d->T / d->cp);
 }
 
+/* SVG of how a packed row is placed, one panel per placement given: a strip of
+ * the row's tokens coloured by owning rank (document boundaries marked), and
+ * the (query block, key block) matrix
+ * of the row in blocks of `block` tokens, a cell coloured by the query block's
+ * owner when some pair in it is visible, with each rank's work share in the
+ * title. docs[i] is placed over P ranks (rp_cp_docs_place); names label them. */
+rp_status rp_cp_docs_svg(const char *path, const rp_docs *const *docs, const char *const *names,
+                         int n, int block);
+
 /* ---- backends */
 
 /* Ring attention. cp_comm is duplicated (messages never mix with the caller's);

@@ -50,4 +50,17 @@ void rp_docs_key_range(const rp_docs *d, int b, int qp, const int32_t *kpos, int
 /* Causal (query, key) pairs inside documents: sum over docs of L(L+1)/2. */
 double rp_docs_pairs(const rp_docs *d);
 
+/* A multimodal-like length mix for experiments: each document is "long" (an
+ * image+text sample) with probability long_frac, its length uniform in
+ * [long_min, long_max], else short, log-uniform in [short_min, short_max]; a
+ * row's last document is cut to end the row. Seeded: the same seed gives the
+ * same rows everywhere. */
+typedef struct {
+  int short_min, short_max, long_min, long_max;
+  double long_frac;
+} rp_docs_mix;
+/* The default: a few 4096..8192 among many 64..512 (3% of documents). */
+rp_docs_mix rp_docs_mix_default(void);
+rp_status rp_docs_fill_mix(rp_docs *d, const rp_docs_mix *mix, uint64_t seed);
+
 #endif

@@ -51,6 +51,7 @@ static void load_microbatch(rp_trainer *t, int mb) {
   memcpy(t->acts.targets, t->batch_targets + mb * N, N * sizeof(int32_t));
   memcpy(t->acts.pos, t->batch_pos + mb * N, N * sizeof(int32_t));
   t->acts.docs = t->o.pack ? &t->docs[mb] : NULL;
+  t->acts.attn.backend = NULL;   /* a new batch: the backend prepares (checks) it again */
 }
 
 /* Global gradient norm squared: every parameter once (the tied wte's second

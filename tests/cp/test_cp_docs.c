@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -180,6 +181,34 @@ static void test_balance(void **state) {
   rp_docs_free(&d);
 }
 
+/* The picture: one panel per placement, the work shares in the titles. */
+static void test_svg(void **state) {
+  rp_docs d[2];
+  const rp_docs *pp[2] = {&d[0], &d[1]};
+  const char *names[2] = {"row zigzag", "balanced"};
+  for (int k = 0; k < 2; k++) {
+    make_docs(&d[k], 16 * g_P, 1);
+    assert_int_equal(rp_cp_docs_place(&d[k], k ? RP_CP_CONTIGUOUS : RP_CP_ZIGZAG,
+                                      k ? RP_CP_PLACE_BALANCED : RP_CP_PLACE_ROW, g_P), RP_OK);
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/rp_cp_docs_%d_%d.svg", (int)getpid(), g_rank);
+  assert_int_equal(rp_cp_docs_svg(path, pp, names, 2, 4), RP_OK);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  static char buf[1 << 18];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  remove(path);
+  assert_non_null(strstr(buf, "<svg"));
+  assert_non_null(strstr(buf, "balanced"));
+  assert_non_null(strstr(buf, "work max/mean"));
+  rp_docs_free(&d[1]);
+  assert_int_equal(rp_cp_docs_svg(path, pp, names, 2, 4), RP_EINVAL);   /* unplaced panel */
+  rp_docs_free(&d[0]);
+}
+
 /* A document the layout cannot place, and a batch placed for another cp size. */
 static void test_refusals(void **state) {
   rp_docs d;
@@ -200,6 +229,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_row_and_balanced), cmocka_unit_test(test_doc_zigzag),
       cmocka_unit_test(test_balance), cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_svg),
   };
   CPT_MAIN(tests, g_P, g_rank);
 }

@@ -261,12 +261,43 @@ static void test_positions_and_ranges(void **state) {
   rp_docs_free(&d);
 }
 
+/* The length mix: seeded (same seed, same rows), rows filled exactly, long and
+ * short documents in their ranges (the last of a row may be cut shorter). */
+static void test_length_mix(void **state) {
+  rp_docs_mix mix = rp_docs_mix_default();
+  mix.long_frac = 0.2;
+  rp_docs a, b;
+  assert_int_equal(rp_docs_init(&a, 3, 20000), RP_OK);
+  assert_int_equal(rp_docs_init(&b, 3, 20000), RP_OK);
+  assert_int_equal(rp_docs_fill_mix(&a, &mix, 9), RP_OK);
+  assert_int_equal(rp_docs_fill_mix(&b, &mix, 9), RP_OK);
+  assert_int_equal(rp_docs_check(&a, 3, 20000), RP_OK);
+  assert_memory_equal(a.cu, b.cu, sizeof(int32_t) * 3 * 20001);
+  int longs = 0, shorts = 0;
+  for (int r = 0; r < 3; r++) {
+    const int32_t *cu = rp_docs_row(&a, r);
+    for (int i = 0; i + 1 < a.ndocs[r]; i++) {   /* the last may be cut */
+      int L = cu[i + 1] - cu[i];
+      assert_true((L >= 64 && L <= 512) || (L >= 4096 && L <= 8192));
+      longs += L >= 4096, shorts += L <= 512;
+    }
+  }
+  assert_true(longs > 0 && shorts > longs);   /* 20% long by count */
+  assert_int_equal(rp_docs_fill_mix(&b, &mix, 10), RP_OK);
+  assert_true(memcmp(a.cu, b.cu, sizeof(int32_t) * 3 * 20001) != 0);
+  mix.short_min = 0;
+  assert_int_equal(rp_docs_fill_mix(&b, &mix, 9), RP_EINVAL);
+  rp_docs_free(&a);
+  rp_docs_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_positions_and_ranges),
       cmocka_unit_test(test_packed_equals_per_document),
       cmocka_unit_test(test_invisible_tiles_skipped),
       cmocka_unit_test(test_backends_with_docs),
+      cmocka_unit_test(test_length_mix),
   };
   ft_report_skipped("flash_docs");
   return cmocka_run_group_tests(tests, setup, teardown);
