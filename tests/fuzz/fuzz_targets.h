@@ -20,6 +20,7 @@ int rp_fuzz_safetensors(const uint8_t *data, size_t size);  /* safetensors heade
 int rp_fuzz_json(const uint8_t *data, size_t size);         /* JSON / checkpoint meta.json */
 int rp_fuzz_config(const uint8_t *data, size_t size);       /* --config file (and flags) */
 int rp_fuzz_schedule(const uint8_t *data, size_t size);     /* schedule CSV */
+int rp_fuzz_doc_index(const uint8_t *data, size_t size);    /* X.docs beside a 64-token shard */
 
 typedef struct {
   const char *name;
