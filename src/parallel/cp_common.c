@@ -67,20 +67,20 @@ rp_status rp_cp_docs_prepare(rp_cp_common *c, const rp_docs *docs, int B, int T)
   return RP_OK;
 }
 
-int32_t *rp_cp_doc_ranges(rp_cp_common *c, const rp_docs *d, int B, int Tl, int peer,
-                          double *pairs) {
-  if (rp_cp_reserve_i32(&c->kr, &c->kr_cap, (size_t)B * Tl * 2) != RP_OK) return NULL;
+int32_t *rp_cp_doc_ranges(rp_cp_common *c, int32_t **buf, size_t *cap, const rp_docs *d, int B,
+                          int Tl, int peer, double *pairs) {
+  if (rp_cp_reserve_i32(buf, cap, (size_t)B * Tl * 2) != RP_OK) return NULL;
   double n = 0;
   for (int b = 0; b < B; b++) {
     const int32_t *q = rp_cp_docs_rows(d, b, c->rank), *k = rp_cp_docs_rows(d, b, peer);
-    int32_t *kr = c->kr + (long)b * Tl * 2;
+    int32_t *kr = *buf + (long)b * Tl * 2;
     for (int t = 0; t < Tl; t++) {
       rp_docs_key_range(d, b, q[t], k, Tl, &kr[2 * t], &kr[2 * t + 1]);
       n += kr[2 * t + 1] - kr[2 * t];
     }
   }
   *pairs = n;
-  return c->kr;
+  return *buf;
 }
 
 rp_status rp_cp_reserve_i32(int32_t **buf, size_t *cap, size_t n) {

@@ -27,10 +27,10 @@ rp_status rp_cp_common_init(rp_cp_common *c, MPI_Comm comm, rp_cp_layout layout)
  * and be B x T*P; NULL docs is fine. */
 rp_status rp_cp_docs_prepare(rp_cp_common *c, const rp_docs *docs, int B, int T);
 /* Key ranges [B][Tl][2] of this rank's queries against rank peer's rows (both
- * sorted by global position; same document, key <= query), in c->kr; *pairs
- * gets the visible pairs. NULL when out of memory. */
-int32_t *rp_cp_doc_ranges(rp_cp_common *c, const rp_docs *d, int B, int Tl, int peer,
-                          double *pairs);
+ * sorted by global position; same document, key <= query), in *buf (grown to
+ * fit); *pairs gets the visible pairs. NULL when out of memory. */
+int32_t *rp_cp_doc_ranges(rp_cp_common *c, int32_t **buf, size_t *cap, const rp_docs *d, int B,
+                          int Tl, int peer, double *pairs);
 rp_status rp_cp_reserve_i32(int32_t **buf, size_t *cap, size_t n);
 
 /* Grows *buf to at least n floats (contents not kept). */

@@ -44,6 +44,8 @@ typedef struct {
   size_t ob_cap;
   float *lb;           /* [B,NH,Tl] partial L (forward) or D (backward) */
   size_t lb_cap;
+  int32_t *kr_own;     /* packed rows: the own block's key ranges, kept through backward */
+  size_t kr_own_cap;
 } ring_ctx;
 
 /* One flash call of a ring step: local query rows [q0, q0+nq) against rows
@@ -99,11 +101,36 @@ static int step_tasks(ring_task *t, const rp_cp_pieces *mine, const rp_cp_pieces
 static int doc_step_tasks(ring_ctx *x, const rp_attn_batch *ab, int peer, ring_task *t,
                           rp_status *st) {
   double pairs = 0;
-  const int32_t *kr = rp_cp_doc_ranges(&x->c, ab->docs, ab->B, ab->T, peer, &pairs);
+  const int32_t *kr =
+      rp_cp_doc_ranges(&x->c, &x->c.kr, &x->c.kr_cap, ab->docs, ab->B, ab->T, peer, &pairs);
   if (!kr) *st = RP_ENOMEM;
   if (!kr || pairs == 0) return 0;
   t[0] = (ring_task){0, ab->T, 0, ab->T, 0, 0, RP_FLASH_VIS_RANGE, kr, pairs / ab->B};
   return 1;
+}
+
+/* Packed rows, backward: the own block's task cut at the query row that halves
+ * its visible pairs (as split_halves does for the layouts' tasks), so that the
+ * second half hides the accumulators' last hop. Its ranges have their own
+ * buffer: the steps in between rebuild the shared one. */
+static rp_status doc_own_halves(ring_ctx *x, const rp_attn_batch *ab, ring_task *early, int *ne,
+                                ring_task *late, int *nl) {
+  const int B = ab->B, Tl = ab->T;
+  double total = 0;
+  const int32_t *kr = rp_cp_doc_ranges(&x->c, &x->kr_own, &x->kr_own_cap, ab->docs, B, Tl,
+                                       x->c.rank, &total);
+  if (!kr) return RP_ENOMEM;
+  double acc = 0;
+  int h = 0;
+  while (h < Tl && acc < total / 2) {
+    for (int b = 0; b < B; b++) acc += kr[((long)b * Tl + h) * 2 + 1] - kr[((long)b * Tl + h) * 2];
+    h++;
+  }
+  *ne = *nl = 0;
+  if (acc > 0) early[(*ne)++] = (ring_task){0, h, 0, Tl, 0, 0, RP_FLASH_VIS_RANGE, kr, acc / B};
+  if (total - acc > 0)
+    late[(*nl)++] = (ring_task){h, Tl - h, 0, Tl, 0, 0, RP_FLASH_VIS_RANGE, kr, (total - acc) / B};
+  return RP_OK;
 }
 
 /* The tasks of attending this rank's queries to rank peer's block. */
@@ -154,7 +181,7 @@ static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const
   pr.q = rows_at(qkv, 3L * C, Tl, t->q0);
   pr.k = rows_at(kb, ld, Tl, t->k0);
   pr.v = rows_at(kb + C, ld, Tl, t->k0);
-  pr.krange = t->kr;
+  pr.krange = t->kr ? t->kr + 2L * t->q0 : NULL;   /* [B][Tl][2]: from the task's first query */
   pr.krange_bs = 2L * Tl;
   return pr;
 }
@@ -363,8 +390,8 @@ static rp_status ring_backward(const rp_attn_backend *a, const rp_attn_batch *ab
   ring_task own[4], early[4], late[4];
   int ne = 0, nl = 0;
   rp_status st = RP_OK;
-  if (ab->docs)   /* packed: the own block at once (its ranges are rebuilt each step) */
-    ne = doc_step_tasks(x, ab, r, early, &st);
+  if (ab->docs)
+    st = doc_own_halves(x, ab, early, &ne, late, &nl);
   else
     split_halves(own, step_tasks(own, &mine, &mine), early, &ne, late, &nl);
   RP_TRY(st);
@@ -421,6 +448,7 @@ static void ring_free(rp_cp_common *c) {
     rp_free(x->dkv[i]);
   }
   rp_free(x->acc);
+  rp_free(x->kr_own);
   rp_free(x->ob);
   rp_free(x->lb);
   free(x);
