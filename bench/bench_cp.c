@@ -23,6 +23,7 @@
 #include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
+#include "bench_cp_util.h"
 
 typedef struct {
   int T, B, C, NH, threads, iters;
@@ -41,13 +42,7 @@ enum { M_FLOPS, M_COMPUTE, M_FWD_TOTAL, M_FWD_WAIT, M_BWD_TOTAL, M_BWD_WAIT, M_N
 static int parse(opts *o, int argc, char **argv) {
   *o = (opts){.T = 0, .B = 1, .C = 256, .NH = 4, .threads = 2, .iters = 3};
   for (int i = 1; i < argc; i++) {
-    int *dst = NULL;
-    if (!strcmp(argv[i], "--seq")) dst = &o->T;
-    else if (!strcmp(argv[i], "--batch")) dst = &o->B;
-    else if (!strcmp(argv[i], "--channels")) dst = &o->C;
-    else if (!strcmp(argv[i], "--heads")) dst = &o->NH;
-    else if (!strcmp(argv[i], "--threads")) dst = &o->threads;
-    else if (!strcmp(argv[i], "--iters")) dst = &o->iters;
+    int *dst = bcp_shape_opt(argv[i], &o->T, &o->B, &o->C, &o->NH, &o->threads, &o->iters);
     if (!dst || i + 1 >= argc) {
       rp_err(RP_EINVAL, "unknown or incomplete option '%s'; use --seq --batch --channels "
              "--heads --threads --iters N", argv[i]);
@@ -64,12 +59,6 @@ static int parse(opts *o, int argc, char **argv) {
   return rp_cp_check(RP_CP_ZIGZAG, o->T, P);
 }
 
-static void fill(float *x, long n, uint64_t seed) {
-  rp_rng r;
-  rp_rng_seed(&r, seed);
-  for (long i = 0; i < n; i++) x[i] = 2.0f * rp_rng_uniform(&r) - 1.0f;
-}
-
 /* Runs iters forward+backward passes of one variant; m[M_N] gets this rank's
  * sums. Returns nonzero (on every rank) if the backend could not be made. */
 static int measure(const variant *v, const opts *o, rp_pool *pool, double *m) {
@@ -82,19 +71,7 @@ static int measure(const variant *v, const opts *o, rp_pool *pool, double *m) {
     if (a) rp_cp_destroy(a);
     return 1;
   }
-  long rows = (long)B * Tl;
-  float *qkv = malloc(sizeof(float) * rows * 3 * C), *dout = malloc(sizeof(float) * rows * C);
-  float *out = malloc(sizeof(float) * rows * C), *lse = malloc(sizeof(float) * B * NH * Tl);
-  float *dqkv = calloc((size_t)rows * 3 * C, sizeof(float));
-  if (!qkv || !dout || !out || !lse || !dqkv) rp_fatal("bench_cp: out of memory");
-  fill(qkv, rows * 3 * C, 1 + rp_mpi_world_rank());
-  fill(dout, rows * C, 100 + rp_mpi_world_rank());
-  for (int it = -1; it < o->iters; it++) {   /* iteration -1 warms up */
-    if (it == 0) rp_cp_reset_stats(a);
-    MPI_Barrier(MPI_COMM_WORLD);
-    a->forward(a, out, lse, qkv, B, Tl, C, NH, pool);
-    a->backward(a, dqkv, dout, qkv, out, lse, B, Tl, C, NH, pool);
-  }
+  bcp_passes(a, NULL, B, Tl, C, NH, o->iters, pool);
   rp_cp_stats fw, bw;
   rp_cp_get_stats(a, &fw, &bw);
   m[M_FLOPS] = fw.flops + bw.flops;
@@ -104,7 +81,6 @@ static int measure(const variant *v, const opts *o, rp_pool *pool, double *m) {
   m[M_BWD_TOTAL] = bw.total_s;
   m[M_BWD_WAIT] = bw.wait_s;
   rp_cp_destroy(a);
-  free(qkv), free(dout), free(out), free(lse), free(dqkv);
   return 0;
 }
 

@@ -30,6 +30,7 @@
 
 #include "rp_base.h"
 #include "rp_flash.h"
+#include "rp_docs.h"
 #include "rp_model.h"
 
 /* --cp-impl ring|ulysses, in that order. */
@@ -82,6 +83,54 @@ rp_status rp_cp_shard_tokens(int32_t *local, const int32_t *full, int B, rp_cp_l
 /* Causal (query, key) pairs that rank r's queries see over the whole sequence:
  * the attention work of the rank (times 4*HS flops per head forward). */
 double rp_cp_visible_pairs(rp_cp_layout layout, int T, int P, int r);
+
+/* ---- packed rows (rp_docs.h): where each rank's rows of a packed batch lie.
+ * - ROW: the base layout's pieces of the whole row (zigzag or contiguous),
+ *   blind to documents: shows the imbalance of mixed lengths;
+ * - DOC_ZIGZAG: every document split into 2P chunks, rank r taking chunks r
+ *   and 2P-1-r of each (the THD convention); each document's length must be a
+ *   multiple of 2P (the loader pads documents so: --pack-align);
+ * - BALANCED: the row cut into blocks of T/(kP) rows (k >= 16 per rank where
+ *   T allows), each block's causal cost counted (sum over its tokens of the
+ *   keys they see inside their document), and blocks dealt greedily, most
+ *   expensive first, to the least loaded rank that still has room: no
+ *   padding, any document lengths.
+ * Every rank computes the same placement from the same batch. */
+typedef enum { RP_CP_PLACE_ROW = 0, RP_CP_PLACE_DOC_ZIGZAG, RP_CP_PLACE_BALANCED } rp_cp_place;
+/* --cp-layout zigzag|contiguous|doc-zigzag|balanced, in that order: the first
+ * two are ROW placements of those layouts; doc-zigzag and balanced place packed
+ * documents, over base layout zigzag / contiguous for the shape checks. */
+typedef enum {
+  RP_CP_SPLIT_ZIGZAG = 0,
+  RP_CP_SPLIT_CONTIGUOUS,
+  RP_CP_SPLIT_DOC_ZIGZAG,
+  RP_CP_SPLIT_BALANCED
+} rp_cp_split;
+void rp_cp_split_resolve(rp_cp_split split, rp_cp_layout *base, rp_cp_place *place);
+const char *rp_cp_place_name(rp_cp_place place);
+/* Fills d->cp, d->gpos for P ranks. RP_EINVAL naming the row, document and fix
+ * when the placement cannot place a document (DOC_ZIGZAG, a length that 2P
+ * does not divide) or T cannot be split. */
+rp_status rp_cp_docs_place(rp_docs *d, rp_cp_layout base, rp_cp_place place, int P);
+/* local[B, T/P, row] = rank r's rows of full[B, T, row] (placed d). */
+void rp_cp_docs_shard(void *local, const void *full, size_t row_bytes, const rp_docs *d, int r);
+/* The rank's position ids (restarting per document) for its rows. */
+void rp_cp_docs_positions(int32_t *pos, const rp_docs *d, int r);
+/* Visible (query, key) pairs of rank r's queries: its attention work. */
+double rp_cp_docs_work(const rp_docs *d, int r);
+/* Rows of rank r's row b (T/P of them, ascending). */
+static inline const int32_t *rp_cp_docs_rows(const rp_docs *d, int b, int r) {
+  return d->gpos + ((long)b * d->cp + r) * (d->T / d->cp);
+}
+
+/* SVG of how a packed row is placed, one panel per placement given: a strip of
+ * the row's tokens coloured by owning rank (document boundaries marked), and
+ * the (query block, key block) matrix
+ * of the row in blocks of `block` tokens, a cell coloured by the query block's
+ * owner when some pair in it is visible, with each rank's work share in the
+ * title. docs[i] is placed over P ranks (rp_cp_docs_place); names label them. */
+rp_status rp_cp_docs_svg(const char *path, const rp_docs *const *docs, const char *const *names,
+                         int n, int block);
 
 /* ---- backends */
 

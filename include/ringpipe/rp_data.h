@@ -55,6 +55,18 @@ void rp_shard_close(rp_shard *s);
 /* Whole shard into a malloc'd array (*tokens; free() it). */
 rp_status rp_shard_read_all(const char *path, uint16_t **tokens, size_t *n);
 
+/* ---- document index: X.docs beside shard X.bin (the shard is unchanged, so
+ * llm.c reads it as before): int32 header[8] = {magic, version 1, count n, 0..},
+ * then n uint32 document lengths, each >= 1, summing to the shard's tokens. */
+#define RP_DOC_INDEX_MAGIC 20261212
+#define RP_DOC_INDEX_HEADER_INTS 8
+void rp_doc_index_path(char *out, size_t cap, const char *shard_path);
+rp_status rp_doc_index_write(const char *shard_path, const uint32_t *lens, size_t n);
+/* RP_EIO when there is none; RP_EFORMAT naming the file when it does not match
+ * the shard (wrong magic, size, a zero length, a different token sum). *lens
+ * is malloc'd. */
+rp_status rp_doc_index_read(const rp_shard *s, uint32_t **lens, size_t *n);
+
 /* ---- loader
  *
  * Windows: each shard of n tokens holds floor((n - 1) / (B*T)) windows of B*T
@@ -92,6 +104,30 @@ void rp_loader_state(const rp_loader *l, rp_loader_snapshot *st);
 rp_status rp_loader_set_state(rp_loader *l, const rp_loader_snapshot *st);
 void rp_loader_reset(rp_loader *l);
 void rp_loader_close(rp_loader *l);
+
+/* Packed mode (--pack): the stream is made of documents, from each shard's
+ * index (X.docs) or, with eot >= 0 and no index, cut after each end-of-text
+ * token. Documents are packed whole into rows of T tokens in file order; one
+ * that does not fit the rest of a row starts the next row (the rest is
+ * padding), so no document loses its beginning to a row cut; one longer than
+ * T is cut into T-token pieces (each its own document). With align > 1 every
+ * document (piece) is padded to a multiple of align tokens, the padding part
+ * of the document with targets -1 (the per-document zigzag of context
+ * parallelism needs lengths divisible by 2P). A window is then B
+ * consecutive rows and the rest of the loader (shuffling, ranks, snapshots)
+ * works on windows as before. Call before the first batch. */
+rp_status rp_loader_set_pack(rp_loader *l, int eot, int align);
+struct rp_docs_s;
+/* Packed batch: inputs and targets [B*T], docs (B x T) gets each row's
+ * documents (padding is a document of its own, tokens 0). A target is the next
+ * token of the same document; the last token of each document and all padding
+ * have target -1, so nothing is trained to predict across a boundary (with an
+ * end-of-text token ending each document, predicting it is trained). */
+rp_status rp_loader_next_packed(rp_loader *l, int32_t *inputs, int32_t *targets,
+                                struct rp_docs_s *docs);
+int rp_loader_is_packed(const rp_loader *l);
+/* Padding tokens per real token over the whole packed stream (0 unpacked). */
+double rp_loader_pad_fraction(const rp_loader *l);
 /* Scans every token of every shard now (one sequential read; shards are small)
  * and returns RP_EFORMAT naming file, position and id of the first token >= V,
  * so bad data fails before step 1; batches read later are checked again.
@@ -154,5 +190,11 @@ rp_status rp_prepare(const char *text_path, const char *out_dir, double val_frac
  * The ids are held in memory (2 bytes per token) before the shards are written. */
 rp_status rp_prepare_bpe(const char *text_path, const char *out_dir, double val_fraction,
                          const rp_tokenizer *tk);
+/* The same, and with doc_sep (escapes \n, \t, \\; NULL: none) the documents:
+ * each ends after a separator (which it keeps, like an end-of-text token; the
+ * train/val cut also ends one), their lengths written to train.docs / val.docs
+ * beside the unchanged shards. */
+rp_status rp_prepare_docs(const char *text_path, const char *out_dir, double val_fraction,
+                          const char *doc_sep);
 
 #endif

@@ -90,8 +90,11 @@ typedef enum {
   RP_FLASH_VIS_ALL = 0,    /* every key visible: no mask ("full" block of the ring) */
   RP_FLASH_VIS_CAUSAL = 1, /* key j visible to query i iff k_pos0 + j <= q_pos0 + i;
                               fully masked tiles are skipped, only the diagonal is masked */
-  RP_FLASH_VIS_NONE = 2    /* nothing visible: O_b = 0, L_b = -inf (lets a ring caller
+  RP_FLASH_VIS_NONE = 2,   /* nothing visible: O_b = 0, L_b = -inf (lets a ring caller
                               treat every block alike; merge ignores it) */
+  RP_FLASH_VIS_RANGE = 3   /* document masks: query row i of batch entry b sees the key
+                              rows [lo, hi) given by krange (below); tiles no row sees
+                              are skipped, only boundary tiles are masked per element */
 } rp_flash_vis;
 
 /* One attention problem: queries q (Tq rows) against keys k and values v (Tk rows). */
@@ -103,6 +106,10 @@ typedef struct {
   float scale;            /* score scale; 0 means 1/sqrt(HS) */
   rp_flash_view q, k, v;  /* inputs, rows views */
   const rp_flash_config *cfg;  /* the run's settings; NULL = automatic */
+  /* RANGE only: krange[b*krange_bs + 2*i + 0/1] = [lo, hi) key rows of query row i
+   * (0 <= lo, hi <= Tk; lo >= hi: none) */
+  const int32_t *krange;
+  long krange_bs;
 } rp_flash_problem;
 
 /* ---- whole attention over the model's qkv layout (self attention, causal or not) */
@@ -112,6 +119,17 @@ rp_status rp_flash_forward(float *out, float *lse, const float *qkv, int B, int 
 rp_status rp_flash_backward(float *dqkv, const float *dout, const float *qkv,
                             const float *out, const float *lse, int B, int T, int C,
                             int NH, int causal, const rp_flash_config *cfg, rp_pool *pool);
+
+/* Document-masked self attention over qkv[B,T,3C]: query t of row b sees keys
+ * [kr[(b*T+t)*2], kr[(b*T+t)*2+1]) (rp_docs_self_ranges builds them from
+ * cu_seqlens: causal within each document, nothing across). */
+rp_status rp_flash_forward_ranges(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                  int NH, const int32_t *kr, const rp_flash_config *cfg,
+                                  rp_pool *pool);
+rp_status rp_flash_backward_ranges(float *dqkv, const float *dout, const float *qkv,
+                                   const float *out, const float *lse, int B, int T, int C,
+                                   int NH, const int32_t *kr, const rp_flash_config *cfg,
+                                   rp_pool *pool);
 
 /* ---- block entry points (ring attention).
  * Forward writes the partial o[B,Tq,NH*HS] (rows view) and lse[B,NH,Tq] (stat

@@ -98,6 +98,12 @@ void rp_zero(float *x, long n, rp_pool *pool);                          /* x = 0
  * lse[B,NH,T] (may be NULL) gets the row log-sum-exp of the scaled scores. */
 void rp_attention_ref_forward(float *out, float *att, float *lse, const float *qkv,
                               int B, int T, int C, int NH, int causal, rp_pool *pool);
+/* The oracle for document masks: key t2 is visible to query t of row b iff
+ * mask[(b*T + t)*T + t2] != 0 (any pattern); rows that see nothing give O = 0
+ * and lse = -inf. The backward is rp_attention_ref_backward (att carries the mask). */
+void rp_attention_ref_forward_masked(float *out, float *att, float *lse, const float *qkv,
+                                     int B, int T, int C, int NH, const uint8_t *mask,
+                                     rp_pool *pool);
 void rp_attention_ref_backward(float *dqkv, const float *dout, const float *qkv,
                                const float *att, int B, int T, int C, int NH,
                                rp_pool *pool);

@@ -158,26 +158,54 @@ const rp_tensor *rp_chunk_find(const rp_chunk *m, const char *name);
  * B x T rows divisible by tp; allocates the chunk's scratch for B x T rows. */
 rp_status rp_chunk_set_sp(rp_chunk *m, int on, int B, int T);
 
-/* ---- attention backends: the seam where context parallelism plugs in. */
+/* ---- attention backends: the seam where context parallelism plugs in.
+ *
+ * A backend is immutable once created (one may serve several threads); what
+ * varies per micro-batch lives in the caller's rp_attn_batch, filled by
+ * prepare: the shape checks happen there once per batch (not per layer call),
+ * and there the batch's document layout (rp_docs.h, NULL for one causal
+ * sequence per row) is handed over. forward and backward then take the
+ * prepared batch and return a status. destroy frees a created backend (NULL
+ * for the shared static ones); rp_attn_destroy calls it. */
+struct rp_docs_s;
 typedef struct rp_attn_backend rp_attn_backend;
+typedef struct {
+  const rp_attn_backend *backend;  /* who prepared it (NULL: not prepared) */
+  int B, T, C, NH;                 /* this rank's rows: T is the local sequence */
+  const struct rp_docs_s *docs;    /* borrowed, whole rows (B x T*cp); NULL: causal rows */
+} rp_attn_batch;
 struct rp_attn_backend {
   const char *name;
   /* floats of saved state per layer per micro-batch (probs for the reference,
    * log-sum-exp for flash) */
   size_t (*saved_floats)(const rp_attn_backend *a, int B, int T, int C, int NH);
-  /* out[B,T,C] from qkv[B,T,3C]; causal */
-  void (*forward)(const rp_attn_backend *a, float *out, float *saved,
-                  const float *qkv, int B, int T, int C, int NH, rp_pool *pool);
+  /* checks the shape (and document layout) and fills *batch */
+  rp_status (*prepare)(const rp_attn_backend *a, rp_attn_batch *batch, int B, int T, int C,
+                       int NH, const struct rp_docs_s *docs);
+  /* out[B,T,C] from qkv[B,T,3C]; causal (within documents) */
+  rp_status (*forward)(const rp_attn_backend *a, const rp_attn_batch *batch, float *out,
+                       float *saved, const float *qkv, rp_pool *pool);
   /* dqkv[B,T,3C] += gradient, given dout[B,T,C] and forward out + saved */
-  void (*backward)(const rp_attn_backend *a, float *dqkv, const float *dout,
-                   const float *qkv, const float *out, const float *saved,
-                   int B, int T, int C, int NH, rp_pool *pool);
+  rp_status (*backward)(const rp_attn_backend *a, const rp_attn_batch *batch, float *dqkv,
+                        const float *dout, const float *qkv, const float *out,
+                        const float *saved, rp_pool *pool);
+  void (*destroy)(rp_attn_backend *a);
   void *ctx;
 };
 /* The local O(T^2) reference backend (always available; the oracle). */
 const rp_attn_backend *rp_attn_reference(void);
 /* The reference or the flash backend (attn_flash.c). */
 const rp_attn_backend *rp_attn_of_kind(rp_attn_kind kind);
+/* a->prepare; RP_EINVAL (and batch unprepared) on a bad shape or layout. */
+rp_status rp_attn_prepare(const rp_attn_backend *a, rp_attn_batch *batch, int B, int T, int C,
+                          int NH, const struct rp_docs_s *docs);
+/* Whether batch was prepared by a for B x T rows (and these docs). */
+int rp_attn_batch_ready(const rp_attn_batch *batch, const rp_attn_backend *a, int B, int T,
+                        const struct rp_docs_s *docs);
+/* The local backends' shared shape check (B, T >= 1, NH divides C, docs B x T). */
+rp_status rp_attn_check_local(rp_attn_batch *batch, const rp_attn_backend *a, int B, int T,
+                              int C, int NH, const struct rp_docs_s *docs);
+void rp_attn_destroy(rp_attn_backend *a);   /* NULL and static backends are fine */
 
 /* ---- activations of one micro-batch through one chunk, sized up front. */
 typedef struct {
@@ -194,6 +222,8 @@ typedef struct {
 typedef struct {
   int B, T;
   int32_t *tokens, *targets, *pos;    /* N each (copied in by the caller) */
+  const struct rp_docs_s *docs;       /* packed documents (NULL: one per row), the caller's */
+  rp_attn_batch attn;                 /* prepared once per micro-batch (rp_attn_prepare) */
   float *input;                       /* N x C: embedding output or received activation
                                        * (under sequence parallelism the residual-stream
                                        * tensors -- input, ln1/2, res2/3, lnf and their

@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 #include <stdint.h>
+#include "rp_docs.h"
 #include "rp_model.h"
 #include "rp_schedule.h"
 
@@ -40,6 +41,9 @@ void rp_pipeline_destroy(rp_pipeline *p);
  * elsewhere. */
 rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *targets,
                           const int32_t *pos, float dscale, double *loss_sum);
+/* Packed micro-batches: docs[m] (each B x T_global, placed under cp), read by
+ * the following runs; NULL for unpacked rows. */
+void rp_pipeline_set_docs(rp_pipeline *p, const rp_docs *docs);
 
 /* Measurements of the last run on this rank. Spans are seconds from the run's
  * start (after a barrier on comm); waits are the time blocked on receives or on

@@ -30,7 +30,7 @@ typedef struct {
   rp_lr_schedule lr_schedule;
   /* data */
   char data[RP_OPT_STRLEN];
-  int file_order, seed;
+  int file_order, seed, pack, pack_align, eot;
   /* run */
   char out[RP_OPT_STRLEN], resume[RP_OPT_STRLEN], init_from[RP_OPT_STRLEN];
   rp_attn_kind attention;
@@ -44,7 +44,7 @@ typedef struct {
   char schedule[RP_OPT_STRLEN], pp_layers[RP_OPT_STRLEN], trace[RP_OPT_STRLEN];
   rp_opt_floats emulate;        /* tF,tB,tW in ms; n == 0: real compute */
   rp_cp_impl cp_impl;
-  rp_cp_layout cp_layout;
+  rp_cp_split cp_layout;
   int cp_overlap, zero, dp_overlap;
   rp_recompute recompute;
   rp_precision precision;
@@ -76,6 +76,7 @@ typedef struct {
   rp_costs emulate;             /* --emulate-compute, seconds; tF == 0: real compute */
   rp_cp_layout cp_layout;       /* --cp-layout, parsed once (contiguous when cp == 1) */
   struct rp_tp *tp;             /* --tp > 1: the tensor-parallel collectives */
+  rp_cp_place cp_place;         /* --pack under cp: how packed rows are placed */
   rp_pool *pool;
   rp_exec exec;
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */
@@ -88,6 +89,7 @@ typedef struct {
   int T_local;                  /* tokens of each sequence on this rank: seq / cp */
   int32_t *full_tokens, *full_targets;  /* microbatches x B x seq, as loaded */
   int32_t *batch_tokens, *batch_targets, *batch_pos;  /* microbatches x B x T_local */
+  struct rp_docs_s *docs;       /* --pack: each micro-batch's documents (B x seq) */
   rp_attn_backend *cp_attn;     /* ring or Ulysses attention when cp > 1 */
   const rp_attn_backend *local_attn; /* the rank-local kernel (sampling) */
   int step;                     /* steps completed */

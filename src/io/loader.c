@@ -9,20 +9,9 @@
 #include <string.h>
 
 #include "io/io_fs.h"
+#include "io/loader_internal.h"
 #include "ringpipe/rp_data.h"
 #include "ringpipe/rp_json.h"
-
-struct rp_loader {
-  int B, T, file_order, rank, nranks, V;
-  uint64_t seed;
-  int nfiles;
-  rp_shard *shards;
-  uint64_t *win_start;     /* nfiles + 1 prefix sums of windows per shard */
-  uint64_t W;              /* windows per epoch */
-  size_t total_tokens;
-  uint64_t next_global;    /* windows consumed by all ranks */
-  uint16_t *buf;           /* B*T + 1 */
-};
 
 /* ---- per-epoch permutation of [0, W): a keyed Feistel network on the
  * smallest even-bit domain >= W with cycle walking. It needs no memory, gives
@@ -182,6 +171,7 @@ rp_status rp_loader_open(rp_loader **out, const char *data, const char *split, i
 
 void rp_loader_close(rp_loader *l) {
   if (!l) return;
+  rp_loader_pack_free(l);
   for (int i = 0; i < l->nfiles; i++) rp_shard_close(&l->shards[i]);
   free(l->shards);
   free(l->win_start);
@@ -189,10 +179,17 @@ void rp_loader_close(rp_loader *l) {
   free(l);
 }
 
-rp_status rp_loader_next(rp_loader *l, int32_t *inputs, int32_t *targets) {
+uint64_t rp_loader_take_window(rp_loader *l) {
   uint64_t g = l->next_global + (uint64_t)l->rank;
   uint64_t epoch = g / l->W, p = g % l->W;
-  uint64_t w = l->file_order ? p : permute(p, l->W, l->seed, epoch);
+  l->next_global += (uint64_t)l->nranks;
+  return l->file_order ? p : permute(p, l->W, l->seed, epoch);
+}
+
+rp_status rp_loader_next(rp_loader *l, int32_t *inputs, int32_t *targets) {
+  if (l->packed)
+    return rp_err(RP_EINTERNAL, "a packed loader hands out batches with rp_loader_next_packed");
+  uint64_t w = rp_loader_take_window(l);
   /* shard holding window w: last s with win_start[s] <= w */
   int lo = 0, hi = l->nfiles - 1;
   while (lo < hi) {
@@ -210,7 +207,6 @@ rp_status rp_loader_next(rp_loader *l, int32_t *inputs, int32_t *targets) {
     inputs[i] = l->buf[i];
     targets[i] = l->buf[i + 1];
   }
-  l->next_global += (uint64_t)l->nranks;
   return RP_OK;
 }
 

@@ -1,5 +1,6 @@
-/* `prepare`: a text file -> train.bin + val.bin, as byte tokens (streamed) or
- * GPT-2 BPE tokens (encoded piece-safe chunk by chunk, then split). */
+/* `prepare`: a text file -> train.bin + val.bin, as byte tokens (streamed, with
+ * their document indexes when a separator is given) or GPT-2 BPE tokens
+ * (encoded piece-safe chunk by chunk, then split). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,62 @@
 #include "ringpipe/rp_data.h"
 
 #define PREP_CHUNK (1u << 20)
+#define PREP_SEP_MAX 64
+
+
+/* Document lengths of one output shard, closed after each separator. */
+typedef struct {
+  uint32_t *lens;
+  size_t n, cap;
+  uint32_t cur;          /* tokens of the open document */
+  char win[PREP_SEP_MAX];  /* the last bytes seen, to spot the separator */
+  size_t seen;
+} doc_counter;
+
+static rp_status doc_close(doc_counter *d) {
+  if (d->cur == 0) return RP_OK;
+  if (d->n == d->cap) {
+    size_t nc = d->cap ? 2 * d->cap : 1024;
+    uint32_t *nl = realloc(d->lens, nc * sizeof *nl);
+    if (!nl) return rp_err(RP_ENOMEM, "out of memory for document lengths");
+    d->lens = nl;
+    d->cap = nc;
+  }
+  d->lens[d->n++] = d->cur;
+  d->cur = 0;
+  d->seen = 0;
+  return RP_OK;
+}
+
+/* One byte of the shard: the separator ends its document (and belongs to it,
+ * as an end-of-text token would). */
+static rp_status doc_byte(doc_counter *d, unsigned char c, const char *sep, size_t k) {
+  d->cur++;
+  if (d->seen == k) memmove(d->win, d->win + 1, k - 1), d->seen--;
+  d->win[d->seen++] = (char)c;
+  if (d->seen == k && memcmp(d->win, sep, k) == 0) return doc_close(d);
+  return RP_OK;
+}
+
+/* \n, \t and \\ in a separator given on the command line. */
+static rp_status parse_sep(const char *in, char *out, size_t *k) {
+  size_t n = 0;
+  for (const char *p = in; *p; p++) {
+    char c = *p;
+    if (c == '\\' && p[1]) {
+      p++;
+      c = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
+    }
+    if (n == PREP_SEP_MAX)
+      return rp_err(RP_EINVAL, "--doc-sep '%s' is longer than %d bytes; use a shorter separator",
+                    in, PREP_SEP_MAX);
+    out[n++] = c;
+  }
+  if (n == 0) return rp_err(RP_EINVAL, "--doc-sep is empty; give a separator such as '\\n\\n'");
+  *k = n;
+  return RP_OK;
+}
+
 
 /* The validation share of n units (bytes or tokens): at least one when asked for. */
 static size_t val_count(size_t n, double val_fraction) {
@@ -58,8 +115,11 @@ static rp_status check_fraction(double *val_fraction) {
   return RP_OK;
 }
 
+/* Streams the bytes into the two shards; with a separator (k > 0) also counts
+ * each shard's documents and writes their indexes before the shards close, so
+ * that a shard never appears without the index its run was asked for. */
 static rp_status prepare_bytes(FILE *f, size_t n, const char *text_path, const char *out_dir,
-                               size_t ntrain, size_t nval) {
+                               size_t ntrain, size_t nval, const char *sep, size_t k) {
   char train_path[RP_IO_PATH], val_path[RP_IO_PATH];
   shard_paths(out_dir, train_path, val_path);
   rp_shard_writer *wt = NULL, *wv = NULL;
@@ -69,6 +129,7 @@ static rp_status prepare_bytes(FILE *f, size_t n, const char *text_path, const c
   if (s == RP_OK) s = rp_shard_writer_open(&wt, train_path, ntrain);
   if (s == RP_OK) s = rp_shard_writer_open(&wv, val_path, nval);
   size_t done = 0;
+  doc_counter dc[2] = {{0}, {0}};   /* train, val */
   while (s == RP_OK && done < n) {
     size_t want = RP_MIN((size_t)PREP_CHUNK, n - done);
     size_t got = fread(chunk, 1, want, f);
@@ -79,12 +140,21 @@ static rp_status prepare_bytes(FILE *f, size_t n, const char *text_path, const c
     }
     for (size_t i = 0; i < got; i++) tok[i] = chunk[i];
     size_t to_train = done < ntrain ? RP_MIN(got, ntrain - done) : 0;
-    if (to_train) s = rp_shard_writer_append(wt, tok, to_train);
+    for (size_t i = 0; k && i < got && s == RP_OK; i++)
+      s = doc_byte(&dc[i < to_train ? 0 : 1], chunk[i], sep, k);
+    if (s == RP_OK && to_train) s = rp_shard_writer_append(wt, tok, to_train);
     if (s == RP_OK && got > to_train) s = rp_shard_writer_append(wv, tok + to_train, got - to_train);
     done += got;
   }
   free(chunk);
   free(tok);
+  /* the train/val cut closes the document it falls in */
+  if (s == RP_OK && k) s = doc_close(&dc[0]);
+  if (s == RP_OK && k) s = doc_close(&dc[1]);
+  if (s == RP_OK && k) s = rp_doc_index_write(train_path, dc[0].lens, dc[0].n);
+  if (s == RP_OK && k) s = rp_doc_index_write(val_path, dc[1].lens, dc[1].n);
+  free(dc[0].lens);
+  free(dc[1].lens);
   if (s == RP_OK) {
     rp_shard_writer *a = wt, *b = wv;
     wt = wv = NULL;
@@ -98,6 +168,14 @@ static rp_status prepare_bytes(FILE *f, size_t n, const char *text_path, const c
 }
 
 rp_status rp_prepare(const char *text_path, const char *out_dir, double val_fraction) {
+  return rp_prepare_docs(text_path, out_dir, val_fraction, NULL);
+}
+
+rp_status rp_prepare_docs(const char *text_path, const char *out_dir, double val_fraction,
+                          const char *doc_sep) {
+  char sep[PREP_SEP_MAX];
+  size_t k = 0;
+  if (doc_sep) RP_TRY(parse_sep(doc_sep, sep, &k));
   RP_TRY(check_fraction(&val_fraction));
   FILE *f;
   size_t n;
@@ -105,10 +183,11 @@ rp_status rp_prepare(const char *text_path, const char *out_dir, double val_frac
   size_t nval = val_count(n, val_fraction), ntrain = n - nval;
   rp_status s = check_split(text_path, n, ntrain, nval, "bytes");
   if (s == RP_OK) s = rp_io_mkdir_p(out_dir);
-  if (s == RP_OK) s = prepare_bytes(f, n, text_path, out_dir, ntrain, nval);
+  if (s == RP_OK) s = prepare_bytes(f, n, text_path, out_dir, ntrain, nval, sep, k);
   fclose(f);
   if (s == RP_OK)
-    rp_info("prepared %zu train and %zu validation byte tokens in %s", ntrain, nval, out_dir);
+    rp_info("prepared %zu train and %zu validation byte tokens in %s%s", ntrain, nval, out_dir,
+            k ? " with document indexes (train.docs, val.docs)" : "");
   return s;
 }
 

@@ -15,8 +15,15 @@
 typedef struct {
   float *out, *att, *lse, *dqkv;
   const float *qkv, *catt, *dout;
+  const uint8_t *mask;    /* [B,T,T] explicit visibility, or NULL (causal flag) */
   int B, T, C, NH, causal;
 } attn_ctx;
+
+/* Whether key t2 is visible to query t of batch entry b. */
+static int ref_visible(const attn_ctx *c, long b, long t, long t2) {
+  if (c->mask) return c->mask[(b * c->T + t) * c->T + t2] != 0;
+  return !c->causal || t2 <= t;
+}
 
 static void attn_fwd_task(void *vctx, int ith, int nth) {
   const attn_ctx *c = vctx;
@@ -30,22 +37,23 @@ static void attn_fwd_task(void *vctx, int ith, int nth) {
     for (long t = 0; t < T; t++) {
       const float *q = base + t * C3 + h * HS;
       float *a = c->att + (bh * T + t) * T;
-      long tend = c->causal ? t + 1 : T; /* keys visible to query t */
+      /* keys visible to query t: a prefix when causal, any set under a mask */
+      long tend = c->mask ? T : c->causal ? t + 1 : T;
       float maxv = -INFINITY;
       for (long t2 = 0; t2 < tend; t2++) {
         const float *k = base + t2 * C3 + C + h * HS;
-        a[t2] = rp_kern_dot(q, k, HS) * scale;
+        a[t2] = ref_visible(c, b, t, t2) ? rp_kern_dot(q, k, HS) * scale : -INFINITY;
         if (a[t2] > maxv) maxv = a[t2];
       }
       float sum = 0.0f;
       for (long t2 = 0; t2 < tend; t2++) {
-        a[t2] = expf(a[t2] - maxv);
+        a[t2] = a[t2] == -INFINITY ? 0.0f : expf(a[t2] - maxv);
         sum += a[t2];
       }
-      float inv = 1.0f / sum;
+      float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  /* a row that sees nothing stays 0 */
       for (long t2 = 0; t2 < tend; t2++) a[t2] *= inv;
       for (long t2 = tend; t2 < T; t2++) a[t2] = 0.0f;
-      if (c->lse) c->lse[bh * T + t] = maxv + logf(sum);
+      if (c->lse) c->lse[bh * T + t] = sum > 0.0f ? maxv + logf(sum) : -INFINITY;
 
       float *o = c->out + (b * T + t) * C + h * HS;
       for (long i = 0; i < HS; i++) o[i] = 0.0f;
@@ -62,6 +70,15 @@ void rp_attention_ref_forward(float *out, float *att, float *lse, const float *q
   RP_CHECK(NH > 0 && C % NH == 0);
   attn_ctx c = {.out = out, .att = att, .lse = lse, .qkv = qkv, .B = B, .T = T, .C = C,
                 .NH = NH, .causal = causal};
+  rp_kern_run(pool, attn_fwd_task, &c, (long)B * NH * T * T);
+}
+
+void rp_attention_ref_forward_masked(float *out, float *att, float *lse, const float *qkv,
+                                     int B, int T, int C, int NH, const uint8_t *mask,
+                                     rp_pool *pool) {
+  RP_CHECK(NH > 0 && C % NH == 0 && mask != NULL);
+  attn_ctx c = {.out = out, .att = att, .lse = lse, .qkv = qkv, .mask = mask, .B = B, .T = T,
+                .C = C, .NH = NH, .causal = 0};
   rp_kern_run(pool, attn_fwd_task, &c, (long)B * NH * T * T);
 }
 

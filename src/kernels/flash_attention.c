@@ -163,8 +163,13 @@ rp_status rp_flash_check_problem(const rp_flash_problem *pr) {
                   "flash attention shape B=%d NH=%d HS=%d Tq=%d Tk=%d is invalid; need "
                   "B, NH >= 1, 1 <= HS <= 256, T >= 0",
                   pr->B, pr->NH, pr->HS, pr->Tq, pr->Tk);
-  if (pr->vis < RP_FLASH_VIS_ALL || pr->vis > RP_FLASH_VIS_NONE)
-    return rp_err(RP_EINVAL, "flash visibility %d unknown; use all, causal or none", pr->vis);
+  if (pr->vis < RP_FLASH_VIS_ALL || pr->vis > RP_FLASH_VIS_RANGE)
+    return rp_err(RP_EINVAL, "flash visibility %d unknown; use all, causal, none or range",
+                  pr->vis);
+  if (pr->vis == RP_FLASH_VIS_RANGE && (!pr->krange || pr->krange_bs < 2L * pr->Tq))
+    return rp_err(RP_EINVAL, "flash range visibility needs key ranges with a batch stride >= "
+                  "2*Tq = %ld (got %p, %ld)", 2L * pr->Tq, (const void *)pr->krange,
+                  pr->krange_bs);
   if (pr->scale < 0.0f || !isfinite(pr->scale))
     return rp_err(RP_EINVAL, "flash scale %g must be finite and > 0 (0 = 1/sqrt(HS))",
                   (double)pr->scale);
@@ -343,7 +348,7 @@ rp_status rp_flash_merge(rp_flash_view o, rp_flash_view lse, rp_flash_view o_b,
 /* ---- whole attention over qkv[B,T,3C] */
 
 static rp_status qkv_problem(rp_flash_problem *pr, const float *qkv, int B, int T, int C,
-                             int NH, int causal, const rp_flash_config *cfg) {
+                             int NH, int causal, const int32_t *kr, const rp_flash_config *cfg) {
   if (NH < 1 || C < 1 || C % NH != 0)
     return rp_err(RP_EINVAL, "heads %d must divide channels %d for flash attention", NH, C);
   long C3 = 3L * C, bs = (long)T * C3;
@@ -352,7 +357,9 @@ static rp_status qkv_problem(rp_flash_problem *pr, const float *qkv, int B, int 
   pr->NH = NH;
   pr->HS = C / NH;
   pr->Tq = pr->Tk = T;
-  pr->vis = causal ? RP_FLASH_VIS_CAUSAL : RP_FLASH_VIS_ALL;
+  pr->vis = kr ? RP_FLASH_VIS_RANGE : causal ? RP_FLASH_VIS_CAUSAL : RP_FLASH_VIS_ALL;
+  pr->krange = kr;
+  pr->krange_bs = 2L * T;
   pr->q = rp_flash_view_of(qkv, C3, bs);
   pr->k = rp_flash_view_of(qkv + C, C3, bs);
   pr->v = rp_flash_view_of(qkv + 2L * C, C3, bs);
@@ -360,19 +367,21 @@ static rp_status qkv_problem(rp_flash_problem *pr, const float *qkv, int B, int 
   return RP_OK;
 }
 
-rp_status rp_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                           int NH, int causal, const rp_flash_config *cfg, rp_pool *pool) {
+static rp_status forward_qkv(float *out, float *lse, const float *qkv, int B, int T, int C,
+                             int NH, int causal, const int32_t *kr, const rp_flash_config *cfg,
+                             rp_pool *pool) {
   rp_flash_problem pr;
-  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal, cfg));
+  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal, kr, cfg));
   return rp_flash_block_forward(&pr, rp_flash_view_of(out, C, (long)T * C),
                                 rp_flash_view_of(lse, T, (long)NH * T), pool);
 }
 
-rp_status rp_flash_backward(float *dqkv, const float *dout, const float *qkv,
-                            const float *out, const float *lse, int B, int T, int C,
-                            int NH, int causal, const rp_flash_config *cfg, rp_pool *pool) {
+static rp_status backward_qkv(float *dqkv, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int B, int T, int C, int NH,
+                              int causal, const int32_t *kr, const rp_flash_config *cfg,
+                              rp_pool *pool) {
   rp_flash_problem pr;
-  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal, cfg));
+  RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal, kr, cfg));
   float *dsum = rp_alloc(sizeof(float) * (size_t)B * NH * (T > 0 ? T : 1), RP_MEM_WORKSPACE);
   if (!dsum) return RP_ENOMEM;
   rp_flash_view dsv = rp_flash_view_of(dsum, T, (long)NH * T);
@@ -387,4 +396,30 @@ rp_status rp_flash_backward(float *dqkv, const float *dout, const float *qkv,
                                 rp_flash_view_of(dqkv + 2L * C, C3, bs), pool);
   rp_free(dsum);
   return s;
+}
+
+rp_status rp_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                           int NH, int causal, const rp_flash_config *cfg, rp_pool *pool) {
+  return forward_qkv(out, lse, qkv, B, T, C, NH, causal, NULL, cfg, pool);
+}
+
+rp_status rp_flash_backward(float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int B, int T, int C,
+                            int NH, int causal, const rp_flash_config *cfg, rp_pool *pool) {
+  return backward_qkv(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, NULL, cfg, pool);
+}
+
+rp_status rp_flash_forward_ranges(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                  int NH, const int32_t *kr, const rp_flash_config *cfg,
+                                  rp_pool *pool) {
+  if (!kr) return rp_err(RP_EINVAL, "document-masked flash forward needs key ranges");
+  return forward_qkv(out, lse, qkv, B, T, C, NH, 1, kr, cfg, pool);
+}
+
+rp_status rp_flash_backward_ranges(float *dqkv, const float *dout, const float *qkv,
+                                   const float *out, const float *lse, int B, int T, int C,
+                                   int NH, const int32_t *kr, const rp_flash_config *cfg,
+                                   rp_pool *pool) {
+  if (!kr) return rp_err(RP_EINVAL, "document-masked flash backward needs key ranges");
+  return backward_qkv(dqkv, dout, qkv, out, lse, B, T, C, NH, 1, kr, cfg, pool);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "flash_attention_internal.h"
+#include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
 
 typedef struct {
@@ -44,7 +45,7 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   const long j0 = (long)kb * bk;
   const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
   /* first query row that sees key j0 */
-  long i_first = pr->vis == RP_FLASH_VIS_ALL ? 0 : RP_MAX(0L, pr->k_pos0 + j0 - pr->q_pos0);
+  long i_first = rp_flash_first_query(pr, j0);
   if (i_first >= pr->Tq) return;
 
   float *S = ws, *dS = S + (long)bq * bk, *kt = dS + (long)bq * bk, *vt = kt + (long)HS * bk;
@@ -59,18 +60,19 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   for (int qb = (int)(i_first / bq); qb < pl->nqb; qb++) {
     const long i0 = (long)qb * bq;
     const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
+    if (!rp_flash_tile_any(pr, b, i0, nq, j0, nk)) continue;  /* between documents */
     const float *q = rp_flash_row(pr->q, b, i0, h, HS);
     const float *dO = rp_flash_row(c->dout, b, i0, h, HS);
     const float *L = rp_flash_stat(c->lse, b, h, i0);
     const float *D = rp_flash_stat(c->dsum, b, h, i0);
     ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
-    const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
+    const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
-      int n = full ? nk : rp_flash_visible(pr, i0 + r, j0, nk);
+      int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
       if (L[r] == -INFINITY) n = 0;  /* a row that saw no key anywhere */
-      if (n > 0) ops->expsum(s, n, pl->scale, L[r]);
-      if (n < nk) memset(s + n, 0, sizeof(float) * (size_t)(nk - n));
+      if (n > 0) ops->expsum(s + a, n, pl->scale, L[r]);
+      if (n < nk) rp_flash_zero_outside(s, a, n, nk);
     }
     if (c->dv.p) ops->gemm(nk, HS, nq, S, 1, bk, dO, c->dout.ld, dv, HS, 1);
     if (!need_ds) continue;

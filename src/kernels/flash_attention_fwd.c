@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "flash_attention_internal.h"
+#include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
 
 typedef struct {
@@ -76,22 +77,22 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
   for (int kb = 0; kb < kb_end; kb++) {
     const long j0 = (long)kb * bk;
     const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
+    if (!rp_flash_tile_any(pr, b, i0, nq, j0, nk)) continue;  /* between documents */
     const float *kt = packed_kt(c, b * pr->NH + h, kb);
     /* S = Q K^T for this tile (unscaled; the scale is folded into the exp) */
     ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
-    /* a tile is unmasked when its last key is visible to its first query */
-    const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
+    const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
-      int n = full ? nk : rp_flash_visible(pr, i0 + r, j0, nk);
+      int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
       if (n == 0) {
         memset(s, 0, sizeof(float) * (size_t)nk);
         continue;
       }
-      float mnew = ops->rowmax(s, n) * pl->scale;
+      float mnew = ops->rowmax(s + a, n) * pl->scale;
       if (mnew < m[r]) mnew = m[r];
-      float sum = ops->expsum(s, n, pl->scale, mnew);
-      if (n < nk) memset(s + n, 0, sizeof(float) * (size_t)(nk - n));
+      float sum = ops->expsum(s + a, n, pl->scale, mnew);
+      if (n < nk) rp_flash_zero_outside(s, a, n, nk);
       if (mnew != m[r]) {
         /* m[r] = -inf on a row's first visible tile: alpha = 0, l and O are 0 */
         float alpha = expf(m[r] - mnew);

@@ -49,7 +49,7 @@ static inline int rp_flash_visible(const rp_flash_problem *pr, long i, long j0, 
 /* Keys [0, rp_flash_last_key+1) are the only ones any query of rows [i0, i1) can
  * see; returns the index of the last visible key (may be < 0 or >= Tk). */
 static inline long rp_flash_last_key(const rp_flash_problem *pr, long i1) {
-  if (pr->vis == RP_FLASH_VIS_ALL) return (long)pr->Tk - 1;
+  if (pr->vis == RP_FLASH_VIS_ALL || pr->vis == RP_FLASH_VIS_RANGE) return (long)pr->Tk - 1;
   return pr->q_pos0 + i1 - 1 - pr->k_pos0;
 }
 

@@ -1,7 +1,12 @@
 /* The flash attention backend: tiled O(T)-memory attention, the model's default.
  * Saved state per layer and micro-batch is the row log-sum-exp lse[B,NH,T]; the
  * backward recomputes the probabilities from it. The backend's ctx is the run's
- * flash config (const rp_flash_config *, NULL: automatic). */
+ * flash config (const rp_flash_config *, NULL: automatic). With a document
+ * layout each query row's visible key range (document start .. itself) is
+ * built per call (B*T pairs, negligible next to the attention) and the kernels
+ * skip the tiles outside every document's triangle. */
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_docs.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_model.h"
 
@@ -9,23 +14,45 @@ static size_t flash_saved(const rp_attn_backend *a, int B, int T, int C, int NH)
   return (size_t)B * NH * T;
 }
 
-/* The backend interface has no status: a failure here is a shape the model
- * already validated or an allocation failure, so it is fatal. */
-static void flash_forward(const rp_attn_backend *a, float *out, float *saved, const float *qkv,
-                          int B, int T, int C, int NH, rp_pool *pool) {
-  if (rp_flash_forward(out, saved, qkv, B, T, C, NH, 1, a->ctx, pool) != RP_OK)
-    rp_fatal("flash attention forward failed: %s", rp_errmsg());
+static rp_status flash_prepare(const rp_attn_backend *a, rp_attn_batch *batch, int B, int T,
+                               int C, int NH, const rp_docs *docs) {
+  return rp_attn_check_local(batch, a, B, T, C, NH, docs);
 }
 
-static void flash_backward(const rp_attn_backend *a, float *dqkv, const float *dout,
-                           const float *qkv, const float *out, const float *saved, int B,
-                           int T, int C, int NH, rp_pool *pool) {
-  if (rp_flash_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, 1, a->ctx, pool) != RP_OK)
-    rp_fatal("flash attention backward failed: %s", rp_errmsg());
+static int32_t *self_ranges(const rp_docs *d) {
+  int32_t *kr = rp_alloc(sizeof(int32_t) * 2 * (size_t)d->B * d->T, RP_MEM_WORKSPACE);
+  if (kr) rp_docs_self_ranges(d, kr);
+  return kr;
+}
+
+static rp_status flash_forward(const rp_attn_backend *a, const rp_attn_batch *x, float *out,
+                               float *saved, const float *qkv, rp_pool *pool) {
+  if (!x->docs) return rp_flash_forward(out, saved, qkv, x->B, x->T, x->C, x->NH, 1, a->ctx, pool);
+  int32_t *kr = self_ranges(x->docs);
+  if (!kr) return rp_err(RP_ENOMEM, "out of memory for document key ranges");
+  rp_status s = rp_flash_forward_ranges(out, saved, qkv, x->B, x->T, x->C, x->NH, kr, a->ctx, pool);
+  rp_free(kr);
+  return s;
+}
+
+static rp_status flash_backward(const rp_attn_backend *a, const rp_attn_batch *x, float *dqkv,
+                                const float *dout, const float *qkv, const float *out,
+                                const float *saved, rp_pool *pool) {
+  if (!x->docs)
+    return rp_flash_backward(dqkv, dout, qkv, out, saved, x->B, x->T, x->C, x->NH, 1, a->ctx,
+                             pool);
+  int32_t *kr = self_ranges(x->docs);
+  if (!kr) return rp_err(RP_ENOMEM, "out of memory for document key ranges");
+  rp_status s =
+      rp_flash_backward_ranges(dqkv, dout, qkv, out, saved, x->B, x->T, x->C, x->NH, kr, a->ctx,
+                               pool);
+  rp_free(kr);
+  return s;
 }
 
 static const rp_attn_backend flash_backend = {.name = "flash",
                                               .saved_floats = flash_saved,
+                                              .prepare = flash_prepare,
                                               .forward = flash_forward,
                                               .backward = flash_backward};
 

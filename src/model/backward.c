@@ -55,8 +55,9 @@ static void layer_weight_grads(const rp_layer_params *p, rp_layer_params *g,
  * completes them before the LayerNorm (the stash keeps the reduced value). */
 static void layer_input_grads(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
                               const rp_layer_acts *l, const float *in, rp_grad_ws *w,
-                              const rp_layer_douts *d, int B, int T, const rp_exec *x) {
-  int N = B * T, C = m->cfg.C, Ct = rp_tp_width(m);
+                              const rp_layer_douts *d, const rp_attn_batch *ab,
+                              const rp_exec *x) {
+  int N = ab->B * ab->T, C = m->cfg.C, Ct = rp_tp_width(m);
   long NC = (long)N * C, NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
   rp_layer_params none = {0};
@@ -78,8 +79,7 @@ static void layer_input_grads(const rp_chunk *m, const rp_layer_params *p, rp_la
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dbuf, g->attprojw, g->attprojb,
                                                      w->dres, l->atty, p->attprojw, N, Ct, C, x));
   zero(d->dqkv, 3 * NCt, pool);  /* the backend's contract is +=, like every kernel's */
-  RP_PROF(RP_PROF_BWD_ATTENTION, x->attn->backward(x->attn, d->dqkv, w->dbuf, l->qkv, l->atty,
-                                                   l->att_saved, B, T, Ct, rp_tp_heads(m), pool));
+  rp_attn_run_backward(x, ab, d->dqkv, w->dbuf, l);
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln1, g->qkvw, g->qkvb, d->dqkv,
                                                      l->ln1, p->qkvw, N, C, 3 * Ct, x));
   rp_tp_all_reduce(m, x, d->dln1, NC, RP_TP_SUM);
@@ -168,10 +168,10 @@ void rp_chunk_layers_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, const rp_e
     rp_layer_recompute(m, a, i, x);
     if (m->sp)
       rp_sp_layer_backward(m, &m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i),
-                           w, a->B, a->T, x);
+                           w, rp_acts_attn_batch(m, a, x), x);
     else
       layer_input_grads(m, &m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i), w,
-                        &d, a->B, a->T, x);
+                        &d, rp_acts_attn_batch(m, a, x), x);
     grads_ready(x, m, i);
   }
 }
@@ -195,7 +195,7 @@ void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *
   if (m->spec.has_head) head_backward(m, a, w, s->dlnf, 1, dscale, x);
   for (int i = m->spec.num_layers - 1; i >= 0; i--)
     layer_input_grads(m, &m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w,
-                      &s->layer[i], a->B, a->T, x);
+                      &s->layer[i], rp_acts_attn_batch(m, a, x), x);
   if (m->spec.has_embed) copy(s->dembed, w->dres, (long)a->B * a->T * m->cfg.C);
 }
 

@@ -34,24 +34,51 @@ void rp_chunk_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
                                               a->B * a->T, m->cfg.C, x->pool));
 }
 
+/* The micro-batch's attention problem, prepared once (on first use when the
+ * caller did not): this rank's heads (NH/tp of width C/tp) and documents. */
+const rp_attn_batch *rp_acts_attn_batch(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  if (!rp_attn_batch_ready(&a->attn, x->attn, a->B, a->T, a->docs) &&
+      rp_attn_prepare(x->attn, &a->attn, a->B, a->T, rp_tp_width(m), rp_tp_heads(m), a->docs) !=
+          RP_OK)
+    rp_fatal("attention '%s' cannot run a %d x %d batch: %s", x->attn->name, a->B, a->T,
+             rp_errmsg());
+  return &a->attn;
+}
+
+/* The backend checked the batch in prepare: a failure now (out of memory, a
+ * peer gone) cannot be agreed on mid-layer, so it is fatal. */
+void rp_attn_run_forward(const rp_exec *x, const rp_attn_batch *ab, rp_layer_acts *l) {
+  rp_status s;
+  RP_PROF(RP_PROF_FWD_ATTENTION,
+          s = x->attn->forward(x->attn, ab, l->atty, l->att_saved, l->qkv, x->pool));
+  if (s != RP_OK) rp_fatal("attention '%s' forward failed: %s", x->attn->name, rp_errmsg());
+}
+
+void rp_attn_run_backward(const rp_exec *x, const rp_attn_batch *ab, float *dqkv,
+                          const float *dout, const rp_layer_acts *l) {
+  rp_status s;
+  RP_PROF(RP_PROF_BWD_ATTENTION, s = x->attn->backward(x->attn, ab, dqkv, dout, l->qkv, l->atty,
+                                                       l->att_saved, x->pool));
+  if (s != RP_OK) rp_fatal("attention '%s' backward failed: %s", x->attn->name, rp_errmsg());
+}
+
 /* Under tensor parallelism (m->tp > 1) c_attn and c_fc produce this rank's
  * Ct = C/tp attention and 4 Ct hidden features, attention runs on its NH/tp
  * heads, and the c_proj outputs are summed over tp (g) before bias and
  * residual. At tp = 1, Ct = C and the calls are the one-rank kernels. */
 static void layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
-                          const float *in, int B, int T, const rp_exec *x) {
+                          const float *in, const rp_attn_batch *ab, const rp_exec *x) {
   if (m->sp) {
-    rp_sp_layer_forward(m, p, l, in, B, T, x);
+    rp_sp_layer_forward(m, p, l, in, ab, x);
     return;
   }
-  int N = B * T, C = m->cfg.C, Ct = rp_tp_width(m);
+  int N = ab->B * ab->T, C = m->cfg.C, Ct = rp_tp_width(m);
   long NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
                                                       p->ln1w, p->ln1b, N, C, pool));
   RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->qkv, l->ln1, p->qkvw, p->qkvb, N, C, 3 * Ct, x));
-  RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
-                                                  Ct, rp_tp_heads(m), pool));
+  rp_attn_run_forward(x, ab, l);
   RP_PROF(RP_PROF_FWD_MATMUL, rp_tp_row_parallel_forward(m, l->res2, l->atty, p->attprojw,
                                                          p->attprojb, in, N, Ct, C, x));
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
@@ -68,19 +95,19 @@ void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x) 
   rp_layer_acts *l = &a->layer[i];
   int N = a->B * a->T, Ct = rp_tp_width(m), NHt = rp_tp_heads(m);
   if (m->recompute == RP_RECOMPUTE_FULL) {
-    layer_forward(m, &m->p.layer[i], l, rp_layer_input(a, i), a->B, a->T, x);
+    layer_forward(m, &m->p.layer[i], l, rp_layer_input(a, i), rp_acts_attn_batch(m, a, x), x);
   } else if (m->recompute == RP_RECOMPUTE_SELECTIVE) {
     size_t saved = x->attn->saved_floats(x->attn, a->B, a->T, Ct, NHt);
     if (rp_selective_drops_attention(saved, (size_t)N, (size_t)Ct))
-      RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv,
-                                                      a->B, a->T, Ct, NHt, x->pool));
+      rp_attn_run_forward(x, rp_acts_attn_batch(m, a, x), l);
     RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4L * N * Ct, x->pool));
   }
 }
 
 void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  const rp_attn_batch *ab = rp_acts_attn_batch(m, a, x);
   for (int i = 0; i < m->spec.num_layers; i++)
-    layer_forward(m, &m->p.layer[i], &a->layer[i], rp_layer_input(a, i), a->B, a->T, x);
+    layer_forward(m, &m->p.layer[i], &a->layer[i], rp_layer_input(a, i), ab, x);
 }
 
 double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {

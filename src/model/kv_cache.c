@@ -191,6 +191,9 @@ const float *rp_kv_prefill(rp_kv_cache *c, int s0, int count, const int32_t *tok
     a.targets[t] = -1;
     a.pos[t] = t;
   }
+  /* the backend checks the prompt's shape here, where a refusal is this
+   * function's error (NULL), instead of inside the forward */
+  if (rp_attn_prepare(x->attn, &a.attn, 1, n, C, m->cfg.NH, NULL) != RP_OK) return NULL;
   rp_chunk_forward(m, &a, NULL, x);
   /* K and V of every position into slot s0's blocks ... */
   for (int t = 0; t < n; t++) {

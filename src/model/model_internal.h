@@ -25,6 +25,14 @@ void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const 
                     const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x);
+/* The micro-batch's attention batch, prepared here on first use (fatal if the
+ * backend refuses: callers with documents prepare it themselves and check). */
+const rp_attn_batch *rp_acts_attn_batch(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+/* The backend's forward / backward of one layer (fatal on a failure: it cannot
+ * be agreed on mid-layer once prepare accepted the batch). */
+void rp_attn_run_forward(const rp_exec *x, const rp_attn_batch *ab, rp_layer_acts *l);
+void rp_attn_run_backward(const rp_exec *x, const rp_attn_batch *ab, float *dqkv,
+                          const float *dout, const rp_layer_acts *l);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
 /* Tensor parallelism (tp.c): this rank's widths, the f/g operators, the
@@ -45,10 +53,10 @@ void rp_tp_xent_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
 void rp_tp_xent_backward(const rp_chunk *m, rp_acts *a, float dscale, const rp_exec *x);
 /* Sequence parallelism (sp.c): the same pieces on N/tp-row shards. */
 void rp_sp_layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
-                         const float *in, int B, int T, const rp_exec *x);
+                         const float *in, const rp_attn_batch *ab, const rp_exec *x);
 void rp_sp_layer_backward(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
-                          const rp_layer_acts *l, const float *in, rp_grad_ws *w, int B, int T,
-                          const rp_exec *x);
+                          const rp_layer_acts *l, const float *in, rp_grad_ws *w,
+                          const rp_attn_batch *ab, const rp_exec *x);
 void rp_sp_embed_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
 void rp_sp_embed_backward(rp_chunk *m, const float *dres, const rp_acts *a, const rp_exec *x);
 void rp_sp_head_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x);

@@ -117,14 +117,13 @@ static void row_parallel_out(const rp_chunk *m, float *out, const float *inp, co
 }
 
 void rp_sp_layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_acts *l,
-                         const float *in, int B, int T, const rp_exec *x) {
-  int N = B * T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
+                         const float *in, const rp_attn_batch *ab, const rp_exec *x) {
+  int N = ab->B * ab->T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
   rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
                                                       p->ln1w, p->ln1b, Nr, C, pool));
   gather_matmul(m, l->qkv, l->ln1, p->qkvw, p->qkvb, N, 3 * Ct, x);
-  RP_PROF(RP_PROF_FWD_ATTENTION, x->attn->forward(x->attn, l->atty, l->att_saved, l->qkv, B, T,
-                                                  Ct, rp_tp_heads(m), pool));
+  rp_attn_run_forward(x, ab, l);
   row_parallel_out(m, l->res2, l->atty, p->attprojw, p->attprojb, in, N, Ct, x);
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
                                                       l->res2, p->ln2w, p->ln2b, Nr, C, pool));
@@ -157,9 +156,10 @@ static void add_ln_grads(const rp_chunk *m, const rp_exec *x, float *lnacc, floa
 }
 
 void rp_sp_layer_backward(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
-                          const rp_layer_acts *l, const float *in, rp_grad_ws *w, int B, int T,
+                          const rp_layer_acts *l, const float *in, rp_grad_ws *w,
+                          const rp_attn_batch *ab,
                           const rp_exec *x) {
-  int N = B * T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
+  int N = ab->B * ab->T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
   long NrC = (long)Nr * C, NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
   sp_bufs b = bufs_of(m, N);
@@ -178,8 +178,7 @@ void rp_sp_layer_backward(const rp_chunk *m, const rp_layer_params *p, rp_layer_
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dbuf, g->attprojw, g->attprojb, b.dfull,
                                                  l->atty, p->attprojw, N, Ct, C, x));
   RP_PROF(RP_PROF_BWD_SCRATCH, rp_zero(w->dqkv, 3 * NCt, pool));
-  RP_PROF(RP_PROF_BWD_ATTENTION, x->attn->backward(x->attn, w->dqkv, w->dbuf, l->qkv, l->atty,
-                                                   l->att_saved, B, T, Ct, rp_tp_heads(m), pool));
+  rp_attn_run_backward(x, ab, w->dqkv, w->dbuf, l);
   column_parallel_back(m, w->dln, g->qkvw, g->qkvb, w->dqkv, l->ln1, p->qkvw, N, 3 * Ct, x);
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(w->dres, b.lnacc, b.lnacc + C, w->dln, in, p->ln1w, l->ln1_mean,

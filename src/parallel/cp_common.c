@@ -49,6 +49,7 @@ void rp_cp_destroy(rp_attn_backend *a) {
   if (!c) return;
   c->magic = 0;
   MPI_Comm_free(&c->comm);
+  rp_free(c->kr);
   c->free_fn(c);
   free(a);
 }
@@ -66,4 +67,39 @@ rp_status rp_cp_get_stats(const rp_attn_backend *a, rp_cp_stats *fwd, rp_cp_stat
 void rp_cp_reset_stats(rp_attn_backend *a) {
   rp_cp_common *c = common_of(a);
   if (c) memset(c->st, 0, sizeof c->st);
+}
+
+rp_status rp_cp_docs_prepare(rp_cp_common *c, const rp_docs *docs, int B, int T) {
+  if (!docs) return RP_OK;
+  RP_TRY(rp_docs_check(docs, B, T * c->P));
+  if (docs->cp != c->P || !docs->gpos)
+    return rp_err(RP_EINVAL, "the packed batch is placed over %d cp ranks, the attention runs "
+                  "on %d; place it with rp_cp_docs_place first", docs->cp, c->P);
+  return RP_OK;
+}
+
+int32_t *rp_cp_doc_ranges(rp_cp_common *c, int32_t **buf, size_t *cap, const rp_docs *d, int B,
+                          int Tl, int peer, double *pairs) {
+  if (rp_cp_reserve_i32(buf, cap, (size_t)B * Tl * 2) != RP_OK) return NULL;
+  double n = 0;
+  for (int b = 0; b < B; b++) {
+    const int32_t *q = rp_cp_docs_rows(d, b, c->rank), *k = rp_cp_docs_rows(d, b, peer);
+    int32_t *kr = *buf + (long)b * Tl * 2;
+    for (int t = 0; t < Tl; t++) {
+      rp_docs_key_range(d, b, q[t], k, Tl, &kr[2 * t], &kr[2 * t + 1]);
+      n += kr[2 * t + 1] - kr[2 * t];
+    }
+  }
+  *pairs = n;
+  return *buf;
+}
+
+rp_status rp_cp_reserve_i32(int32_t **buf, size_t *cap, size_t n) {
+  if (n <= *cap && *buf) return RP_OK;
+  rp_free(*buf);
+  *cap = 0;
+  *buf = rp_alloc(sizeof(int32_t) * (n ? n : 1), RP_MEM_WORKSPACE);
+  if (!*buf) return rp_err(RP_ENOMEM, "out of memory for %zu key ranges", n);
+  *cap = n;
+  return RP_OK;
 }

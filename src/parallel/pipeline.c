@@ -13,6 +13,7 @@
 
 struct rp_pipeline {
   rp_pipeline_cfg cfg;
+  const rp_docs *docs;   /* packed micro-batches' documents [m], or NULL */
   int rank, p, v, m, N, C, max_layers;
   /* activation slots: taken by F, released by B (or W) */
   int n_act;
@@ -236,6 +237,7 @@ static void do_forward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in
   if (++p->live > p->stats.peak_live_acts) p->stats.peak_live_acts = p->live;
   size_t off = (size_t)a->mb * N;
   memcpy(ac->pos, in->pos + off, N * sizeof(int32_t));
+  ac->docs = p->docs ? &p->docs[a->mb] : NULL;  /* every stage's attention masks by them */
   if (ch->spec.has_embed) memcpy(ac->tokens, in->tokens + off, N * sizeof(int32_t));
   if (ch->spec.has_head) memcpy(ac->targets, in->targets + off, N * sizeof(int32_t));
   if (!ch->spec.has_embed) {
@@ -332,6 +334,8 @@ static void post_send(rp_pipeline *p, const rp_action *a) {
     p->gbuf_of[key] = -1;
   }
 }
+
+void rp_pipeline_set_docs(rp_pipeline *p, const rp_docs *docs) { p->docs = docs; }
 
 rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *targets,
                           const int32_t *pos, float dscale, double *loss_sum) {

@@ -44,6 +44,8 @@ typedef struct {
   size_t ob_cap;
   float *lb;           /* [B,NH,Tl] partial L (forward) or D (backward) */
   size_t lb_cap;
+  int32_t *kr_own;     /* packed rows: the own block's key ranges, kept through backward */
+  size_t kr_own_cap;
 } ring_ctx;
 
 /* One flash call of a ring step: local query rows [q0, q0+nq) against rows
@@ -52,6 +54,8 @@ typedef struct {
   int q0, nq, k0, nk;
   long qpos0, kpos0;
   rp_flash_vis vis;
+  const int32_t *kr;   /* RANGE (packed rows): [B][Tl][2] key ranges of every local query */
+  double pairs;        /* RANGE: visible pairs per batch row */
 } ring_task;
 
 static rp_flash_vis classify(long qpos0, int nq, long kpos0, int nk) {
@@ -69,7 +73,7 @@ static int step_tasks(ring_task *t, const rp_cp_pieces *mine, const rp_cp_pieces
   for (int i = 0; i < mine->n; i++)
     for (int j = 0; j < peer->n; j++) {
       ring_task k = {mine->local0[i], mine->len, peer->local0[j], peer->len,
-                     mine->global0[i], peer->global0[j], RP_FLASH_VIS_ALL};
+                     mine->global0[i], peer->global0[j], RP_FLASH_VIS_ALL, NULL, 0};
       k.vis = classify(k.qpos0, k.nq, k.kpos0, k.nk);
       if (k.vis != RP_FLASH_VIS_NONE && k.nq > 0 && k.nk > 0) t[n++] = k;
     }
@@ -91,8 +95,56 @@ static int step_tasks(ring_task *t, const rp_cp_pieces *mine, const rp_cp_pieces
   return n;
 }
 
+/* Packed rows: one task per step, every local query against the whole block
+ * of rank peer with its document key ranges; none when no query sees a key of
+ * that block (the block pair is skipped, the block still travels on). */
+static int doc_step_tasks(ring_ctx *x, const rp_attn_batch *ab, int peer, ring_task *t,
+                          rp_status *st) {
+  double pairs = 0;
+  const int32_t *kr =
+      rp_cp_doc_ranges(&x->c, &x->c.kr, &x->c.kr_cap, ab->docs, ab->B, ab->T, peer, &pairs);
+  if (!kr) *st = RP_ENOMEM;
+  if (!kr || pairs == 0) return 0;
+  t[0] = (ring_task){0, ab->T, 0, ab->T, 0, 0, RP_FLASH_VIS_RANGE, kr, pairs / ab->B};
+  return 1;
+}
+
+/* Packed rows, backward: the own block's task cut at the query row that halves
+ * its visible pairs (as split_halves does for the layouts' tasks), so that the
+ * second half hides the accumulators' last hop. Its ranges have their own
+ * buffer: the steps in between rebuild the shared one. */
+static rp_status doc_own_halves(ring_ctx *x, const rp_attn_batch *ab, ring_task *early, int *ne,
+                                ring_task *late, int *nl) {
+  const int B = ab->B, Tl = ab->T;
+  double total = 0;
+  const int32_t *kr = rp_cp_doc_ranges(&x->c, &x->kr_own, &x->kr_own_cap, ab->docs, B, Tl,
+                                       x->c.rank, &total);
+  if (!kr) return RP_ENOMEM;
+  double acc = 0;
+  int h = 0;
+  while (h < Tl && acc < total / 2) {
+    for (int b = 0; b < B; b++) acc += kr[((long)b * Tl + h) * 2 + 1] - kr[((long)b * Tl + h) * 2];
+    h++;
+  }
+  *ne = *nl = 0;
+  if (acc > 0) early[(*ne)++] = (ring_task){0, h, 0, Tl, 0, 0, RP_FLASH_VIS_RANGE, kr, acc / B};
+  if (total - acc > 0)
+    late[(*nl)++] = (ring_task){h, Tl - h, 0, Tl, 0, 0, RP_FLASH_VIS_RANGE, kr, (total - acc) / B};
+  return RP_OK;
+}
+
+/* The tasks of attending this rank's queries to rank peer's block. */
+static int tasks_for(ring_ctx *x, const rp_attn_batch *ab, const rp_cp_pieces *mine, int peer,
+                     ring_task *t, rp_status *st) {
+  if (ab->docs) return doc_step_tasks(x, ab, peer, t, st);
+  rp_cp_pieces pp;
+  *st = rp_cp_pieces_of(&pp, x->c.layout, ab->T * x->c.P, x->c.P, peer);
+  return *st == RP_OK ? step_tasks(t, mine, &pp) : 0;
+}
+
 /* Visible (query, key) pairs of a task. */
 static double task_pairs(const ring_task *t) {
+  if (t->vis == RP_FLASH_VIS_RANGE) return t->pairs;
   if (t->vis == RP_FLASH_VIS_ALL) return (double)t->nq * t->nk;
   double n = 0;
   for (int i = 0; i < t->nq; i++) {
@@ -131,6 +183,8 @@ static rp_flash_problem make_problem(const ring_task *t, const float *qkv, const
   pr.k = rows_at(kb, ld, Tl, t->k0);
   pr.v = rows_at(kb + C, ld, Tl, t->k0);
   pr.cfg = cfg;
+  pr.krange = t->kr ? t->kr + 2L * t->q0 : NULL;   /* [B][Tl][2]: from the task's first query */
+  pr.krange_bs = 2L * Tl;
   return pr;
 }
 
@@ -184,16 +238,32 @@ static void post_pair(ring_ctx *x, int dir, const float *send, float *recv, int 
   x->c.st[dir].bytes_sent += sizeof(float) * (double)n;
 }
 
-/* Checks the call's shape and sizes the scratch; fatal on failure (the backend
- * interface has no status, and the trainer validated T at start-up). */
-static void prepare(ring_ctx *x, rp_cp_pieces *mine, int B, int T, int C, int NH, int bwd) {
-  if (rp_cp_pieces_of(mine, x->c.layout, T * x->c.P, x->c.P, x->c.rank) != RP_OK)
-    rp_fatal("ring attention: local sequence %d x cp %d: %s", T, x->c.P, rp_errmsg());
-  if (NH < 1 || C % NH != 0) rp_fatal("ring attention: heads %d must divide channels %d", NH, C);
+/* The batch's checks, once per micro-batch: the layout must place T * P rows,
+ * the heads divide the channels, a K/V block fits MPI's int count. */
+static rp_status ring_prepare(const rp_attn_backend *a, rp_attn_batch *batch, int B, int T, int C,
+                              int NH, const rp_docs *docs) {
+  ring_ctx *x = a->ctx;
+  rp_cp_pieces mine;
+  if (B < 1 || T < 1) return rp_err(RP_EINVAL, "ring attention: batch %d x %d needs B, T >= 1", B, T);
+  if (rp_cp_pieces_of(&mine, x->c.layout, T * x->c.P, x->c.P, x->c.rank) != RP_OK)
+    return rp_err(RP_EINVAL, "ring attention: local sequence %d x cp %d: %s", T, x->c.P,
+                  rp_errmsg());
+  if (NH < 1 || C % NH != 0)
+    return rp_err(RP_EINVAL, "ring attention: heads %d must divide channels %d", NH, C);
   size_t nkv = (size_t)B * T * 2 * C;
   if (nkv > (size_t)INT32_MAX)
-    rp_fatal("ring attention: a K/V block of %zu floats exceeds MPI's int count; use a "
-             "smaller micro-batch or more cp ranks", nkv);
+    return rp_err(RP_EINVAL, "ring attention: a K/V block of %zu floats exceeds MPI's int "
+                  "count; use a smaller micro-batch or more cp ranks", nkv);
+  RP_TRY(rp_cp_docs_prepare(&x->c, docs, B, T));
+  *batch = (rp_attn_batch){.backend = a, .B = B, .T = T, .C = C, .NH = NH, .docs = docs};
+  return RP_OK;
+}
+
+/* Sizes the scratch for a prepared batch. */
+static rp_status reserve(ring_ctx *x, rp_cp_pieces *mine, const rp_attn_batch *ab, int bwd) {
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
+  RP_TRY(rp_cp_pieces_of(mine, x->c.layout, T * x->c.P, x->c.P, x->c.rank));
+  size_t nkv = (size_t)B * T * 2 * C;
   rp_status s = RP_OK;
   for (int i = 0; i < 2 && s == RP_OK; i++) s = rp_cp_reserve(&x->kv[i], &x->kv_cap[i], nkv, RP_MEM_COMM);
   if (s == RP_OK) s = rp_cp_reserve(&x->lb, &x->lb_cap, (size_t)B * NH * T, RP_MEM_WORKSPACE);
@@ -201,7 +271,8 @@ static void prepare(ring_ctx *x, rp_cp_pieces *mine, int B, int T, int C, int NH
   for (int i = 0; i < 2 && s == RP_OK && bwd; i++)
     s = rp_cp_reserve(&x->dkv[i], &x->dkv_cap[i], nkv, RP_MEM_COMM);
   if (s == RP_OK && bwd) s = rp_cp_reserve(&x->acc, &x->acc_cap, nkv, RP_MEM_COMM);
-  if (s != RP_OK) rp_fatal("ring attention: %s", rp_errmsg());
+  if (s != RP_OK) return rp_err(s, "ring attention: out of memory for %zu-float K/V blocks", nkv);
+  return RP_OK;
 }
 
 /* kv[B,T,2C] = the K and V columns of qkv[B,T,3C]. */
@@ -210,13 +281,14 @@ static void pack_kv(float *kv, const float *qkv, long rows, int C) {
     memcpy(kv + i * 2 * C, qkv + i * 3 * C + C, sizeof(float) * 2 * (size_t)C);
 }
 
-static void ring_forward(const rp_attn_backend *a, float *out, float *saved, const float *qkv,
-                         int B, int T, int C, int NH, rp_pool *pool) {
+static rp_status ring_forward(const rp_attn_backend *a, const rp_attn_batch *ab, float *out,
+                              float *saved, const float *qkv, rp_pool *pool) {
   ring_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
-  rp_cp_pieces mine, peer;
-  prepare(x, &mine, B, T, C, NH, 0);
+  rp_cp_pieces mine;
+  RP_TRY(reserve(x, &mine, ab, 0));
   if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
   memset(out, 0, sizeof(float) * (size_t)B * T * C);
   for (long i = 0; i < (long)B * NH * T; i++) saved[i] = -INFINITY;
@@ -227,9 +299,10 @@ static void ring_forward(const rp_attn_backend *a, float *out, float *saved, con
     const float *kb = s == 0 ? qkv + C : x->kv[s & 1];
     const long kld = s == 0 ? 3L * C : 2L * C;
     if (s < P - 1 && x->overlap) post_pair(x, 0, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
-    rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
     ring_task tk[4];
-    int nt = step_tasks(tk, &mine, &peer);
+    rp_status st = RP_OK;
+    int nt = tasks_for(x, ab, &mine, (r - s + P) % P, tk, &st);
+    if (st != RP_OK) rp_fatal("ring attention forward: %s", rp_errmsg());  /* mid-ring */
     for (int i = 0; i < nt; i++) {
       rp_flash_problem pr = make_problem(&tk[i], qkv, kb, kld, B, T, C, NH, &x->c.flash);
       rp_flash_view ob = rows_at(x->ob, C, T, tk[i].q0), lb = stat_at(x->lb, NH, T, tk[i].q0);
@@ -246,6 +319,7 @@ static void ring_forward(const rp_attn_backend *a, float *out, float *saved, con
   }
   x->c.st[0].calls++;
   x->c.st[0].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
 /* Cuts each task at the query row that halves its visible pairs: first parts
@@ -302,21 +376,27 @@ static void bwd_tasks(ring_ctx *x, const bwd_args *g, const ring_task *tk, int n
  * (each rank's own dK/dV coming home), which nothing else could hide. Its
  * gradients go straight into dqkv; blocks of other ranks accumulate in
  * part[s&1], which travels on. */
-static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *dout,
-                          const float *qkv, const float *out, const float *saved, int B, int T,
-                          int C, int NH, rp_pool *pool) {
+static rp_status ring_backward(const rp_attn_backend *a, const rp_attn_batch *ab, float *dqkv,
+                               const float *dout, const float *qkv, const float *out,
+                               const float *saved, rp_pool *pool) {
   ring_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, r = x->c.rank, HS = C / NH, nkv = B * T * 2 * C;
-  rp_cp_pieces mine, peer;
-  prepare(x, &mine, B, T, C, NH, 1);
+  rp_cp_pieces mine;
+  RP_TRY(reserve(x, &mine, ab, 1));
   bwd_args g = {dout, saved, x->lb, qkv, dqkv, B, T, C, NH, pool};
   rp_flash_rowdot(rp_flash_view_of(x->lb, T, (long)NH * T), rows_at(dout, C, T, 0),
                   rows_at(out, C, T, 0), B, NH, T, HS, &x->c.flash, pool);
   if (P > 1) pack_kv(x->kv[0], qkv, (long)B * T, C);
   ring_task own[4], early[4], late[4];
-  int ne, nl;
-  split_halves(own, step_tasks(own, &mine, &mine), early, &ne, late, &nl);
+  int ne = 0, nl = 0;
+  rp_status st = RP_OK;
+  if (ab->docs)
+    st = doc_own_halves(x, ab, early, &ne, late, &nl);
+  else
+    split_halves(own, step_tasks(own, &mine, &mine), early, &ne, late, &nl);
+  RP_TRY(st);
 
   reqs kv = {.n = 0}, dk = {.n = 0};
   for (int s = 0; s < P; s++) {
@@ -327,9 +407,9 @@ static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *do
     } else {
       /* part's previous send (step s-2) completed at the end of step s-1 */
       memset(part, 0, sizeof(float) * (size_t)nkv);
-      rp_cp_pieces_of(&peer, x->c.layout, T * P, P, (r - s + P) % P);
       ring_task tk[4];
-      int nt = step_tasks(tk, &mine, &peer);
+      int nt = tasks_for(x, ab, &mine, (r - s + P) % P, tk, &st);
+      if (st != RP_OK) rp_fatal("ring attention backward: %s", rp_errmsg());  /* mid-ring */
       bwd_tasks(x, &g, tk, nt, x->kv[s & 1], 2L * C, part, 2L * C, &kv, &dk);
     }
     if (s < P - 1 && !x->overlap) post_pair(x, 1, x->kv[s & 1], x->kv[(s + 1) & 1], nkv, TAG_KV, &kv);
@@ -356,6 +436,7 @@ static void ring_backward(const rp_attn_backend *a, float *dqkv, const float *do
   }
   x->c.st[1].calls++;
   x->c.st[1].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
 static size_t ring_saved(const rp_attn_backend *a, int B, int T, int C, int NH) {
@@ -369,6 +450,7 @@ static void ring_free(rp_cp_common *c) {
     rp_free(x->dkv[i]);
   }
   rp_free(x->acc);
+  rp_free(x->kr_own);
   rp_free(x->ob);
   rp_free(x->lb);
   free(x);
@@ -398,8 +480,10 @@ rp_status rp_cp_ring_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_layou
   x->overlap = overlap != 0;
   a->name = layout == RP_CP_ZIGZAG ? "ring-zigzag" : "ring-contiguous";
   a->saved_floats = ring_saved;
+  a->prepare = ring_prepare;
   a->forward = ring_forward;
   a->backward = ring_backward;
+  a->destroy = rp_cp_destroy;
   a->ctx = x;
   *out = a;
   return RP_OK;

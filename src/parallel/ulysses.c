@@ -34,29 +34,43 @@ typedef struct {
   float *qkv, *o, *dout, *lse, *dqkv;
 } uly_full;
 
-static void prepare(uly_ctx *x, uly_full *f, rp_cp_pieces *pc, int B, int T, int C, int NH,
-                    size_t seg) {
+static rp_status uly_prepare(const rp_attn_backend *a, rp_attn_batch *batch, int B, int T,
+                             int C, int NH, const rp_docs *docs) {
+  uly_ctx *x = a->ctx;
   const int P = x->c.P;
+  rp_cp_pieces pc;
+  if (B < 1 || T < 1) return rp_err(RP_EINVAL, "ulysses attention: batch %d x %d needs B, T >= 1", B, T);
   if (NH != x->NH || NH % P != 0 || C % NH != 0)
-    rp_fatal("ulysses attention: called with %d heads (C=%d), created for %d heads and %d "
-             "ranks; heads must be divisible by the cp size",
-             NH, C, x->NH, P);
-  if (rp_cp_pieces_of(pc, x->c.layout, T * P, P, x->c.rank) != RP_OK)
-    rp_fatal("ulysses attention: local sequence %d x cp %d: %s", T, P, rp_errmsg());
+    return rp_err(RP_EINVAL, "ulysses attention: called with %d heads (C=%d), created for %d "
+                  "heads and %d ranks; heads must be divisible by the cp size", NH, C, x->NH, P);
+  if (rp_cp_pieces_of(&pc, x->c.layout, T * P, P, x->c.rank) != RP_OK)
+    return rp_err(RP_EINVAL, "ulysses attention: local sequence %d x cp %d: %s", T, P,
+                  rp_errmsg());
+  /* the larger (backward) segment: 5 Cl per row plus L */
+  size_t seg = (size_t)B * T * 5 * (C / P) + (size_t)B * (NH / P) * T;
   if (seg > (size_t)INT32_MAX)
-    rp_fatal("ulysses attention: an all-to-all segment of %zu floats exceeds MPI's int "
-             "count; use a smaller micro-batch", seg);
+    return rp_err(RP_EINVAL, "ulysses attention: an all-to-all segment of %zu floats exceeds "
+                  "MPI's int count; use a smaller micro-batch", seg);
+  RP_TRY(rp_cp_docs_prepare(&x->c, docs, B, T));
+  *batch = (rp_attn_batch){.backend = a, .B = B, .T = T, .C = C, .NH = NH, .docs = docs};
+  return RP_OK;
+}
+
+/* Sizes the buffers of a prepared batch and carves the whole-sequence views. */
+static rp_status reserve(uly_ctx *x, uly_full *f, const rp_attn_batch *ab, size_t seg) {
+  const int P = x->c.P, B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const size_t Tg = (size_t)T * P, Cl = (size_t)(C / P), rows = (size_t)B * Tg;
   const size_t nfull = rows * (3 * Cl + Cl + Cl + 3 * Cl) + (size_t)B * (NH / P) * Tg;
   rp_status s = rp_cp_reserve(&x->sbuf, &x->sbuf_cap, seg * P, RP_MEM_COMM);
   if (s == RP_OK) s = rp_cp_reserve(&x->rbuf, &x->rbuf_cap, seg * P, RP_MEM_COMM);
   if (s == RP_OK) s = rp_cp_reserve(&x->full, &x->full_cap, nfull, RP_MEM_WORKSPACE);
-  if (s != RP_OK) rp_fatal("ulysses attention: %s", rp_errmsg());
+  if (s != RP_OK) return rp_err(s, "ulysses attention: out of memory for %zu floats", nfull);
   f->qkv = x->full;
   f->o = f->qkv + rows * 3 * Cl;
   f->dout = f->o + rows * Cl;
   f->dqkv = f->dout + rows * Cl;
   f->lse = f->dqkv + rows * 3 * Cl;
+  return RP_OK;
 }
 
 static void alltoall(uly_ctx *x, int dir, size_t seg) {
@@ -92,9 +106,17 @@ static void scatter_heads(float *sbuf, size_t seg, const float *qkv, const float
   }
 }
 
+/* Global position of local row t of rank q's row b: the layout's pieces, or
+ * the packed batch's placement. */
+static long row_pos(const rp_attn_batch *ab, const rp_cp_pieces *pc, int b, int q, int t) {
+  if (ab->docs) return rp_cp_docs_rows(ab->docs, b, q)[t];
+  return rp_cp_global_pos(pc, t);
+}
+
 /* Places the received segments at their global rows of the whole-sequence tensors. */
-static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd, int B, int T,
-                            int C, int NH, const uly_ctx *x) {
+static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd,
+                            const rp_attn_batch *ab, const uly_ctx *x) {
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, Cl = C / P, NHl = NH / P, Tg = T * P, w = bwd ? 5 * Cl : 3 * Cl;
   for (int q = 0; q < P; q++) {
     rp_cp_pieces pc;
@@ -102,7 +124,7 @@ static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd,
     const float *s = rbuf + (size_t)q * seg;
     for (int b = 0; b < B; b++)
       for (int t = 0; t < T; t++, s += w) {
-        long row = (long)b * Tg + rp_cp_global_pos(&pc, t);
+        long row = (long)b * Tg + row_pos(ab, &pc, b, q, t);
         memcpy(f->qkv + row * 3 * Cl, s, sizeof(float) * 3 * Cl);
         if (!bwd) continue;
         memcpy(f->o + row * Cl, s + 3 * Cl, sizeof(float) * Cl);
@@ -112,31 +134,53 @@ static void gather_sequence(uly_full *f, const float *rbuf, size_t seg, int bwd,
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NHl; h++)
         for (int t = 0; t < T; t++)
-          f->lse[((long)b * NHl + h) * Tg + rp_cp_global_pos(&pc, t)] = *s++;
+          f->lse[((long)b * NHl + h) * Tg + row_pos(ab, &pc, b, q, t)] = *s++;
   }
 }
 
 static double causal_pairs(int Tg) { return (double)Tg * (Tg + 1) / 2.0; }
 
-static void uly_forward(const rp_attn_backend *a, float *out, float *saved, const float *qkv,
-                        int B, int T, int C, int NH, rp_pool *pool) {
+/* Visible pairs per batch row of the whole sequence: causal, or within documents. */
+static double seq_pairs(const rp_attn_batch *ab, int Tg) {
+  return ab->docs ? rp_docs_pairs(ab->docs) / ab->B : causal_pairs(Tg);
+}
+
+/* Whole-sequence attention of this rank's heads: causal, or with the packed
+ * batch's document ranges (built per call, B*Tg pairs). */
+static rp_status seq_attention(uly_ctx *x, const rp_attn_batch *ab, uly_full *f, int bwd,
+                               rp_pool *pool) {
+  const int B = ab->B, Tg = ab->T * x->c.P, Cl = ab->C / x->c.P, NHl = ab->NH / x->c.P;
+  const rp_flash_config *cfg = &x->c.flash;
+  if (!ab->docs)
+    return bwd ? rp_flash_backward(f->dqkv, f->dout, f->qkv, f->o, f->lse, B, Tg, Cl, NHl, 1, cfg,
+                                   pool)
+               : rp_flash_forward(f->o, f->lse, f->qkv, B, Tg, Cl, NHl, 1, cfg, pool);
+  RP_TRY(rp_cp_reserve_i32(&x->c.kr, &x->c.kr_cap, (size_t)B * Tg * 2));
+  rp_docs_self_ranges(ab->docs, x->c.kr);
+  return bwd ? rp_flash_backward_ranges(f->dqkv, f->dout, f->qkv, f->o, f->lse, B, Tg, Cl, NHl,
+                                        x->c.kr, cfg, pool)
+             : rp_flash_forward_ranges(f->o, f->lse, f->qkv, B, Tg, Cl, NHl, x->c.kr, cfg, pool);
+}
+
+static rp_status uly_forward(const rp_attn_backend *a, const rp_attn_batch *ab, float *out,
+                             float *saved, const float *qkv, rp_pool *pool) {
   uly_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, Cl = C / P, NHl = NH / P, Tg = T * P;
-  rp_cp_pieces pc;
   uly_full f;
   /* one segment size serves both directions: 3Cl per row there, Cl + L back */
   size_t seg = (size_t)B * T * 3 * Cl;
-  prepare(x, &f, &pc, B, T, C, NH, seg);
+  RP_TRY(reserve(x, &f, ab, seg));
   scatter_heads(x->sbuf, seg, qkv, NULL, NULL, NULL, B, T, C, NH, P);
   alltoall(x, 0, seg);
-  gather_sequence(&f, x->rbuf, seg, 0, B, T, C, NH, x);
+  gather_sequence(&f, x->rbuf, seg, 0, ab, x);
 
   double t0 = rp_now();
-  if (rp_flash_forward(f.o, f.lse, f.qkv, B, Tg, Cl, NHl, 1, &x->c.flash, pool) != RP_OK)
-    rp_fatal("ulysses attention forward: %s", rp_errmsg());
+  if (seq_attention(x, ab, &f, 0, pool) != RP_OK)
+    rp_fatal("ulysses attention forward: %s", rp_errmsg());  /* between all-to-alls */
   x->c.st[0].compute_s += rp_now() - t0;
-  x->c.st[0].flops += 4.0 * (C / NH) * B * NHl * causal_pairs(Tg);
+  x->c.st[0].flops += 4.0 * (C / NH) * B * NHl * seq_pairs(ab, Tg);
 
   /* head shard -> sequence shard: for rank q, its rows of O, then its L */
   for (int q = 0; q < P; q++) {
@@ -145,10 +189,10 @@ static void uly_forward(const rp_attn_backend *a, float *out, float *saved, cons
     float *s = x->sbuf + (size_t)q * seg;
     for (int b = 0; b < B; b++)
       for (int t = 0; t < T; t++, s += Cl)
-        memcpy(s, f.o + ((long)b * Tg + rp_cp_global_pos(&pq, t)) * Cl, sizeof(float) * Cl);
+        memcpy(s, f.o + ((long)b * Tg + row_pos(ab, &pq, b, q, t)) * Cl, sizeof(float) * Cl);
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NHl; h++)
-        for (int t = 0; t < T; t++) *s++ = f.lse[((long)b * NHl + h) * Tg + rp_cp_global_pos(&pq, t)];
+        for (int t = 0; t < T; t++) *s++ = f.lse[((long)b * NHl + h) * Tg + row_pos(ab, &pq, b, q, t)];
   }
   alltoall(x, 0, seg);
   for (int g = 0; g < P; g++) {
@@ -160,29 +204,29 @@ static void uly_forward(const rp_attn_backend *a, float *out, float *saved, cons
   }
   x->c.st[0].calls++;
   x->c.st[0].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
-static void uly_backward(const rp_attn_backend *a, float *dqkv, const float *dout,
-                         const float *qkv, const float *out, const float *saved, int B, int T,
-                         int C, int NH, rp_pool *pool) {
+static rp_status uly_backward(const rp_attn_backend *a, const rp_attn_batch *ab, float *dqkv,
+                              const float *dout, const float *qkv, const float *out,
+                              const float *saved, rp_pool *pool) {
   uly_ctx *x = a->ctx;
   const double t_start = rp_now();
+  const int B = ab->B, T = ab->T, C = ab->C, NH = ab->NH;
   const int P = x->c.P, Cl = C / P, NHl = NH / P, Tg = T * P;
-  rp_cp_pieces pc;
   uly_full f;
   size_t seg = (size_t)B * T * 5 * Cl + (size_t)B * NHl * T;
-  prepare(x, &f, &pc, B, T, C, NH, seg);
+  RP_TRY(reserve(x, &f, ab, seg));
   scatter_heads(x->sbuf, seg, qkv, out, dout, saved, B, T, C, NH, P);
   alltoall(x, 1, seg);
-  gather_sequence(&f, x->rbuf, seg, 1, B, T, C, NH, x);
+  gather_sequence(&f, x->rbuf, seg, 1, ab, x);
 
   double t0 = rp_now();
   memset(f.dqkv, 0, sizeof(float) * (size_t)B * Tg * 3 * Cl);
-  if (rp_flash_backward(f.dqkv, f.dout, f.qkv, f.o, f.lse, B, Tg, Cl, NHl, 1, &x->c.flash,
-                        pool) != RP_OK)
-    rp_fatal("ulysses attention backward: %s", rp_errmsg());
+  if (seq_attention(x, ab, &f, 1, pool) != RP_OK)
+    rp_fatal("ulysses attention backward: %s", rp_errmsg());  /* between all-to-alls */
   x->c.st[1].compute_s += rp_now() - t0;
-  x->c.st[1].flops += 10.0 * (C / NH) * B * NHl * causal_pairs(Tg);
+  x->c.st[1].flops += 10.0 * (C / NH) * B * NHl * seq_pairs(ab, Tg);
 
   /* dqkv of rank q's rows back to q; the segment is the first 3Cl of each row */
   size_t seg2 = (size_t)B * T * 3 * Cl;
@@ -192,7 +236,7 @@ static void uly_backward(const rp_attn_backend *a, float *dqkv, const float *dou
     float *s = x->sbuf + (size_t)q * seg2;
     for (int b = 0; b < B; b++)
       for (int t = 0; t < T; t++, s += 3 * Cl)
-        memcpy(s, f.dqkv + ((long)b * Tg + rp_cp_global_pos(&pq, t)) * 3 * Cl,
+        memcpy(s, f.dqkv + ((long)b * Tg + row_pos(ab, &pq, b, q, t)) * 3 * Cl,
                sizeof(float) * 3 * Cl);
   }
   alltoall(x, 1, seg2);
@@ -206,6 +250,7 @@ static void uly_backward(const rp_attn_backend *a, float *dqkv, const float *dou
   }
   x->c.st[1].calls++;
   x->c.st[1].total_s += rp_now() - t_start;
+  return RP_OK;
 }
 
 static size_t uly_saved(const rp_attn_backend *a, int B, int T, int C, int NH) {
@@ -249,8 +294,10 @@ rp_status rp_cp_ulysses_create(rp_attn_backend **out, MPI_Comm cp_comm, rp_cp_la
   x->NH = NH;
   a->name = "ulysses";
   a->saved_floats = uly_saved;
+  a->prepare = uly_prepare;
   a->forward = uly_forward;
   a->backward = uly_backward;
+  a->destroy = rp_cp_destroy;
   a->ctx = x;
   *out = a;
   return RP_OK;

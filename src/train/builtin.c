@@ -17,8 +17,10 @@ size_t rp_builtin_corpus(const unsigned char **data) {
 rp_status rp_builtin_prepare(const char *dir) {
   char path[1024];
   struct stat st;
+  char docs[1024];
   snprintf(path, sizeof path, "%s/val.bin", dir);
-  if (stat(path, &st) == 0) return RP_OK;  /* prepared by an earlier run */
+  snprintf(docs, sizeof docs, "%s/val.docs", dir);
+  if (stat(path, &st) == 0 && stat(docs, &st) == 0) return RP_OK;  /* prepared by an earlier run */
   /* rp_prepare reads text from a file: write the corpus next to its shards. */
   mkdir(dir, 0755);
   snprintf(path, sizeof path, "%s/builtin.txt", dir);
@@ -27,5 +29,6 @@ rp_status rp_builtin_prepare(const char *dir) {
   size_t wrote = fwrite(rp_builtin_text, 1, rp_builtin_text_len, f);
   if (fclose(f) != 0 || wrote != rp_builtin_text_len)
     return rp_err(RP_EIO, "cannot write %s (disk full?)", path);
-  return rp_prepare(path, dir, 0.1);
+  /* paragraphs (blank-line separated) are the documents `--pack` packs */
+  return rp_prepare_docs(path, dir, 0.1, "\\n\\n");
 }

@@ -5,6 +5,7 @@
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_data.h"
+#include "ringpipe/rp_docs.h"
 #include "ringpipe/rp_train.h"
 #include "train_internal.h"
 
@@ -32,6 +33,7 @@ static rp_status pipeline_forward(rp_trainer *t, rp_acts *a, rp_layer_acts *lv, 
     memcpy(a->tokens, t->batch_tokens, N * sizeof(int32_t));
     memcpy(a->targets, t->batch_targets, N * sizeof(int32_t));
     memcpy(a->pos, t->batch_pos, N * sizeof(int32_t));
+    a->docs = t->o.pack ? &t->docs[0] : NULL;
     int v = 0;
     *sum += rp_chunk_forward(m, a, &v, &t->exec);
     *valid += v;

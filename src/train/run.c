@@ -34,7 +34,9 @@ static void print_banner(const rp_trainer *t) {
          o->steps, t->exec.attn->name);
   if (t->grid.cp > 1)
     printf("  context parallel: %s attention, %s layout, %d of %d tokens per rank\n",
-           o->cp_impl == RP_CP_ULYSSES ? "ulysses" : "ring", rp_cp_layout_name(t->cp_layout),
+           o->cp_impl == RP_CP_ULYSSES ? "ulysses" : "ring",
+           t->cp_place == RP_CP_PLACE_ROW ? rp_cp_layout_name(t->cp_layout)
+                                          : rp_cp_place_name(t->cp_place),
            t->T_local, o->seq);
   if (t->bf16.n)
     printf("  precision: bf16 matmuls (fp32 accumulation, fp32 master weights and AdamW)%s\n",

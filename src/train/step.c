@@ -7,6 +7,7 @@
 
 #include "ringpipe/rp_cp.h"
 #include "ringpipe/rp_data.h"
+#include "ringpipe/rp_docs.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_prof.h"
 #include "ringpipe/rp_stop.h"
@@ -20,7 +21,25 @@
 rp_status rp_trainer_load_batch(rp_trainer *t, rp_loader *l, int mb) {
   size_t full = (size_t)t->o.batch * t->o.seq, local = (size_t)t->o.batch * t->T_local;
   int32_t *tok = t->full_tokens + mb * full, *tgt = t->full_targets + mb * full;
-  RP_TRY(rp_loader_next(l, tok, tgt));
+  if (t->o.pack) {
+    /* positions restart per document; under cp every rank places the rows alike
+     * and keeps its own (a document the layout cannot place: status 2) */
+    rp_docs *d = &t->docs[mb];
+    RP_TRY(rp_loader_next_packed(l, tok, tgt, d));
+    if (t->grid.cp == 1) {
+      rp_docs_positions(d, t->batch_pos + mb * local);
+      memcpy(t->batch_tokens + mb * local, tok, local * sizeof(int32_t));
+      memcpy(t->batch_targets + mb * local, tgt, local * sizeof(int32_t));
+      return RP_OK;
+    }
+    RP_TRY(rp_cp_docs_place(d, t->cp_layout, t->cp_place, t->grid.cp));
+    rp_cp_docs_positions(t->batch_pos + mb * local, d, t->grid.cp_rank);
+    rp_cp_docs_shard(t->batch_tokens + mb * local, tok, sizeof(int32_t), d, t->grid.cp_rank);
+    rp_cp_docs_shard(t->batch_targets + mb * local, tgt, sizeof(int32_t), d, t->grid.cp_rank);
+    return RP_OK;
+  } else {
+    RP_TRY(rp_loader_next(l, tok, tgt));
+  }
   rp_cp_layout layout = t->cp_layout;
   RP_TRY(rp_cp_shard_tokens(t->batch_tokens + mb * local, tok, t->o.batch, layout, t->o.seq,
                             t->grid.cp, t->grid.cp_rank));
@@ -33,6 +52,8 @@ static void load_microbatch(rp_trainer *t, int mb) {
   memcpy(t->acts.tokens, t->batch_tokens + mb * N, N * sizeof(int32_t));
   memcpy(t->acts.targets, t->batch_targets + mb * N, N * sizeof(int32_t));
   memcpy(t->acts.pos, t->batch_pos + mb * N, N * sizeof(int32_t));
+  t->acts.docs = t->o.pack ? &t->docs[mb] : NULL;
+  t->acts.attn.backend = NULL;   /* a new batch: the backend prepares (checks) it again */
 }
 
 /* Global gradient norm squared: every parameter once (the tied wte's second
@@ -73,6 +94,7 @@ static float current_lr(const rp_trainer *t) {
 static rp_status run_microbatches(rp_trainer *t, float dscale, double *loss_sum) {
   *loss_sum = 0;
   if (t->grid.pp > 1) {
+    rp_pipeline_set_docs(t->pipe, t->o.pack ? t->docs : NULL);
     RP_TRY(rp_pipeline_run(t->pipe, t->batch_tokens, t->batch_targets, t->batch_pos, dscale,
                            loss_sum));
     return RP_OK; /* its sum over the pipeline: global_loss */

@@ -33,6 +33,15 @@ const rp_opt rp_train_opt_table[] = {
      "for the embedded Shakespeare excerpt"},
     {"file-order", RP_OPT_BOOL, O(file_order), "0", 0, 0, NULL,
      "read batches in plain file order like llm.c (batch i = tokens i*B*T..) instead of shuffled"},
+    {"pack", RP_OPT_BOOL, O(pack), "0", 0, 0, NULL,
+     "pack whole documents (each shard's .docs index from `prepare --doc-sep`, or --eot) "
+     "into the rows; attention and targets stay inside each document, position ids restart"},
+    {"pack-align", RP_OPT_INT, O(pack_align), "0", 0, 4096, NULL,
+     "--pack: pad every document to a multiple of this many tokens (0: 2 x --cp under "
+     "--cp-layout doc-zigzag, else 1); give the cp run's value to a single-rank run to "
+     "train on the same rows"},
+    {"eot", RP_OPT_INT, O(eot), "-1", -1, 65535, NULL,
+     "end-of-text token id that ends a document in shards without a .docs index (-1: none)"},
     {"seed", RP_OPT_INT, O(seed), "1337", 0, 2147483647, NULL, "seed for initialisation, data order and sampling"},
     /* run */
     {"out", RP_OPT_STR, O(out), "runs/default", 0, 0, NULL,
@@ -91,9 +100,12 @@ const rp_opt rp_train_opt_table[] = {
     {"cp-impl", RP_OPT_ENUM, E(cp_impl), "ring", 0, 0, "ring|ulysses",
      "context-parallel attention: ring (K/V blocks around the ring) or ulysses (all-to-all "
      "to head shards; needs heads divisible by --cp)"},
-    {"cp-layout", RP_OPT_ENUM, E(cp_layout), "zigzag", 0, 0, "zigzag|contiguous",
+    {"cp-layout", RP_OPT_ENUM, E(cp_layout), "zigzag", 0, 0,
+     "zigzag|contiguous|doc-zigzag|balanced",
      "how a sequence is split over --cp ranks: zigzag (rank r holds chunks r and 2P-1-r of "
-     "2P: balanced causal work) or contiguous (shows the imbalance)"},
+     "2P: balanced causal work) or contiguous (shows the imbalance); with --pack also "
+     "doc-zigzag (every document split into 2P chunks, padded by --pack-align) or balanced "
+     "(blocks dealt to ranks by their counted attention work, no padding)"},
     {"cp-overlap", RP_OPT_BOOL, O(cp_overlap), "1", 0, 0, NULL,
      "ring attention: post the next K/V transfer before computing the current block"},
     {"schedule", RP_OPT_STR, O(schedule), "1f1b", 0, 0, NULL,
@@ -150,6 +162,11 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
   if (o->sp && o->pp > 1)
     return rp_err(RP_EINVAL, "--sp runs one pipeline stage (its stage boundary would carry "
                   "1/tp of the rows); use --pp 1, or --tp without --sp");
+  if (!o->pack && o->cp > 1 &&
+      (o->cp_layout == RP_CP_SPLIT_DOC_ZIGZAG || o->cp_layout == RP_CP_SPLIT_BALANCED))
+    return rp_err(RP_EINVAL, "--cp-layout %s places packed documents; add --pack or use "
+                  "zigzag or contiguous",
+                  o->cp_layout == RP_CP_SPLIT_BALANCED ? "balanced" : "doc-zigzag");
   if (o->emulate.n) {
     double f = o->emulate.v[0], b = o->emulate.v[1], w = o->emulate.v[2];
     if (f <= 0 || b <= 0 || w >= b)

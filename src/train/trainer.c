@@ -17,6 +17,7 @@
 #include "ringpipe/rp_schedule.h"
 #include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_tp.h"
+#include "ringpipe/rp_docs.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
 #include "train_internal.h"
@@ -207,6 +208,11 @@ static rp_status setup_compute(rp_trainer *t) {
   if (!t->batch_tokens || !t->batch_targets || !t->batch_pos || !t->full_tokens ||
       !t->full_targets)
     return RP_ENOMEM;
+  if (o->pack) {  /* each micro-batch's documents; position ids come with each batch */
+    t->docs = calloc((size_t)o->microbatches, sizeof *t->docs);
+    if (!t->docs) return RP_ENOMEM;
+    for (int mb = 0; mb < o->microbatches; mb++) RP_TRY(rp_docs_init(&t->docs[mb], B, o->seq));
+  }
   /* Global position ids of this rank's rows: context-parallel shards keep them. */
   rp_cp_layout layout = t->cp_layout;
   for (int mb = 0; mb < o->microbatches; mb++)
@@ -234,7 +240,18 @@ static rp_status setup_data(rp_trainer *t) {
   RP_TRY(rp_loader_open(&t->val, t->data_dir, "val", o->batch, o->seq, 1, (uint64_t)o->seed, r,
                         dp));
   RP_TRY(rp_loader_set_vocab(t->train, t->cfg.V));
-  return rp_loader_set_vocab(t->val, t->cfg.V);
+  RP_TRY(rp_loader_set_vocab(t->val, t->cfg.V));
+  if (!o->pack) return RP_OK;
+  int align = o->pack_align ? o->pack_align
+                            : o->cp > 1 && t->cp_place == RP_CP_PLACE_DOC_ZIGZAG ? 2 * o->cp : 1;
+  RP_TRY(rp_loader_set_pack(t->train, o->eot, align));
+  RP_TRY(rp_loader_set_pack(t->val, o->eot, align));
+  if (t->grid.world_rank == 0 && !o->quiet)
+    rp_info("--pack: %llu batches of %d x %d per epoch, %.1f%% padding per real token "
+            "(documents start on a fresh row rather than being cut; aligned to %d)",
+            (unsigned long long)rp_loader_num_windows(t->train), o->batch, o->seq,
+            100.0 * rp_loader_pad_fraction(t->train), align);
+  return RP_OK;
 }
 
 /* --resume auto: world rank 0 picks the checkpoint and tells the others, so
@@ -314,6 +331,7 @@ rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
     s = rp_err(RP_EINVAL, "this job runs one pipeline stage and no context or tensor "
                "parallelism (--pp 1 --cp 1 --tp 1); data parallelism takes every rank");
   t->cp_layout = RP_CP_CONTIGUOUS;
+  t->cp_place = RP_CP_PLACE_ROW;
   if (s == RP_OK) s = rp_grid_init(&t->grid, 1, 1);
   t->T_local = o->seq;
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, s));
@@ -333,7 +351,9 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   rp_status s = check_before_creating(t, &changed, &model_T);
   if (s == RP_OK) s = rp_grid_init_tp(&t->grid, o->pp, o->cp, o->tp);
   /* one rank holds the whole sequence: contiguous whatever was asked */
-  t->cp_layout = o->cp > 1 ? o->cp_layout : RP_CP_CONTIGUOUS;
+  t->cp_layout = RP_CP_CONTIGUOUS;
+  t->cp_place = RP_CP_PLACE_ROW;
+  if (o->cp > 1) rp_cp_split_resolve(o->cp_layout, &t->cp_layout, &t->cp_place);
   if (s == RP_OK && o->cp > 1) {
     s = rp_cp_check(t->cp_layout, o->seq, o->cp);
     if (s == RP_OK && o->cp_impl == RP_CP_ULYSSES && o->heads % o->cp != 0)
@@ -368,13 +388,15 @@ void rp_trainer_free(rp_trainer *t) {
   rp_stop_uninstall();
   if (t->train) rp_loader_close(t->train);
   if (t->val) rp_loader_close(t->val);
-  if (t->cp_attn) rp_cp_destroy(t->cp_attn);
+  rp_attn_destroy(t->cp_attn);
   if (t->tp) rp_tp_destroy(t->tp);
   rp_free(t->full_tokens);
   rp_free(t->full_targets);
   rp_free(t->batch_tokens);
   rp_free(t->batch_targets);
   rp_free(t->batch_pos);
+  for (int mb = 0; t->docs && mb < t->o.microbatches; mb++) rp_docs_free(&t->docs[mb]);
+  free(t->docs);
   rp_grad_ws_free(&t->ws);
   rp_free(t->dlnf_extra);
   rp_free(t->acts_mem);

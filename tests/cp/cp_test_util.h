@@ -75,4 +75,20 @@ static inline int cpt_agree_max_int(int x, MPI_Comm comm) {
   return out;
 }
 
+/* MPI up, the world's size and rank, and the agreed verdict of a cmocka group
+ * (include after <cmocka.h>): the body of every cp test's main. */
+#define CPT_MAIN(tests, P, rank)                                  \
+  do {                                                            \
+    if (rp_mpi_init(&argc, &argv) != RP_OK) {                     \
+      fprintf(stderr, "%s\n", rp_errmsg());                       \
+      return 1;                                                   \
+    }                                                             \
+    P = rp_mpi_world_size();                                      \
+    rank = rp_mpi_world_rank();                                   \
+    int failed_ = cmocka_run_group_tests(tests, NULL, NULL);      \
+    failed_ = cpt_agree_max_int(failed_, MPI_COMM_WORLD);         \
+    rp_mpi_finalize();                                            \
+    return failed_ ? 1 : 0;                                       \
+  } while (0)
+
 #endif

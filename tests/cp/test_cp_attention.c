@@ -97,11 +97,15 @@ static void shard_free(shard *s) {
 
 static void run_fwd(const rp_attn_backend *a, shard *s, const ref_case *f, rp_pool *pool) {
   assert_int_equal(a->saved_floats(a, f->B, s->Tl, f->C, f->NH), (size_t)f->B * f->NH * s->Tl);
-  a->forward(a, s->out, s->lse, s->qkv, f->B, s->Tl, f->C, f->NH, pool);
+  rp_attn_batch ab;
+  assert_int_equal(rp_attn_prepare(a, &ab, f->B, s->Tl, f->C, f->NH, NULL), RP_OK);
+  assert_int_equal(a->forward(a, &ab, s->out, s->lse, s->qkv, pool), RP_OK);
 }
 
 static void run_bwd(const rp_attn_backend *a, shard *s, const ref_case *f, rp_pool *pool) {
-  a->backward(a, s->dqkv, s->dout, s->qkv, s->out, s->lse, f->B, s->Tl, f->C, f->NH, pool);
+  rp_attn_batch ab;
+  assert_int_equal(rp_attn_prepare(a, &ab, f->B, s->Tl, f->C, f->NH, NULL), RP_OK);
+  assert_int_equal(a->backward(a, &ab, s->dqkv, s->dout, s->qkv, s->out, s->lse, pool), RP_OK);
 }
 
 /* Max |diff| of columns [c0, c0+n) of rows ld apart. */
@@ -299,20 +303,11 @@ static void test_work_counts(void **state) {
 }
 
 int main(int argc, char **argv) {
-  if (rp_mpi_init(&argc, &argv) != RP_OK) {
-    fprintf(stderr, "%s\n", rp_errmsg());
-    return 1;
-  }
-  g_P = rp_mpi_world_size();
-  g_rank = rp_mpi_world_rank();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_zigzag),      cmocka_unit_test(test_ring_contiguous),
       cmocka_unit_test(test_ulysses),          cmocka_unit_test(test_small_tiles),
       cmocka_unit_test(test_odd_head_size),    cmocka_unit_test(test_layers_reentrant),
       cmocka_unit_test(test_work_counts),
   };
-  int failed = cmocka_run_group_tests(tests, NULL, NULL);
-  failed = cpt_agree_max_int(failed, MPI_COMM_WORLD);
-  rp_mpi_finalize();
-  return failed ? 1 : 0;
+  CPT_MAIN(tests, g_P, g_rank);
 }

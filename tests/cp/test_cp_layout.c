@@ -139,20 +139,11 @@ static void test_bad_configs(void **state) {
 }
 
 int main(int argc, char **argv) {
-  if (rp_mpi_init(&argc, &argv) != RP_OK) {
-    fprintf(stderr, "%s\n", rp_errmsg());
-    return 1;
-  }
-  g_P = rp_mpi_world_size();
-  g_rank = rp_mpi_world_rank();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pieces),
       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_balance),
       cmocka_unit_test(test_bad_configs),
   };
-  int failed = cmocka_run_group_tests(tests, NULL, NULL);
-  failed = cpt_agree_max_int(failed, MPI_COMM_WORLD);
-  rp_mpi_finalize();
-  return failed ? 1 : 0;
+  CPT_MAIN(tests, g_P, g_rank);
 }

@@ -89,4 +89,17 @@ static inline void ft_report_skipped(const char *test) {
 
 static inline void ft_reset_config(void) { ft_configure(RP_FLASH_ISA_AUTO, RP_FLASH_SPLIT_AUTO, 0, 0); }
 
+/* The 1- and 2-thread pools a test group shares (p[1], p[2]). */
+static inline int ft_pools_up(rp_pool **p) {
+  p[1] = ft_pool(1);
+  p[2] = ft_pool(2);
+  return 0;
+}
+static inline int ft_pools_down(rp_pool **p) {
+  rp_pool_destroy(p[1]);
+  rp_pool_destroy(p[2]);
+  ft_reset_config();
+  return 0;
+}
+
 #endif

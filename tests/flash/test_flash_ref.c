@@ -20,18 +20,8 @@ typedef struct {
 
 static rp_pool *g_pool[3];
 
-static int setup(void **state) {
-  g_pool[1] = ft_pool(1);
-  g_pool[2] = ft_pool(2);
-  return 0;
-}
-
-static int teardown(void **state) {
-  rp_pool_destroy(g_pool[1]);
-  rp_pool_destroy(g_pool[2]);
-  ft_reset_config();
-  return 0;
-}
+static int setup(void **state) { return ft_pools_up(g_pool); }
+static int teardown(void **state) { return ft_pools_down(g_pool); }
 
 /* Runs one shape through every configuration; returns the number of failures. */
 static int check_shape(shape s, int causal, int sweep) {
@@ -135,10 +125,13 @@ static void test_backend(void **state) {
   float *of = ft_floats(nout), *orf = ft_floats(nout), *df = ft_floats(nqkv), *dr = ft_floats(nqkv);
   float *sf = ft_floats((long)fa->saved_floats(fa, B, T, C, NH));
   float *sr = ft_floats((long)ra->saved_floats(ra, B, T, C, NH));
-  fa->forward(fa, of, sf, qkv, B, T, C, NH, g_pool[2]);
-  ra->forward(ra, orf, sr, qkv, B, T, C, NH, g_pool[2]);
-  fa->backward(fa, df, dout, qkv, of, sf, B, T, C, NH, g_pool[2]);
-  ra->backward(ra, dr, dout, qkv, orf, sr, B, T, C, NH, g_pool[2]);
+  rp_attn_batch bf, br;
+  assert_int_equal(rp_attn_prepare(fa, &bf, B, T, C, NH, NULL), RP_OK);
+  assert_int_equal(rp_attn_prepare(ra, &br, B, T, C, NH, NULL), RP_OK);
+  assert_int_equal(fa->forward(fa, &bf, of, sf, qkv, g_pool[2]), RP_OK);
+  assert_int_equal(ra->forward(ra, &br, orf, sr, qkv, g_pool[2]), RP_OK);
+  assert_int_equal(fa->backward(fa, &bf, df, dout, qkv, of, sf, g_pool[2]), RP_OK);
+  assert_int_equal(ra->backward(ra, &br, dr, dout, qkv, orf, sr, g_pool[2]), RP_OK);
   assert_true(ft_maxdiff("backend out", of, orf, nout, FT_ATOL) <= FT_ATOL);
   assert_true(ft_maxdiff("backend dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
   free(qkv), free(dout), free(of), free(orf), free(df), free(dr), free(sf), free(sr);
@@ -161,14 +154,17 @@ static void test_two_configs_interleaved(void **state) {
   float *dr = ft_floats(nqkv), *sr = ft_floats((long)ra->saved_floats(ra, B, T, C, NH));
   ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
   ft_fill(dout, nout, &rng, -1.0f, 1.0f);
-  ra->forward(ra, orf, sr, qkv, B, T, C, NH, g_pool[2]);
-  ra->backward(ra, dr, dout, qkv, orf, sr, B, T, C, NH, g_pool[2]);
+  rp_attn_batch br, bf;
+  assert_int_equal(rp_attn_prepare(ra, &br, B, T, C, NH, NULL), RP_OK);
+  assert_int_equal(ra->forward(ra, &br, orf, sr, qkv, g_pool[2]), RP_OK);
+  assert_int_equal(ra->backward(ra, &br, dr, dout, qkv, orf, sr, g_pool[2]), RP_OK);
   const rp_attn_backend *order[4] = {&a1, &a2, &a1, &a2};
   for (int i = 0; i < 4; i++) {
     const rp_attn_backend *fa = order[i];
     float *of = ft_floats(nout), *df = ft_floats(nqkv), *sf = ft_floats((long)B * NH * T);
-    fa->forward(fa, of, sf, qkv, B, T, C, NH, g_pool[2]);
-    fa->backward(fa, df, dout, qkv, of, sf, B, T, C, NH, g_pool[2]);
+    assert_int_equal(rp_attn_prepare(fa, &bf, B, T, C, NH, NULL), RP_OK);
+    assert_int_equal(fa->forward(fa, &bf, of, sf, qkv, g_pool[2]), RP_OK);
+    assert_int_equal(fa->backward(fa, &bf, df, dout, qkv, of, sf, g_pool[2]), RP_OK);
     assert_true(ft_maxdiff("interleaved out", of, orf, nout, FT_ATOL) <= FT_ATOL);
     assert_true(ft_maxdiff("interleaved dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
     free(of), free(df), free(sf);

@@ -22,6 +22,7 @@ int rp_fuzz_config(const uint8_t *data, size_t size);       /* --config file (an
 int rp_fuzz_schedule(const uint8_t *data, size_t size);     /* schedule CSV */
 int rp_fuzz_bpe(const uint8_t *data, size_t size);          /* text -> GPT-2 BPE and back */
 int rp_fuzz_hf_config(const uint8_t *data, size_t size);    /* Hugging Face config.json */
+int rp_fuzz_doc_index(const uint8_t *data, size_t size);    /* X.docs beside a 64-token shard */
 
 typedef struct {
   const char *name;

@@ -144,6 +144,6 @@ int rp_fuzz_schedule(const uint8_t *data, size_t size) {
 const rp_fuzz_target rp_fuzz_targets[] = {
     {"shard", rp_fuzz_shard},   {"safetensors", rp_fuzz_safetensors}, {"json", rp_fuzz_json},
     {"config", rp_fuzz_config}, {"schedule", rp_fuzz_schedule}, {"bpe", rp_fuzz_bpe},
-    {"hf_config", rp_fuzz_hf_config},
+    {"hf_config", rp_fuzz_hf_config}, {"doc_index", rp_fuzz_doc_index},
 };
 const int rp_fuzz_ntargets = sizeof rp_fuzz_targets / sizeof rp_fuzz_targets[0];

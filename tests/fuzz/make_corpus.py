@@ -49,6 +49,30 @@ def shards():
 
 
 # ---- safetensors: u64 header length, JSON header, data
+# ---- document indexes beside the fuzz target's 64-token shard: int32 header[8]
+# (magic, version, count, 0...), uint32 lengths summing to 64
+def docidx(lens, magic=20261212, version=1, count=None):
+    n = len(lens) if count is None else count
+    return struct.pack("<8i", magic, version, n, 0, 0, 0, 0, 0) + struct.pack("<%dI" % len(lens), *lens)
+
+
+def doc_indexes():
+    put("doc_index", "ok-one-document", docidx([64]))
+    put("doc_index", "ok-mixed-lengths", docidx([1, 13, 1, 20, 5, 24]))
+    put("doc_index", "ok-longer-than-row", docidx([40, 24]))
+    put("doc_index", "ok-all-ones", docidx([1] * 64))
+    put("doc_index", "bad-sum-short", docidx([30, 30]))
+    put("doc_index", "bad-sum-long", docidx([64, 1]))
+    put("doc_index", "bad-zero-length", docidx([0, 64]))
+    put("doc_index", "bad-magic", docidx([64], magic=20240520))
+    put("doc_index", "bad-version", docidx([64], version=2))
+    put("doc_index", "bad-count-too-big", docidx([64], count=1000))
+    put("doc_index", "bad-negative-count", docidx([64], count=-1))
+    put("doc_index", "bad-truncated-header", docidx([64])[:12])
+    put("doc_index", "bad-empty", b"")
+    put("doc_index", "bad-huge-length", docidx([0xFFFFFFFF, 65]))
+
+
 def st(header, data=b"", hlen=None, pad=True):
     h = header if isinstance(header, bytes) else json.dumps(header, separators=(",", ":")).encode()
     while pad and len(h) % 8:
@@ -271,6 +295,7 @@ def hf_configs():
 
 if __name__ == "__main__":
     shards()
+    doc_indexes()
     safetensors()
     jsons()
     configs()

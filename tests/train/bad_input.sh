@@ -7,19 +7,7 @@ rm -rf "$work"
 mkdir -p "$work"
 tiny="--layers 2 --channels 32 --heads 2 --seq 32 --batch 2 --steps 2 --eval-every 0 --sample-tokens 0 --measure-peak=0 --threads 1 --quiet"
 fails=0
-expect() { # expect STATUS PATTERN -- command...
-  want=$1 pat=$2
-  shift 3
-  out=$("$@" 2>&1)
-  got=$?
-  if [ "$got" != "$want" ] || ! printf '%s' "$out" | grep -q -- "$pat"; then
-    echo "FAIL: $* -> status $got (want $want), output:"
-    printf '%s\n' "$out" | tail -5
-    fails=$((fails + 1))
-  else
-    echo "ok: status $got, '$pat'"
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 expect 2 "unknown option --layer" -- "$ringpipe" train --layer 4
 expect 2 "out of range" -- "$ringpipe" train --layers 0
 expect 2 "heads 5 does not divide --channels 32" -- "$ringpipe" train $tiny --heads 5 --out "$work/a"
