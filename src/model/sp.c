@@ -94,13 +94,40 @@ static void gather_matmul(const rp_chunk *m, float *out, const float *ln, const 
     RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(out, b.gath, w, bias, N, C, OC, x));
     return;
   }
-  memcpy(b.gath + (size_t)me * Nr * C, ln, (size_t)Nr * C * sizeof(float));
+  size_t NrC = (size_t)Nr * C;
+  memcpy(b.gath + me * NrC, ln, NrC * sizeof(float));
   for (int k = 0; k < P; k++) {
-    int blk = ((me - k) % P + P) % P, more = k < P - 1;
-    if (more) x->tp->ring_begin(x->tp, b.gath, (long)Nr * C, k);
+    /* step k passes on block (me - k), which arrived at step k - 1 */
+    int blk = ((me - k) % P + P) % P, next = ((me - k - 1) % P + P) % P, more = k < P - 1;
+    if (more) x->tp->ring_begin(x->tp, b.gath + blk * NrC, b.gath + next * NrC, (long)NrC, k);
     matmul_rows_progress(out + (size_t)blk * Nr * OC, b.gath + (size_t)blk * Nr * C, w, bias, Nr,
                          C, OC, more, x);
     if (more) x->tp->ring_end(x->tp);
+  }
+}
+
+/* out[Nr, C] = sum over ranks of row block `me` of inp @ w^T, as a ring
+ * reduce-scatter overlapped with the GEMM: the accumulator of block j travels
+ * around the ring gathering each rank's partial product of it, and while one
+ * accumulator is in flight this rank multiplies its rows of the next block.
+ * Step k receives the sum so far of block (me - k - 2) mod P; after P - 1
+ * steps the block that arrives is this rank's own, complete but for its own
+ * partial. (The sum's order differs from MPI_Reduce_scatter's: not bitwise.) */
+static void matmul_reduce_scatter(const rp_chunk *m, float *out, const float *inp,
+                                  const float *w, int N, int IC, const rp_exec *x) {
+  int C = m->cfg.C, P = m->tp, me = m->tp_rank, Nr = N / P;
+  size_t NrC = (size_t)Nr * C;
+  sp_bufs b = bufs_of(m, N);
+  float *send = b.dfull, *recv = b.dfull + NrC, *mine = b.part;
+  int first = ((me - 1) % P + P) % P;
+  matmul_rows_progress(send, inp + (size_t)first * Nr * IC, w, NULL, Nr, IC, C, 0, x);
+  for (int k = 0; k < P - 1; k++) {
+    int blk = ((me - k - 2) % P + P) % P;
+    x->tp->ring_begin(x->tp, send, recv, (long)NrC, k);
+    matmul_rows_progress(mine, inp + (size_t)blk * Nr * IC, w, NULL, Nr, IC, C, 1, x);
+    x->tp->ring_end(x->tp);
+    float *acc = k == P - 2 ? out : send;  /* the last one is this rank's block */
+    for (size_t i = 0; i < NrC; i++) acc[i] = recv[i] + mine[i];
   }
 }
 
@@ -110,8 +137,12 @@ static void row_parallel_out(const rp_chunk *m, float *out, const float *inp, co
                              const rp_exec *x) {
   int C = m->cfg.C, Nr = N / m->tp;
   sp_bufs b = bufs_of(m, N);
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(b.part, inp, w, NULL, N, IC, C, x));
-  scatter_rows(x, out, b.part, (long)Nr * C);
+  if (x->tp->ring_begin) {
+    matmul_reduce_scatter(m, out, inp, w, N, IC, x);
+  } else {
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(b.part, inp, w, NULL, N, IC, C, x));
+    scatter_rows(x, out, b.part, (long)Nr * C);
+  }
   for (long i = 0; i < Nr; i++)
     for (int j = 0; j < C; j++) out[i * C + j] += bias[j] + resid[i * C + j];
 }
