@@ -84,8 +84,7 @@ const rp_opt rp_train_opt_table[] = {
     {"sp", RP_OPT_BOOL, O(sp), "0", 0, 0, NULL,
      "sequence parallelism on top of --tp (Megatron): LayerNorms, residual adds and the "
      "embedding output on 1/tp of each micro-batch's rows, all-gather before and "
-     "reduce-scatter after the tensor-parallel blocks; needs --seq / --cp divisible by --tp "
-     "and --pp 1"},
+     "reduce-scatter after the tensor-parallel blocks; needs --seq / --cp divisible by --tp"},
     {"tp-overlap", RP_OPT_BOOL, O(tp_overlap), "1", 0, 0, NULL,
      "with --sp: the forward's all-gather before each column-parallel GEMM and "
      "reduce-scatter after each row-parallel GEMM run as rings whose next block travels "
@@ -165,9 +164,6 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
     return rp_err(RP_EINVAL, "--sp splits each rank's %d positions (--seq %d / --cp %d) over "
                   "--tp %d, which does not divide them; use a --seq that is a multiple of %d",
                   o->seq / o->cp, o->seq, o->cp, o->tp, o->cp * o->tp);
-  if (o->sp && o->pp > 1)
-    return rp_err(RP_EINVAL, "--sp runs one pipeline stage (its stage boundary would carry "
-                  "1/tp of the rows); use --pp 1, or --tp without --sp");
   if (o->emulate[0]) {
     double f, b, w;
     if (sscanf(o->emulate, "%lf,%lf,%lf", &f, &b, &w) != 3 || f <= 0 || b <= 0 || w < 0 || w >= b)

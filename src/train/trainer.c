@@ -82,13 +82,25 @@ static rp_status check_recompute_fits(const rp_trainer *t, int splits_backward) 
                 t->o.recompute, t->o.schedule);
 }
 
+/* Sequence parallelism's backward re-gathers what a split backward's W would
+ * need stashed whole: no I/W split. */
+static rp_status check_sp_fits(const rp_trainer *t, int splits_backward) {
+  if (!t->o.sp || !splits_backward) return RP_OK;
+  return rp_err(RP_EINVAL, "--sp cannot be combined with --schedule %s: it splits backward into "
+                "I and W actions, which sequence parallelism does not; use a schedule without "
+                "I/W (1f1b, interleaved) or --tp without --sp", t->o.schedule);
+}
+
 /* The pipeline: schedule, executor, and the pair of ranks sharing wte. */
 static rp_status setup_pipeline(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int p = t->grid.pp;
   /* a generator that splits backward is refused before its own checks, a CSV
    * file once it is read */
-  if (rp_schedule_generator_splits_backward(o->schedule) == 1) RP_TRY(check_recompute_fits(t, 1));
+  if (rp_schedule_generator_splits_backward(o->schedule) == 1) {
+    RP_TRY(check_recompute_fits(t, 1));
+    RP_TRY(check_sp_fits(t, 1));
+  }
   RP_TRY(rp_schedule_make(o->schedule, p, o->vpp, o->microbatches, &t->sched));
   if (t->sched->v != o->vpp || t->sched->m != o->microbatches)
     return rp_err(RP_EINVAL, "schedule %s has v=%d m=%d but the run has --vpp %d "
@@ -96,6 +108,7 @@ static rp_status setup_pipeline(rp_trainer *t) {
                   o->microbatches);
   /* decided by what the schedule holds, whatever its name or file */
   RP_TRY(check_recompute_fits(t, rp_schedule_splits_backward(t->sched)));
+  RP_TRY(check_sp_fits(t, rp_schedule_splits_backward(t->sched)));
   rp_chunk **chunks = malloc(t->nchunks * sizeof *chunks);
   for (int c = 0; c < t->nchunks; c++) chunks[c] = &t->chunks[c];
   rp_pipeline_cfg pc = {.sched = t->sched, .comm = t->grid.pp_comm, .chunks = chunks,
