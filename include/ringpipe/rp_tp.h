@@ -13,8 +13,8 @@
 typedef struct rp_tp rp_tp;
 
 /* overlap: provide the ring steps (rp_tp_ops.ring_*) from which sequence
- * parallelism builds its forward all-gathers and reduce-scatters overlapped
- * with the GEMMs (--tp-overlap). */
+ * parallelism builds all-gathers and reduce-scatters overlapped with the
+ * GEMMs (--tp-overlap). */
 rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm, int overlap);
 void rp_tp_destroy(rp_tp *t);
 /* The table to put in rp_exec.tp (owned by t). */

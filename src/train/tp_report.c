@@ -112,6 +112,6 @@ void rp_tp_print_summary(const rp_trainer *t) {
          "MiB), %.2f ms exposed in them (%s)\n", st.calls, st.bytes / 1048576.0,
          want / 1048576.0, st.wait_s * 1e3,
          t->o.sp && t->o.tp_overlap ? "overlap on: the ring transfers that run during the "
-                                      "forward GEMMs are hidden"
+                                      "GEMMs are hidden"
                                     : "overlap off: every collective blocks");
 }

@@ -86,10 +86,10 @@ const rp_opt rp_train_opt_table[] = {
      "embedding output on 1/tp of each micro-batch's rows, all-gather before and "
      "reduce-scatter after the tensor-parallel blocks; needs --seq / --cp divisible by --tp"},
     {"tp-overlap", RP_OPT_BOOL, O(tp_overlap), "1", 0, 0, NULL,
-     "with --sp: the forward's all-gather before each column-parallel GEMM and "
-     "reduce-scatter after each row-parallel GEMM run as rings whose next block travels "
-     "while the GEMM works on the block at hand (off: the blocking collectives; the "
-     "baseline for the exposed-communication report)"},
+     "with --sp: the all-gathers before the forward's column-parallel and the backward's "
+     "row-parallel GEMMs and the reduce-scatter after the forward's row-parallel GEMMs run "
+     "as rings whose next block travels while the GEMM works on the block at hand (off: "
+     "the blocking collectives; the baseline for the exposed-communication report)"},
     {"precision", RP_OPT_CHOICE, O(precision), "fp32", 0, 0, "fp32|bf16",
      "matmul precision: bf16 weights and activations with fp32 accumulation (fp32 master "
      "weights, AdamW state, LayerNorm, softmax and loss), or fp32 throughout"},
