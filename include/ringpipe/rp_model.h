@@ -270,13 +270,13 @@ struct rp_tp_ops {
   void (*all_gather)(const rp_tp_ops *o, float *out, const float *in, long n);
   /* out[n] = sum over ranks of their in[rank * n .. (rank + 1) * n) */
   void (*reduce_scatter)(const rp_tp_ops *o, float *out, const float *in, long n);
-  /* The all-gather as a ring of size - 1 steps, for overlap with compute (NULL
-   * when overlap is off): step k sends block (rank - k) mod size of out (n
-   * floats each; out's own block is filled by the caller before step 0) to
-   * rank + 1 and receives block (rank - k - 1) mod size from rank - 1.
-   * ring_progress lets the transfer advance between pieces of compute;
-   * ring_end waits for it. One step in flight at a time. */
-  void (*ring_begin)(const rp_tp_ops *o, float *out, long n, int k);
+  /* One step of a ring, for collectives overlapped with compute (NULL when
+   * overlap is off): send[n] goes to rank + 1 while recv[n] arrives from rank
+   * - 1. Step k of a collective's size - 1 steps (k == 0 counts the
+   * collective); the caller computes between ring_begin and ring_end,
+   * calling ring_progress so that the transfer advances. One step in flight
+   * at a time. sp.c builds the all-gather and the reduce-scatter from it. */
+  void (*ring_begin)(const rp_tp_ops *o, const float *send, float *recv, long n, int k);
   void (*ring_progress)(const rp_tp_ops *o);
   void (*ring_end)(const rp_tp_ops *o);
   void *ctx;

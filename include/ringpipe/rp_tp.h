@@ -12,8 +12,9 @@
 
 typedef struct rp_tp rp_tp;
 
-/* overlap: provide the ring all-gather (rp_tp_ops.ring_*) that sequence
- * parallelism overlaps with its column-parallel GEMMs (--tp-overlap). */
+/* overlap: provide the ring steps (rp_tp_ops.ring_*) from which sequence
+ * parallelism builds all-gathers and reduce-scatters overlapped with the
+ * GEMMs (--tp-overlap). */
 rp_status rp_tp_create(rp_tp **out, MPI_Comm tp_comm, int overlap);
 void rp_tp_destroy(rp_tp *t);
 /* The table to put in rp_exec.tp (owned by t). */

@@ -80,27 +80,121 @@ static void matmul_rows_progress(float *out, const float *inp, const float *w,
   }
 }
 
+/* The ring all-gather of mine (this rank's Nr rows of C) into full (N rows):
+ * step k passes on block (me - k), which arrived at step k - 1, while
+ * on_block(ctx, blk, in_flight) computes with the block at hand; the last
+ * block arrives with nothing more in flight. */
+typedef void (*block_fn)(void *ctx, int blk, int in_flight);
+
+static void ring_gather(const rp_chunk *m, const rp_exec *x, float *full, const float *mine,
+                        int N, block_fn on_block, void *ctx) {
+  int P = m->tp, me = m->tp_rank;
+  size_t NrC = (size_t)(N / P) * m->cfg.C;
+  memcpy(full + me * NrC, mine, NrC * sizeof(float));
+  for (int k = 0; k < P; k++) {
+    int blk = ((me - k) % P + P) % P, next = ((me - k - 1) % P + P) % P, more = k < P - 1;
+    if (more) x->tp->ring_begin(x->tp, full + blk * NrC, full + next * NrC, (long)NrC, k);
+    on_block(ctx, blk, more);
+    if (more) x->tp->ring_end(x->tp);
+  }
+}
+
+typedef struct {
+  const rp_exec *x;
+  float *out, *dinp, *gw;
+  const float *in, *w, *bias;
+  int Nr, IC, OC;
+} block_job;
+
+static void forward_block(void *ctx, int blk, int in_flight) {
+  block_job *j = ctx;
+  size_t r0 = (size_t)blk * j->Nr;
+  matmul_rows_progress(j->out + r0 * j->OC, j->in + r0 * j->IC, j->w, j->bias, j->Nr, j->IC,
+                       j->OC, in_flight, j->x);
+}
+
 /* out[N, OC] = all-gather(ln: this rank's Nr rows) @ w^T + bias: the
  * column-parallel GEMM after the gather. With overlap (the ring in the
- * collectives table) the gather is a ring of tp - 1 steps and each step's
- * transfer runs while this rank multiplies the block it already holds;
- * without, one all-gather and then the GEMM. */
+ * collectives table) each ring step's transfer runs while this rank
+ * multiplies the block it already holds; without, one all-gather and then
+ * the GEMM. */
 static void gather_matmul(const rp_chunk *m, float *out, const float *ln, const float *w,
                           const float *bias, int N, int OC, const rp_exec *x) {
-  int C = m->cfg.C, P = m->tp, Nr = N / P, me = m->tp_rank;
+  int C = m->cfg.C, Nr = N / m->tp;
   sp_bufs b = bufs_of(m, N);
   if (!x->tp->ring_begin) {
     gather_rows(x, b.gath, ln, (long)Nr * C);
     RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(out, b.gath, w, bias, N, C, OC, x));
     return;
   }
-  memcpy(b.gath + (size_t)me * Nr * C, ln, (size_t)Nr * C * sizeof(float));
-  for (int k = 0; k < P; k++) {
-    int blk = ((me - k) % P + P) % P, more = k < P - 1;
-    if (more) x->tp->ring_begin(x->tp, b.gath, (long)Nr * C, k);
-    matmul_rows_progress(out + (size_t)blk * Nr * OC, b.gath + (size_t)blk * Nr * C, w, bias, Nr,
-                         C, OC, more, x);
-    if (more) x->tp->ring_end(x->tp);
+  block_job j = {.x = x, .out = out, .in = b.gath, .w = w, .bias = bias, .Nr = Nr, .IC = C,
+                 .OC = OC};
+  ring_gather(m, x, b.gath, ln, N, forward_block, &j);
+}
+
+/* The row-parallel layer's backward, block by block as the gradient's rows
+ * arrive: dinp rows written, this rank's weight gradient accumulated, in row
+ * pieces with the ring progressed between them. */
+static void backward_block(void *ctx, int blk, int in_flight) {
+  block_job *j = ctx;
+  int piece = in_flight ? (j->Nr + 3) / 4 : j->Nr;
+  if (piece < 16) piece = 16;
+  for (int r = 0; r < j->Nr; r += piece) {
+    int n = j->Nr - r < piece ? j->Nr - r : piece;
+    size_t r0 = (size_t)blk * j->Nr + r;
+    RP_PROF(RP_PROF_BWD_MATMUL,
+            rp_mm_backward_set(j->dinp + r0 * j->IC, j->gw, NULL, j->out + r0 * j->OC,
+                               j->in + r0 * j->IC, j->w, n, j->IC, j->OC, j->x));
+    if (in_flight) j->x->tp->ring_progress(j->x->tp);
+  }
+}
+
+/* Backward of a row-parallel layer (out = inp @ w^T, inp this rank's IC
+ * features of N rows): the output gradient's rows (dres: this rank's Nr) are
+ * all-gathered into b.dfull, then dinp[N, IC] is written and gw, gb
+ * accumulated. With overlap the gather is the ring and each block's GEMMs run
+ * as it arrives; the replicated bias's gradient is then one pass over the
+ * whole gathered gradient, in the same order on every rank, so that the bias
+ * stays identical across tp. */
+static void gather_row_parallel_back(const rp_chunk *m, float *dinp, float *gw, float *gb,
+                                     const float *dres, const float *inp, const float *w, int N,
+                                     int IC, const rp_exec *x) {
+  int C = m->cfg.C, Nr = N / m->tp;
+  sp_bufs b = bufs_of(m, N);
+  if (!x->tp->ring_begin) {
+    gather_rows(x, b.dfull, dres, (long)Nr * C);
+    RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(dinp, gw, gb, b.dfull, inp, w, N, IC, C, x));
+    return;
+  }
+  block_job j = {.x = x, .out = b.dfull, .dinp = dinp, .gw = gw, .in = inp, .w = w, .Nr = Nr,
+                 .IC = IC, .OC = C};
+  ring_gather(m, x, b.dfull, dres, N, backward_block, &j);
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_matmul_backward(NULL, NULL, gb, b.dfull, inp, w, N, IC, C,
+                                                 x->pool));
+}
+
+/* out[Nr, C] = sum over ranks of row block `me` of inp @ w^T, as a ring
+ * reduce-scatter overlapped with the GEMM: the accumulator of block j travels
+ * around the ring gathering each rank's partial product of it, and while one
+ * accumulator is in flight this rank multiplies its rows of the next block.
+ * Step k receives the sum so far of block (me - k - 2) mod P; after P - 1
+ * steps the block that arrives is this rank's own, complete but for its own
+ * partial. (The sum's order differs from MPI_Reduce_scatter's: not bitwise.) */
+static void matmul_reduce_scatter(const rp_chunk *m, float *out, const float *inp,
+                                  const float *w, int N, int IC, const rp_exec *x) {
+  int C = m->cfg.C, P = m->tp, me = m->tp_rank, Nr = N / P;
+  size_t NrC = (size_t)Nr * C;
+  sp_bufs b = bufs_of(m, N);
+  float *send = b.dfull, *recv = b.dfull + NrC, *mine = b.part;
+  int first = ((me - 1) % P + P) % P;
+  matmul_rows_progress(send, inp + (size_t)first * Nr * IC, w, NULL, Nr, IC, C, 0, x);
+  for (int k = 0; k < P - 1; k++) {
+    int blk = ((me - k - 2) % P + P) % P;
+    x->tp->ring_begin(x->tp, send, recv, (long)NrC, k);
+    matmul_rows_progress(mine, inp + (size_t)blk * Nr * IC, w, NULL, Nr, IC, C, 1, x);
+    x->tp->ring_end(x->tp);
+    float *acc = k == P - 2 ? out : send;  /* the last one is this rank's block */
+    for (size_t i = 0; i < NrC; i++) acc[i] = recv[i] + mine[i];
   }
 }
 
@@ -110,8 +204,12 @@ static void row_parallel_out(const rp_chunk *m, float *out, const float *inp, co
                              const rp_exec *x) {
   int C = m->cfg.C, Nr = N / m->tp;
   sp_bufs b = bufs_of(m, N);
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(b.part, inp, w, NULL, N, IC, C, x));
-  scatter_rows(x, out, b.part, (long)Nr * C);
+  if (x->tp->ring_begin) {
+    matmul_reduce_scatter(m, out, inp, w, N, IC, x);
+  } else {
+    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(b.part, inp, w, NULL, N, IC, C, x));
+    scatter_rows(x, out, b.part, (long)Nr * C);
+  }
   for (long i = 0; i < Nr; i++)
     for (int j = 0; j < C; j++) out[i * C + j] += bias[j] + resid[i * C + j];
 }
@@ -157,26 +255,23 @@ static void add_ln_grads(const rp_chunk *m, const rp_exec *x, float *lnacc, floa
 
 void rp_sp_layer_backward(const rp_chunk *m, const rp_layer_params *p, rp_layer_params *g,
                           const rp_layer_acts *l, const float *in, rp_grad_ws *w,
-                          const rp_attn_batch *ab,
-                          const rp_exec *x) {
+                          const rp_attn_batch *ab, const rp_exec *x) {
   int N = ab->B * ab->T, Nr = N / m->tp, C = m->cfg.C, Ct = rp_tp_width(m);
-  long NrC = (long)Nr * C, NCt = (long)N * Ct;
+  long NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
   sp_bufs b = bufs_of(m, N);
   memset(b.lnacc, 0, 4 * (size_t)C * sizeof(float));
   /* MLP branch: w->dres is d(res3) on this rank's rows */
-  gather_rows(x, b.dfull, w->dres, NrC);
-  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dfch_gelu, g->fcprojw, g->fcprojb, b.dfull,
-                                                 l->fch_gelu, p->fcprojw, N, 4 * Ct, C, x));
+  gather_row_parallel_back(m, w->dfch_gelu, g->fcprojw, g->fcprojb, w->dres, l->fch_gelu,
+                           p->fcprojw, N, 4 * Ct, x);
   RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set(w->dfch, l->fch, w->dfch_gelu, 4 * NCt, pool));
   column_parallel_back(m, w->dln, g->fcw, g->fcb, w->dfch, l->ln2, p->fcw, N, 4 * Ct, x);
   RP_PROF(RP_PROF_BWD_LAYERNORM,
           rp_layernorm_backward(w->dres, b.lnacc + 2 * C, b.lnacc + 3 * C, w->dln, l->res2,
                                 p->ln2w, l->ln2_mean, l->ln2_rstd, Nr, C, pool));
   /* attention branch: w->dres is d(res2) */
-  gather_rows(x, b.dfull, w->dres, NrC);
-  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dbuf, g->attprojw, g->attprojb, b.dfull,
-                                                 l->atty, p->attprojw, N, Ct, C, x));
+  gather_row_parallel_back(m, w->dbuf, g->attprojw, g->attprojb, w->dres, l->atty, p->attprojw,
+                           N, Ct, x);
   RP_PROF(RP_PROF_BWD_SCRATCH, rp_zero(w->dqkv, 3 * NCt, pool));
   rp_attn_run_backward(x, ab, w->dqkv, w->dbuf, l);
   column_parallel_back(m, w->dln, g->qkvw, g->qkvb, w->dqkv, l->ln1, p->qkvw, N, 3 * Ct, x);

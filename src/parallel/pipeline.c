@@ -155,7 +155,9 @@ rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
   p->v = s->v;
   p->m = s->m;
   p->N = cfg->B * cfg->T;
-  p->C = cfg->chunks[0]->cfg.C;
+  /* floats per row of the stage boundary: under sequence parallelism a stage
+   * holds N/tp rows of C, sent as N rows of C/tp */
+  p->C = cfg->chunks[0]->cfg.C / (cfg->chunks[0]->sp ? cfg->chunks[0]->tp : 1);
   rp_status st = rp_schedule_plan_slots(s, rank, &p->plan);
   if (st == RP_OK) p->n_act = p->plan.n_act;
   if (st == RP_OK) st = alloc_buffers(p);

@@ -58,15 +58,14 @@ static void tp_reduce_scatter(const rp_tp_ops *o, float *out, const float *in, l
   finish(t, &r, (long)o->size * n, (double)(o->size - 1) * (double)n, t0, "reduce-scatter");
 }
 
-/* Ring steps of an all-gather. Only the time inside these calls is exposed:
+/* Ring steps. Only the time inside these calls is exposed:
  * between ring_begin and ring_end the caller computes. */
-static void tp_ring_begin(const rp_tp_ops *o, float *out, long n, int k) {
+static void tp_ring_begin(const rp_tp_ops *o, const float *send, float *recv, long n, int k) {
   rp_tp *t = o->ctx;
   double t0 = rp_now();
   int P = o->size, me = o->rank, cnt = count_of(n);
-  int send = ((me - k) % P + P) % P, recv = ((me - k - 1) % P + P) % P;
-  MPI_Irecv(out + (size_t)recv * n, cnt, MPI_FLOAT, (me + P - 1) % P, k, t->comm, &t->ring[1]);
-  MPI_Isend(out + (size_t)send * n, cnt, MPI_FLOAT, (me + 1) % P, k, t->comm, &t->ring[0]);
+  MPI_Irecv(recv, cnt, MPI_FLOAT, (me + P - 1) % P, k, t->comm, &t->ring[1]);
+  MPI_Isend(send, cnt, MPI_FLOAT, (me + 1) % P, k, t->comm, &t->ring[0]);
   if (k == 0) t->st.calls++;
   t->st.bytes += 4.0 * (double)n;
   t->st.wait_s += rp_now() - t0;

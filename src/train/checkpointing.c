@@ -194,7 +194,7 @@ static rp_status gather_tp_shards(rp_trainer *t, gathered *g) {
     if (!g->whole) s = rp_err(RP_ENOMEM, "out of memory");
   }
   for (int c = 0; c < t->nchunks; c++) {
-    rp_tp_whole scratch, *w = g->whole ? &g->whole[c] : &scratch;
+    rp_tp_whole scratch = {0}, *w = g->whole ? &g->whole[c] : &scratch;
     rp_status sc = rp_tp_gather_whole(t, c, g->mine_m[c], g->mine_v[c], w);
     if (s == RP_OK) s = sc;
   }

@@ -13,7 +13,7 @@
 static rp_status pipeline_forward(rp_trainer *t, rp_acts *a, rp_layer_acts *lv, void *mem,
                                   double *sum, int *valid) {
   int p = t->grid.pp, S = p * t->nchunks, N = t->o.batch * t->T_local;
-  size_t nc = (size_t)N * t->cfg.C;
+  size_t nc = (size_t)N * t->cfg.C / (t->o.sp ? t->grid.tp : 1);  /* sp: N/tp rows */
   for (int g = 0; g < S; g++) {
     int owner = 0, chunk = g, prev = -1, next = -1, c;
     if (p > 1) {

@@ -276,6 +276,12 @@ rp_status rp_trainer_run(rp_trainer *t) {
     return agreed;
   }
   if (talk) print_banner(t);
+  if (t->grid.tp > 1) {
+    char fig[RP_OPT_STRLEN + 16];
+    snprintf(fig, sizeof fig, "%s/tp_layer.svg", o->out);
+    RP_TRY(rp_train_agree(t, root ? rp_tp_write_figure(t, fig) : RP_OK,
+                          "writing OUT/tp_layer.svg", NULL));
+  }
   double t_start = rp_now(), last_loss = 0, val = -1;
   int first = t->step, stop = 0;
   rp_mem_reset_peaks();

@@ -111,7 +111,7 @@ void rp_tp_print_summary(const rp_trainer *t) {
   printf("tensor parallel (last step, rank 0): %ld collectives, %.3f MiB sent (formula %.3f "
          "MiB), %.2f ms exposed in them (%s)\n", st.calls, st.bytes / 1048576.0,
          want / 1048576.0, st.wait_s * 1e3,
-         t->o.sp && t->o.tp_overlap ? "overlap on: the ring's transfers during the "
-                                      "column-parallel GEMMs are hidden"
+         t->o.sp && t->o.tp_overlap ? "overlap on: the ring transfers that run during the "
+                                      "GEMMs are hidden"
                                     : "overlap off: every collective blocks");
 }

@@ -72,6 +72,9 @@ void rp_tp_whole_free(rp_tp_whole *w);
  * measured communication after the run. */
 void rp_tp_print_startup(const rp_trainer *t);
 void rp_tp_print_summary(const rp_trainer *t);
+/* One layer's forward under the run's tp (and sp) with its real shapes, as SVG
+ * (tp_figure.c); train writes it to OUT/tp_layer.svg. */
+rp_status rp_tp_write_figure(const rp_trainer *t, const char *path);
 
 struct rp_loader;
 /* Loads micro-batch mb from l into the full and the local (cp shard) buffers. */

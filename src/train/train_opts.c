@@ -86,12 +86,12 @@ const rp_opt rp_train_opt_table[] = {
     {"sp", RP_OPT_BOOL, O(sp), "0", 0, 0, NULL,
      "sequence parallelism on top of --tp (Megatron): LayerNorms, residual adds and the "
      "embedding output on 1/tp of each micro-batch's rows, all-gather before and "
-     "reduce-scatter after the tensor-parallel blocks; needs --seq / --cp divisible by --tp "
-     "and --pp 1"},
+     "reduce-scatter after the tensor-parallel blocks; needs --seq / --cp divisible by --tp"},
     {"tp-overlap", RP_OPT_BOOL, O(tp_overlap), "1", 0, 0, NULL,
-     "with --sp: the all-gather before each column-parallel GEMM runs as a ring whose next "
-     "block travels while the GEMM multiplies the block at hand (off: all-gather, then GEMM; "
-     "the baseline for the exposed-communication report)"},
+     "with --sp: the all-gathers before the forward's column-parallel and the backward's "
+     "row-parallel GEMMs and the reduce-scatter after the forward's row-parallel GEMMs run "
+     "as rings whose next block travels while the GEMM works on the block at hand (off: "
+     "the blocking collectives; the baseline for the exposed-communication report)"},
     {"recompute", RP_OPT_ENUM, E(recompute), "none", 0, 0, "none|selective|full",
      "activation recomputation: selective recomputes the GELU output and O(T^2) attention "
      "probabilities in backward, full keeps only each layer's output and recomputes the "
@@ -159,9 +159,6 @@ rp_status rp_train_opts_check(const rp_train_opts *o) {
     return rp_err(RP_EINVAL, "--sp splits each rank's %d positions (--seq %d / --cp %d) over "
                   "--tp %d, which does not divide them; use a --seq that is a multiple of %d",
                   o->seq / o->cp, o->seq, o->cp, o->tp, o->cp * o->tp);
-  if (o->sp && o->pp > 1)
-    return rp_err(RP_EINVAL, "--sp runs one pipeline stage (its stage boundary would carry "
-                  "1/tp of the rows); use --pp 1, or --tp without --sp");
   if (!o->pack && o->cp > 1 &&
       (o->cp_layout == RP_CP_SPLIT_DOC_ZIGZAG || o->cp_layout == RP_CP_SPLIT_BALANCED))
     return rp_err(RP_EINVAL, "--cp-layout %s places packed documents; add --pack or use "

@@ -62,19 +62,32 @@ static rp_status check_recompute_fits(const rp_trainer *t, int splits_backward) 
                 rp_recompute_name(t->o.recompute), t->o.schedule);
 }
 
+/* Sequence parallelism's backward re-gathers what a split backward's W would
+ * need stashed whole: no I/W split. */
+static rp_status check_sp_fits(const rp_trainer *t, int splits_backward) {
+  if (!t->o.sp || !splits_backward) return RP_OK;
+  return rp_err(RP_EINVAL, "--sp cannot be combined with --schedule %s: it splits backward into "
+                "I and W actions, which sequence parallelism does not; use a schedule without "
+                "I/W (1f1b, interleaved) or --tp without --sp", t->o.schedule);
+}
+
 /* The pipeline schedule (pp > 1), before the model: it says which stages
  * this rank holds. A generator that splits backward is refused with
  * --recompute before its own checks, a CSV file once it is read. */
 static rp_status make_schedule(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
-  if (rp_schedule_generator_splits_backward(o->schedule) == 1) RP_TRY(check_recompute_fits(t, 1));
+  if (rp_schedule_generator_splits_backward(o->schedule) == 1) {
+    RP_TRY(check_recompute_fits(t, 1));
+    RP_TRY(check_sp_fits(t, 1));
+  }
   RP_TRY(rp_schedule_make(o->schedule, t->grid.pp, o->vpp, o->microbatches, &t->sched));
   if (t->sched->v != o->vpp || t->sched->m != o->microbatches)
     return rp_err(RP_EINVAL, "schedule %s has v=%d m=%d but the run has --vpp %d "
                   "--microbatches %d", o->schedule, t->sched->v, t->sched->m, o->vpp,
                   o->microbatches);
   /* decided by what the schedule holds, whatever its name or file */
-  return check_recompute_fits(t, rp_schedule_splits_backward(t->sched));
+  RP_TRY(check_recompute_fits(t, rp_schedule_splits_backward(t->sched)));
+  return check_sp_fits(t, rp_schedule_splits_backward(t->sched));
 }
 
 /* model_T: rows of the position table, the longest sequence the model takes;

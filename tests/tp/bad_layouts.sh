@@ -2,7 +2,7 @@
 # Layouts tensor parallelism cannot take: heads or padded vocabulary rows not
 # divisible by --tp, a world size that is not dp x pp x cp x tp, Ulysses
 # heads per tp rank not divisible by --cp, --sp without --tp, with a --seq
-# that --tp does not divide or with --pp (the options are checked before the
+# that --tp does not divide or with a schedule that splits backward (the options are checked before the
 # grid, on any world size). Every rank exits with status 2 (each rank's status is
 # printed by a wrapper, so one rank's 2 cannot hide another's hang or crash:
 # the whole launch runs under a timeout), and the message is printed once.
@@ -40,7 +40,8 @@ refused 2 "splits each tensor-parallel rank's 2 heads" \
 refused 2 "--sp splits each rank's 30 positions (--seq 30 / --cp 1) over --tp 4" \
   train $tiny --seq 30 --tp 4 --sp --out "$work/f"
 refused 2 "--sp shards what tensor parallelism replicates" train $tiny --sp --out "$work/g"
-refused 4 "--sp runs one pipeline stage" train $tiny --tp 2 --sp --pp 2 --out "$work/h"
+refused 4 "--sp cannot be combined with --schedule zb-h1" \
+  train $tiny --tp 2 --sp --pp 2 --schedule zb-h1 --out "$work/h"
 for p in a b c d e f g h; do
   [ -e "$work/$p" ] && { echo "FAIL: a refused run left $work/$p behind"; fails=$((fails + 1)); }
 done

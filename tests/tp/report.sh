@@ -3,7 +3,8 @@
 # not copied from the formulas: every row's measured activation bytes equal
 # ringpipe's form within 1% (the layout rounds each view to 64 bytes), and the
 # bytes the collectives sent in the last step equal the formula's, for tp 2
-# with and without --sp, with full recomputation, and tp 2 x pp 2.
+# with and without --sp, with full recomputation, and tp 2 x pp 2; and the run
+# drew its layer (OUT/tp_layer.svg).
 # usage: report.sh RINGPIPE WORKDIR
 set -u
 ringpipe=$1 work=$2
@@ -28,7 +29,12 @@ check() { # check NAME NP FLAGS...
       if (sent != want || sent <= 0) { print "sent " sent " vs formula " want; bad = 1 } }
     END { if (rows != 5) print "memory rows: " rows + 0; if (!seen) print "no step report"
           if (bad || rows != 5 || !seen) exit 1 }')
-  if [ $? -ne 0 ]; then
+  status=$?
+  if ! grep -q "</svg>" "$work/$name/tp_layer.svg" 2>/dev/null; then
+    verdict="$verdict no OUT/tp_layer.svg"
+    status=1
+  fi
+  if [ $status -ne 0 ]; then
     echo "FAIL: $name: $verdict"; printf '%s\n' "$out" | tail -12; fails=$((fails + 1))
   else
     echo "ok: $name"

@@ -1,13 +1,13 @@
 #!/bin/sh
 # Tensor-parallel layouts against one rank, sharing the one-rank reference run
-# (the setup of tests/pipeline/run_layout.sh: the same model, data and 10 steps;
-# one reference for all layouts keeps the suite fast).
+# (the setup of tests/pipeline/run_layout.sh -- data, 10 steps, lr -- with 4 layers
+# instead of 8; one reference for all layouts: both keep the suite fast).
 # usage: run_layouts.sh RINGPIPE COMPARE WORKDIR LOSS_RTOL PARAM_RTOL "EXTRA" LAYOUT...
 #   EXTRA: flags for both runs (e.g. --precision bf16); LAYOUT: "NAME NP FLAGS..."
 set -u
 ringpipe=$1 compare=$2 work=$3 ltol=$4 ptol=$5 extra=$6
 shift 6
-common="--layers 8 --channels 64 --heads 4 --seq 64 --batch 2 --microbatches 8 --steps 10
+common="--layers 4 --channels 64 --heads 4 --seq 64 --batch 2 --microbatches 8 --steps 10
         --lr 3e-3 --warmup 2 --eval-every 0 --sample-tokens 0 --measure-peak=0 --threads 1
         --quiet $extra"
 rm -rf "$work"

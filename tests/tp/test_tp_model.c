@@ -96,6 +96,25 @@ static double tensor_rel_diff(const rp_chunk *local, const float *lbuf, const rp
   return worst / big;
 }
 
+/* Every replicated tensor's gradient is bitwise the same on every tp rank
+ * (else the replicas of LayerNorms and biases would drift apart). */
+static int replicated_grads_agree(const rp_chunk *m) {
+  int same = 1;
+  for (int i = 0; i < m->num_tensors; i++) {
+    const rp_tensor *t = &m->tensors[i];
+    if (t->tp_split != RP_TP_REPLICATED) continue;
+    float *lo = cpt_floats((long)t->numel), *hi = cpt_floats((long)t->numel);
+    MPI_Allreduce(m->grads + t->offset, lo, (int)t->numel, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(m->grads + t->offset, hi, (int)t->numel, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+    if (memcmp(lo, hi, t->numel * sizeof(float)) != 0) {
+      fprintf(stderr, "gradient of the replicated %s differs between tp ranks\n", t->name);
+      same = 0;
+    }
+    free(lo), free(hi);
+  }
+  return same;
+}
+
 static double loss_of(model *d) { return rp_chunk_forward(&d->m, &d->a, NULL, &d->x); }
 
 static void test_init_is_a_slice(void **state) {
@@ -140,6 +159,7 @@ static void check_equal_unsharded(int flags) {
     if (d > worst) worst = d;
   }
   assert_true(cpt_agree_max(worst, MPI_COMM_WORLD) <= TOL);
+  assert_true(replicated_grads_agree(&s.m));
   model_free(&w);
   model_free(&s);
 }
