@@ -108,6 +108,13 @@ run() {
   local dir="$OUT/runs/$mode-$sched-m$m-r$rep"
   local vpp=()
   case $sched in interleaved | zb-v* | dualpipev) vpp=(--vpp 2) ;; esac
+  # a configuration the schedule refuses (dualpipev needs m >= 2p) is reported, not run
+  if ! "$RINGPIPE" sim --schedule "$sched" --pp "$np" "${vpp[@]}" --microbatches "$m" \
+       --timeline=0 >/dev/null 2>"$OUT/runs/refused.txt"; then
+    [ "$rep" = 1 ] && printf '  %-5s %-12s m=%-3d refused: %s\n' "$mode" "$sched" "$m" \
+      "$(sed 's/^ringpipe sim: error: //' "$OUT/runs/refused.txt")"
+    return 0
+  fi
   mkdir -p "$dir"
   # MPIRUN may carry a prefix such as "nice -n 5 mpirun": split it on purpose
   # shellcheck disable=SC2206

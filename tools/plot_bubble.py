@@ -45,9 +45,11 @@ def parse_log(path):
     if m:
         out["formula_text"], out["formula"] = m.group(1), float(m.group(2))
     for m in re.finditer(r"rank (\d+): peak in-flight micro-batches (\d+), activation slots "
-                         + NUM + r" MiB, W stash " + NUM + r" MiB, MPI wait " + NUM + " ms", text):
-        out["act_mib"].append(float(m.group(3)) + float(m.group(4)))  # slots + W stash
-        out["mpi_wait_ms"].append(float(m.group(5)))
+                         + NUM + r" MiB, W stash " + NUM + r" MiB, (?:W keep " + NUM +
+                         r" MiB, )?MPI wait " + NUM + " ms", text):
+        keep = float(m.group(5)) if m.group(5) else 0.0
+        out["act_mib"].append(float(m.group(3)) + float(m.group(4)) + keep)  # slots + W stash + keep
+        out["mpi_wait_ms"].append(float(m.group(6)))
     return out
 
 
@@ -283,18 +285,25 @@ def write_table(out):
         group = [r for r in rows if (r["mode"], r["m"]) == key and "makespan" in r]
         if not group:
             continue
-        fastest = min(group, key=lambda r: r["makespan"])
+        base = [r for r in group if r["schedule"] == "1f1b" and r["act_mib"]]
+        limit = max(base[0]["act_mib"]) if base else float("inf")
         for label, ch in (("no limit", advice[key][0]), ("1F1B's memory", advice[key][1])):
             if not ch:
                 continue
-            got = [r for r in group if (r["schedule"], r["vpp"], r["m"]) == ch]
+            # under the limit: the runs whose measured peak (slots + W stash) fits 1F1B's
+            pool = group if ch is advice[key][0] else \
+                [r for r in group if r["act_mib"] and max(r["act_mib"]) <= limit * 1.001]
+            got = [r for r in pool if (r["schedule"], r["vpp"], r["m"]) == ch]
             if not got:
                 continue
             g = got[0]
-            rank = sorted(r["makespan"] for r in group).index(g["makespan"]) + 1
+            fastest = min(pool, key=lambda r: r["makespan"])
+            rank = sorted(r["makespan"] for r in pool).index(g["makespan"]) + 1
+            within = "" if pool is group else \
+                f" within 1F1B's measured {limit:.1f} MiB ({', '.join(r['schedule'] for r in pool)})"
             L.append(f"- {MODE_NAMES[key[0]]}, m={key[1]}, {label}: advisor chose {ch[0]} v{ch[1]} "
-                     f"(measured {g['makespan']:.0f} ms, rank {rank} of {len(group)} by measured "
-                     f"makespan); fastest measured {fastest['schedule']} "
+                     f"(measured {g['makespan']:.0f} ms, rank {rank} of {len(pool)} by measured "
+                     f"makespan{within}); fastest measured {fastest['schedule']} "
                      f"({fastest['makespan']:.0f} ms)")
     L += ["", "## Targets (emulated, idle/ideal)", ""]
     emu = [r for r in rows if r["mode"] in ("emu", "emur")]
@@ -366,7 +375,7 @@ def plot(out):
             ax.errorbar([x * 1.03 ** (k - 4) for x in ms], y, yerr=err, fmt="o",
                         color=colors[s], capsize=3, label=f"{s} measured")
         ax.plot([], [], "k:", alpha=0.6, label="closed form")
-        pp = rs[0]["pp"] if rs else "?"
+        pp = next((r["pp"] for r in rows if r["mode"] == mode), "?")
         ax.set_title(MODE_NAMES.get(mode, f"real compute, pp={pp}"), fontsize=9)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted({r["m"] for r in rows if r["mode"] == mode}))
