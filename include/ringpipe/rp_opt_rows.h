@@ -66,7 +66,8 @@
 /* where the weights come from and how much is printed */
 #define RP_ROWS_RUN(T)                                                                    \
   {"init-from", RP_OPT_STR, offsetof(T, init_from), "", 0, 0, NULL,                       \
-   "start from weights: an llm.c model .bin or a ringpipe checkpoint directory"},         \
+   "start from weights: an llm.c model .bin, a ringpipe checkpoint directory or a "       \
+   "Hugging Face GPT-2 folder (config.json + model.safetensors)"},                        \
   {"log-every", RP_OPT_INT, offsetof(T, log_every), "1", 1, 1000000, NULL,                \
    "print a line every N steps"},                                                         \
   {"quiet", RP_OPT_BOOL, offsetof(T, quiet), "0", 0, 0, NULL,                             \
