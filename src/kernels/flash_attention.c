@@ -199,6 +199,10 @@ void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int
     for (int d = 0; d < HS; d++) dst[d * ldd + r] = src[(long)r * ld + d];
 }
 
+void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS) {
+  for (int r = 0; r < n; r++) memcpy(dst + (long)r * HS, src + (long)r * ld, sizeof(float) * (size_t)HS);
+}
+
 /* ---- jobs */
 
 static int job_threads(rp_pool *pool, int async) {

@@ -6,7 +6,11 @@
  *   dQ_i += dS K_j,    dK_j += dS^T Q_i
  * with D_i = rowsum(dO_i * O_i) given by the caller (the FINAL O's, so the same
  * code is the ring's block backward). dK_j and dV_j accumulate in a per-thread
- * tile and are added to the output once per key block.
+ * tile and are added to the output once per key block. Every GEMM operand is
+ * packed into per-thread scratch first (K_j rows once per key block, Q_i and
+ * dO_i rows per tile): in the model's qkv layout a head's rows lie 3C floats
+ * apart, a stride that aliases in L1 and made the micro-kernel stream its B
+ * panels from L2.
  *
  * Who writes what (no two workers ever write the same row without a reduction):
  * - split by head: a task is one (b, h) and owns that head's dQ, dK and dV;
@@ -25,7 +29,8 @@ typedef struct {
   rp_flash_view dout, lse, dsum, dq, dk, dv;
   rp_flash_plan pl;
   rp_flash_split split;    /* resolved: HEAD or KEYBLOCK */
-  float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV [bk*HS] */
+  float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV, K [bk*HS];
+                              Q, dO [bq*HS] */
   long scratch_floats;
   float *dq_part;          /* KEYBLOCK with dq: per thread [B*NH][Tq][HS] */
   long dq_part_floats;
@@ -48,10 +53,12 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   if (i_first >= pr->Tq) return;
 
   float *S = ws, *dS = S + (long)bq * bk, *kt = dS + (long)bq * bk, *vt = kt + (long)HS * bk;
-  float *dk = vt + (long)HS * bk, *dv = dk + (long)bk * HS;
+  float *dk = vt + (long)HS * bk, *dv = dk + (long)bk * HS, *kp = dv + (long)bk * HS;
+  float *qp = kp + (long)bk * HS, *dop = qp + (long)bq * HS;
   const float *k = rp_flash_row(pr->k, b, j0, h, HS), *v = rp_flash_row(pr->v, b, j0, h, HS);
   const int need_ds = dqb != NULL || c->dk.p != NULL;
   rp_flash_pack_t(kt, bk, k, pr->k.ld, nk, HS);
+  if (dqb) rp_flash_pack_rows(kp, k, pr->k.ld, nk, HS);
   if (need_ds) rp_flash_pack_t(vt, bk, v, pr->v.ld, nk, HS);
   memset(dk, 0, sizeof(float) * (size_t)nk * HS);
   memset(dv, 0, sizeof(float) * (size_t)nk * HS);
@@ -59,11 +66,11 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   for (int qb = (int)(i_first / bq); qb < pl->nqb; qb++) {
     const long i0 = (long)qb * bq;
     const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
-    const float *q = rp_flash_row(pr->q, b, i0, h, HS);
-    const float *dO = rp_flash_row(c->dout, b, i0, h, HS);
     const float *L = rp_flash_stat(c->lse, b, h, i0);
     const float *D = rp_flash_stat(c->dsum, b, h, i0);
-    ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
+    rp_flash_pack_rows(qp, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
+    rp_flash_pack_rows(dop, rp_flash_row(c->dout, b, i0, h, HS), c->dout.ld, nq, HS);
+    ops->gemm(nq, nk, HS, qp, HS, 1, kt, bk, S, bk, 0);
     const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
@@ -72,13 +79,13 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
       if (n > 0) ops->expsum(s, n, pl->scale, L[r]);
       if (n < nk) memset(s + n, 0, sizeof(float) * (size_t)(nk - n));
     }
-    if (c->dv.p) ops->gemm(nk, HS, nq, S, 1, bk, dO, c->dout.ld, dv, HS, 1);
+    if (c->dv.p) ops->gemm(nk, HS, nq, S, 1, bk, dop, HS, dv, HS, 1);
     if (!need_ds) continue;
-    ops->gemm(nq, nk, HS, dO, c->dout.ld, 1, vt, bk, dS, bk, 0);
+    ops->gemm(nq, nk, HS, dop, HS, 1, vt, bk, dS, bk, 0);
     for (int r = 0; r < nq; r++)
       ops->dsoft(dS + (long)r * bk, S + (long)r * bk, nk, D[r], pl->scale);
-    if (dqb) ops->gemm(nq, HS, nk, dS, bk, 1, k, pr->k.ld, dqb + i0 * ldq, ldq, 1);
-    if (c->dk.p) ops->gemm(nk, HS, nq, dS, 1, bk, q, pr->q.ld, dk, HS, 1);
+    if (dqb) ops->gemm(nq, HS, nk, dS, bk, 1, kp, HS, dqb + i0 * ldq, ldq, 1);
+    if (c->dk.p) ops->gemm(nk, HS, nq, dS, 1, bk, qp, HS, dk, HS, 1);
   }
   for (int r = 0; r < nk; r++) {
     if (c->dk.p) {
@@ -155,7 +162,7 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
-  c->scratch_floats = (2 * bq * bk + 4 * HS * bk + 15) & ~15L;
+  c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 2 * HS * bq + 15) & ~15L;
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   int ok = c->scratch != NULL;
   if (ok && c->split == RP_FLASH_SPLIT_KEYBLOCK && dq.p) {

@@ -63,6 +63,9 @@ static inline float *rp_flash_stat(rp_flash_view v, long b, long h, long t) {
 
 /* Transposes rows [0, n) x cols [0, HS) of src (row stride ld) into dst[HS][ldd]. */
 void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS);
+/* Copies rows [0, n) x cols [0, HS) of src (row stride ld) into dst[n][HS]: the
+ * model's rows of one head lie 3C floats apart, a stride that aliases in L1. */
+void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS);
 
 /* ---- jobs: prepare a context, run fn(ctx, ith, nth) on the pool, finish. */
 struct rp_flash_job {
