@@ -39,6 +39,33 @@ typedef struct {
   atomic_long next;
 } bwd_ctx;
 
+/* The gradient GEMMs of one tile given P in S, strip by strip (RP_FLASH_STRIP):
+ * dV += P^T dO, dP = dO V^T, dS = softmax'(P, dP), dQ += dS K, dK += dS^T Q.
+ * Each strip's dS is computed over the keys it multiplies, so the columns its
+ * GEMMs read are all written (P is 0 past a row's visible keys, so dS is too). */
+static void bwd_tile_grads(const bwd_ctx *c, const float *S, float *dS, const float *vt,
+                           const float *kp, const float *qp, const float *dop, const float *D,
+                           long i0, int nq, long j0, int nk, int full, float *dq, long ldq,
+                           float *dk, float *dv) {
+  const rp_flash_ops *ops = c->pl.ops;
+  const int HS = c->pr.HS, bk = c->pl.bk;
+  const int need_ds = dq != NULL || c->dk.p != NULL;
+  for (int r0 = 0, hh; r0 < nq; r0 += hh) {
+    hh = rp_flash_strip_rows(full, nq, r0);
+    int ns = rp_flash_strip_keys(&c->pr, full, i0, r0, hh, j0, nk);
+    if (ns == 0) continue;
+    const float *s = S + (long)r0 * bk;
+    float *ds = dS + (long)r0 * bk;
+    if (c->dv.p) ops->gemm(ns, HS, hh, s, 1, bk, dop + r0 * HS, HS, dv, HS, 1);
+    if (!need_ds) continue;
+    ops->gemm(hh, ns, HS, dop + r0 * HS, HS, 1, vt, bk, ds, bk, 0);
+    for (int r = 0; r < hh; r++)
+      ops->dsoft(ds + (long)r * bk, s + (long)r * bk, ns, D[r0 + r], c->pl.scale);
+    if (dq) ops->gemm(hh, HS, ns, ds, bk, 1, kp, HS, dq + r0 * ldq, ldq, 1);
+    if (c->dk.p) ops->gemm(ns, HS, hh, ds, 1, bk, qp + r0 * HS, HS, dk, HS, 1);
+  }
+}
+
 /* One key block of one head against every query block that sees it. dqb points
  * at query row 0 of this head's dQ target, rows ldq apart. */
 static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long ldq, float *ws) {
@@ -70,8 +97,12 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
     const float *D = rp_flash_stat(c->dsum, b, h, i0);
     rp_flash_pack_rows(qp, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
     rp_flash_pack_rows(dop, rp_flash_row(c->dout, b, i0, h, HS), c->dout.ld, nq, HS);
-    ops->gemm(nq, nk, HS, qp, HS, 1, kt, bk, S, bk, 0);
     const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
+    for (int r0 = 0, hh; r0 < nq; r0 += hh) {   /* strips: see RP_FLASH_STRIP */
+      hh = rp_flash_strip_rows(full, nq, r0);
+      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      if (ns > 0) ops->gemm(hh, ns, HS, qp + r0 * HS, HS, 1, kt, bk, S + (long)r0 * bk, bk, 0);
+    }
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
       int n = full ? nk : rp_flash_visible(pr, i0 + r, j0, nk);
@@ -79,13 +110,8 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
       if (n > 0) ops->expsum(s, n, pl->scale, L[r]);
       if (n < nk) memset(s + n, 0, sizeof(float) * (size_t)(nk - n));
     }
-    if (c->dv.p) ops->gemm(nk, HS, nq, S, 1, bk, dop, HS, dv, HS, 1);
-    if (!need_ds) continue;
-    ops->gemm(nq, nk, HS, dop, HS, 1, vt, bk, dS, bk, 0);
-    for (int r = 0; r < nq; r++)
-      ops->dsoft(dS + (long)r * bk, S + (long)r * bk, nk, D[r], pl->scale);
-    if (dqb) ops->gemm(nq, HS, nk, dS, bk, 1, kp, HS, dqb + i0 * ldq, ldq, 1);
-    if (c->dk.p) ops->gemm(nk, HS, nq, dS, 1, bk, qp, HS, dk, HS, 1);
+    bwd_tile_grads(c, S, dS, vt, kp, qp, dop, D, i0, nq, j0, nk, full, dqb ? dqb + i0 * ldq : NULL,
+                   ldq, dk, dv);
   }
   for (int r = 0; r < nk; r++) {
     if (c->dk.p) {

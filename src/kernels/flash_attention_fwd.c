@@ -81,10 +81,16 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
     const long j0 = (long)kb * bk;
     const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
     const float *kt = packed_kt(c, b * pr->NH + h, kb);
-    /* S = Q K^T for this tile (unscaled; the scale is folded into the exp) */
-    ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
     /* a tile is unmasked when its last key is visible to its first query */
     const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
+    /* S = Q K^T for this tile (unscaled; the scale is folded into the exp);
+     * columns past a strip's keys are left as they are and zeroed below */
+    for (int r0 = 0, hh; r0 < nq; r0 += hh) {
+      hh = rp_flash_strip_rows(full, nq, r0);
+      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      if (ns > 0)
+        ops->gemm(hh, ns, HS, q + r0 * pr->q.ld, pr->q.ld, 1, kt, bk, S + (long)r0 * bk, bk, 0);
+    }
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
       int n = full ? nk : rp_flash_visible(pr, i0 + r, j0, nk);
@@ -105,8 +111,14 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
       }
       l[r] += sum;
     }
-    /* O += P V */
-    ops->gemm(nq, HS, nk, S, bk, 1, kt + (long)HS * bk, HS, o, ldo, 1);
+    /* O += P V, each strip over its keys */
+    for (int r0 = 0, hh; r0 < nq; r0 += hh) {
+      hh = rp_flash_strip_rows(full, nq, r0);
+      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      if (ns > 0)
+        ops->gemm(hh, HS, ns, S + (long)r0 * bk, bk, 1, kt + (long)HS * bk, HS, o + r0 * ldo,
+                  ldo, 1);
+    }
   }
   for (int r = 0; r < nq; r++) {
     float *L = rp_flash_stat(c->lse, b, h, i0 + r);
