@@ -27,6 +27,13 @@ extern const rp_flash_ops rp_flash_ops_avx2;
 extern const rp_flash_ops rp_flash_ops_avx512;
 const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg);
 
+/* 2^f for |f| <= 1/2 as sum c[i] f^(6-i) (Cephes exp2f, about 1 ulp); the
+ * vector softmax exps evaluate it by Horner, highest power first. */
+static const float rp_flash_exp2_poly[7] = {1.535336188319500e-4f, 1.339887440266574e-3f,
+                                            9.618437357674640e-3f, 5.550332471162809e-2f,
+                                            2.402264791363012e-1f, 6.931472028550421e-1f,
+                                            1.0f};
+
 /* Resolved settings for one call. */
 typedef struct {
   int bq, bk, nqb, nkb;
