@@ -15,9 +15,16 @@
  * Who writes what (no two workers ever write the same row without a reduction):
  * - split by head: a task is one (b, h) and owns that head's dQ, dK and dV;
  * - split by key block (few heads for the threads): a task is (b, h, key block)
- *   and owns those dK/dV rows; its dQ contributions go to a per-thread partial
- *   [B*NH, Tq, HS] that the finish step sums into dq. */
+ *   and owns those dK/dV rows; its dQ contribution to a query block is computed
+ *   into a per-thread [bq, HS] tile and added to dq in key-block order: a turn
+ *   counter per (b, h, query block) says which key block may add next. The key
+ *   blocks that see a query block are 0..K, tasks are taken key block first,
+ *   so the key block a task waits for was taken before it and waits only on an
+ *   earlier one: no deadlock, and the sum's order (hence dq bit for bit) does
+ *   not depend on the threads. No [threads, B*NH, Tq, HS] partials, no
+ *   reduction pass. */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,10 +37,10 @@ typedef struct {
   rp_flash_plan pl;
   rp_flash_split split;    /* resolved: HEAD or KEYBLOCK */
   float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV, K [bk*HS];
-                              Q, dO [bq*HS] */
+                              Q, dO, dQ tile [bq*HS] */
   long scratch_floats;
-  float *dq_part;          /* KEYBLOCK with dq: per thread [B*NH][Tq][HS] */
-  long dq_part_floats;
+  atomic_int *dq_turn;     /* KEYBLOCK with dq: [B*NH][nqb], the key block whose
+                              dQ contribution to that query block goes next */
   int nthreads;
   long ntasks;
   atomic_long next;
@@ -66,6 +73,16 @@ static void bwd_tile_grads(const bwd_ctx *c, const float *S, float *dS, const fl
   }
 }
 
+/* dq rows of a query block += tile, when it is key block kb's turn (KEYBLOCK). */
+static void dq_add_in_turn(atomic_int *turn, int kb, float *dq, long ldq, const float *tile,
+                           int nq, int HS) {
+  for (int spins = 0; atomic_load_explicit(turn, memory_order_acquire) != kb; spins++)
+    if (spins > 64) sched_yield();
+  for (int r = 0; r < nq; r++)
+    for (int d = 0; d < HS; d++) dq[r * ldq + d] += tile[(long)r * HS + d];
+  atomic_store_explicit(turn, kb + 1, memory_order_release);
+}
+
 /* One key block of one head against every query block that sees it. dqb points
  * at query row 0 of this head's dQ target, rows ldq apart. */
 static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long ldq, float *ws) {
@@ -81,7 +98,9 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
 
   float *S = ws, *dS = S + (long)bq * bk, *kt = dS + (long)bq * bk, *vt = kt + (long)HS * bk;
   float *dk = vt + (long)HS * bk, *dv = dk + (long)bk * HS, *kp = dv + (long)bk * HS;
-  float *qp = kp + (long)bk * HS, *dop = qp + (long)bq * HS;
+  float *qp = kp + (long)bk * HS, *dop = qp + (long)bq * HS, *dqt = dop + (long)bq * HS;
+  /* KEYBLOCK: dQ goes through the ordered tile (see the file comment) */
+  atomic_int *turn = c->dq_turn && dqb ? c->dq_turn + (b * pr->NH + h) * pl->nqb : NULL;
   const float *k = rp_flash_row(pr->k, b, j0, h, HS), *v = rp_flash_row(pr->v, b, j0, h, HS);
   const int need_ds = dqb != NULL || c->dk.p != NULL;
   rp_flash_pack_t(kt, bk, k, pr->k.ld, nk, HS);
@@ -110,8 +129,11 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
       if (n > 0) ops->expsum(s, n, pl->scale, L[r]);
       if (n < nk) memset(s + n, 0, sizeof(float) * (size_t)(nk - n));
     }
-    bwd_tile_grads(c, S, dS, vt, kp, qp, dop, D, i0, nq, j0, nk, full, dqb ? dqb + i0 * ldq : NULL,
-                   ldq, dk, dv);
+    if (turn) memset(dqt, 0, sizeof(float) * (size_t)nq * HS);
+    float *dq_tile = turn ? dqt : dqb ? dqb + i0 * ldq : NULL;
+    bwd_tile_grads(c, S, dS, vt, kp, qp, dop, D, i0, nq, j0, nk, full, dq_tile,
+                   turn ? HS : ldq, dk, dv);
+    if (turn) dq_add_in_turn(turn + qb, kb, dqb + i0 * ldq, ldq, dqt, nq, HS);
   }
   for (int r = 0; r < nk; r++) {
     if (c->dk.p) {
@@ -142,10 +164,9 @@ void rp_flash_bwd_run(void *vctx, int ith, int nth) {
       /* first key blocks first: under causal masking they see the most queries */
       int kb = (int)(t / BNH);
       long bh = t % BNH;
-      float *dqb = c->dq_part
-                       ? c->dq_part + ith * c->dq_part_floats + bh * (long)c->pr.Tq * HS
-                       : NULL;
-      bwd_key_block(c, bh / c->pr.NH, bh % c->pr.NH, kb, dqb, HS, ws);
+      long b = bh / c->pr.NH, h = bh % c->pr.NH;
+      float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
+      bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws);
     }
   }
 }
@@ -188,13 +209,14 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
-  c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 2 * HS * bq + 15) & ~15L;
+  c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 3 * HS * bq + 15) & ~15L;
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   int ok = c->scratch != NULL;
   if (ok && c->split == RP_FLASH_SPLIT_KEYBLOCK && dq.p) {
-    c->dq_part_floats = (BNH * pr->Tq * HS + 15) & ~15L;
-    c->dq_part = rp_alloc(sizeof(float) * (size_t)(c->dq_part_floats * nthreads), RP_MEM_WORKSPACE);
-    ok = c->dq_part != NULL;
+    long n = BNH * c->pl.nqb;
+    c->dq_turn = malloc(sizeof(atomic_int) * (size_t)n);
+    ok = c->dq_turn != NULL;
+    for (long i = 0; ok && i < n; i++) atomic_init(&c->dq_turn[i], 0);
   }
   if (!ok) {
     rp_free(c->scratch);
@@ -206,27 +228,11 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   return RP_OK;
 }
 
-/* dq(b, h, t, :) += sum over threads of the partials, split over (b, h, t) rows */
-static void reduce_dq(void *vctx, int ith, int nth) {
-  bwd_ctx *c = vctx;
-  const int HS = c->pr.HS, Tq = c->pr.Tq;
-  long lo, hi;
-  rp_split((long)c->pr.B * c->pr.NH * Tq, ith, nth, &lo, &hi);
-  for (long r = lo; r < hi; r++) {
-    long bh = r / Tq, t = r % Tq;
-    float *o = rp_flash_row(c->dq, bh / c->pr.NH, t, bh % c->pr.NH, HS);
-    for (int w = 0; w < c->nthreads; w++) {
-      const float *p = c->dq_part + w * c->dq_part_floats + r * HS;
-      for (int d = 0; d < HS; d++) o[d] += p[d];
-    }
-  }
-}
-
 rp_status rp_flash_bwd_finish(void *vctx, rp_pool *pool) {
   bwd_ctx *c = vctx;
   if (!c) return RP_OK;
-  if (c->dq_part) rp_pool_run(pool, reduce_dq, c);
-  rp_free(c->dq_part);
+  (void)pool;
+  free(c->dq_turn);
   rp_free(c->scratch);
   free(c);
   return RP_OK;
