@@ -200,7 +200,8 @@ void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int
 }
 
 void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS) {
-  for (int r = 0; r < n; r++) memcpy(dst + (long)r * HS, src + (long)r * ld, sizeof(float) * (size_t)HS);
+  for (int r = 0; r < n; r++)
+    memcpy(dst + (long)r * HS, src + (long)r * ld, sizeof(float) * (size_t)HS);
 }
 
 /* ---- jobs */
