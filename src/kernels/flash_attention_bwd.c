@@ -7,8 +7,9 @@
  * with D_i = rowsum(dO_i * O_i) given by the caller (the FINAL O's, so the same
  * code is the ring's block backward). dK_j and dV_j accumulate in a per-thread
  * tile and are added to the output once per key block. Every GEMM operand is
- * packed into per-thread scratch first (K_j rows once per key block, Q_i and
- * dO_i rows per tile): in the model's qkv layout a head's rows lie 3C floats
+ * packed into per-thread scratch first (K_j rows once per key block; Q and dO
+ * rows once per head under the head split, per tile under the key-block
+ * split): in the model's qkv layout a head's rows lie 3C floats
  * apart, a stride that aliases in L1 and made the micro-kernel stream its B
  * panels from L2.
  *
@@ -39,6 +40,8 @@ typedef struct {
   float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV, K [bk*HS];
                               Q, dO, dQ tile [bq*HS] */
   long scratch_floats;
+  float *head_rows;        /* HEAD: per thread, the head's packed Q and dO [2][Tq][HS] */
+  long head_rows_floats;
   atomic_int *dq_turn;     /* KEYBLOCK with dq: [B*NH][nqb], the key block whose
                               dQ contribution to that query block goes next */
   int nthreads;
@@ -85,7 +88,8 @@ static void dq_add_in_turn(atomic_int *turn, int kb, float *dq, long ldq, const 
 
 /* One key block of one head against every query block that sees it. dqb points
  * at query row 0 of this head's dQ target, rows ldq apart. */
-static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long ldq, float *ws) {
+static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long ldq, float *ws,
+                          const float *hq, const float *hdo) {
   const rp_flash_problem *pr = &c->pr;
   const rp_flash_plan *pl = &c->pl;
   const rp_flash_ops *ops = pl->ops;
@@ -114,13 +118,15 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
     const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
     const float *L = rp_flash_stat(c->lse, b, h, i0);
     const float *D = rp_flash_stat(c->dsum, b, h, i0);
-    rp_flash_pack_rows(qp, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
-    rp_flash_pack_rows(dop, rp_flash_row(c->dout, b, i0, h, HS), c->dout.ld, nq, HS);
+    /* hq, hdo: the whole head packed once by the caller (HEAD); else per tile */
+    if (!hq) rp_flash_pack_rows(qp, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
+    if (!hdo) rp_flash_pack_rows(dop, rp_flash_row(c->dout, b, i0, h, HS), c->dout.ld, nq, HS);
+    const float *qt = hq ? hq + i0 * HS : qp, *dot = hdo ? hdo + i0 * HS : dop;
     const int full = rp_flash_visible(pr, i0, j0, nk) == nk;
     for (int r0 = 0, hh; r0 < nq; r0 += hh) {   /* strips: see RP_FLASH_STRIP */
       hh = rp_flash_strip_rows(full, nq, r0);
       int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
-      if (ns > 0) ops->gemm(hh, ns, HS, qp + r0 * HS, HS, 1, kt, bk, S + (long)r0 * bk, bk, 0);
+      if (ns > 0) ops->gemm(hh, ns, HS, qt + r0 * HS, HS, 1, kt, bk, S + (long)r0 * bk, bk, 0);
     }
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
@@ -131,7 +137,7 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
     }
     if (turn) memset(dqt, 0, sizeof(float) * (size_t)nq * HS);
     float *dq_tile = turn ? dqt : dqb ? dqb + i0 * ldq : NULL;
-    bwd_tile_grads(c, S, dS, vt, kp, qp, dop, D, i0, nq, j0, nk, full, dq_tile,
+    bwd_tile_grads(c, S, dS, vt, kp, qt, dot, D, i0, nq, j0, nk, full, dq_tile,
                    turn ? HS : ldq, dk, dv);
     if (turn) dq_add_in_turn(turn + qb, kb, dqb + i0 * ldq, ldq, dqt, nq, HS);
   }
@@ -159,14 +165,18 @@ void rp_flash_bwd_run(void *vctx, int ith, int nth) {
     if (c->split == RP_FLASH_SPLIT_HEAD) {
       long b = t / c->pr.NH, h = t % c->pr.NH;
       float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
-      for (int kb = 0; kb < c->pl.nkb; kb++) bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws);
+      float *hq = c->head_rows + ith * c->head_rows_floats, *hdo = hq + (long)c->pr.Tq * HS;
+      rp_flash_pack_rows(hq, rp_flash_row(c->pr.q, b, 0, h, HS), c->pr.q.ld, c->pr.Tq, HS);
+      rp_flash_pack_rows(hdo, rp_flash_row(c->dout, b, 0, h, HS), c->dout.ld, c->pr.Tq, HS);
+      for (int kb = 0; kb < c->pl.nkb; kb++)
+        bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws, hq, hdo);
     } else {
       /* first key blocks first: under causal masking they see the most queries */
       int kb = (int)(t / BNH);
       long bh = t % BNH;
       long b = bh / c->pr.NH, h = bh % c->pr.NH;
       float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
-      bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws);
+      bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws, NULL, NULL);
     }
   }
 }
@@ -212,6 +222,12 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 3 * HS * bq + 15) & ~15L;
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   int ok = c->scratch != NULL;
+  if (ok && c->split == RP_FLASH_SPLIT_HEAD) {
+    c->head_rows_floats = (2L * pr->Tq * HS + 15) & ~15L;
+    c->head_rows = rp_alloc(sizeof(float) * (size_t)(c->head_rows_floats * nthreads),
+                            RP_MEM_WORKSPACE);
+    ok = c->head_rows != NULL;
+  }
   if (ok && c->split == RP_FLASH_SPLIT_KEYBLOCK && dq.p) {
     long n = BNH * c->pl.nqb;
     c->dq_turn = malloc(sizeof(atomic_int) * (size_t)n);
@@ -220,6 +236,7 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   }
   if (!ok) {
     rp_free(c->scratch);
+    rp_free(c->head_rows);
     free(c);
     return rp_err(RP_ENOMEM, "out of memory for flash backward workspace (B*NH=%ld, T=%d, HS=%d)",
                   BNH, pr->Tq, pr->HS);
@@ -233,6 +250,7 @@ rp_status rp_flash_bwd_finish(void *vctx, rp_pool *pool) {
   if (!c) return RP_OK;
   (void)pool;
   free(c->dq_turn);
+  rp_free(c->head_rows);
   rp_free(c->scratch);
   free(c);
   return RP_OK;
