@@ -200,7 +200,8 @@ static void print_table(const bench_opts *o, const bench_row *rows, int nrows, d
          o->threads, fpeak / 1e9);
   printf("spd = naive time / flash time; sgemm f / fb = flash FLOP/s (fwd / fwd+bwd) over the "
          "sgemm peak, naive fb likewise;\nkern fb = flash fwd+bwd FLOP/s over the micro-kernel "
-         "peak, fma fb over the FMA peak; FLOPs: fwd 4*HS, bwd 10*HS per visible (query, key) pair and head;\nmem = peak "
+         "peak, fma fb over the FMA peak;\nFLOPs: fwd 4*HS, bwd 10*HS per visible (query, key) pair "
+         "and head;\nmem = peak "
          "bytes rp_alloc'd by the attention (saved state + workspace) during fwd+bwd\n\n");
   printf("%6s %6s | %9s %9s | %9s %9s | %6s %6s | %7s %7s %7s | %6s | %6s | %9s %9s\n",
          "T", "causal", "flash fwd", "flash f+b", "naive fwd", "naive f+b", "spd f", "spd fb",

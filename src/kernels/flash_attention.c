@@ -105,21 +105,21 @@ long rp_flash_l2_bytes(const rp_flash_config *cfg) {
   return v;
 }
 
-/* Block sizes from the L2 size. A worker's backward working set is two bq x bk
- * score tiles (P, dS) plus four bq x HS row tiles (Q, dO, dQ, O) and four
- * bk x HS ones (K^T, V^T, dK, dV); take the largest bk whose set fits in half
- * the L2 (the other half holds streamed rows), with bq = bk / 2. Measured with
- * `ringpipe bench attention` on Sapphire Rapids (2 MiB L2, HS 64): 96 x 192 is
- * within a few percent of the best square and rectangular choices from 64 to
- * 256, and bk beyond 192 slows the backward; half-height query blocks halve the
- * work wasted in causal diagonal tiles and give the pool more tasks. Multiples
- * of 6 and 64 fit the AVX-512 micro-kernel's row and column blocks. */
+/* Block sizes from the L2 size. A worker's backward working set is its scratch
+ * (flash_attention_bwd.c): two bq x bk score tiles (P, dS), five bk x HS ones
+ * (K^T, V^T, packed K, dK, dV) and three bq x HS ones (packed Q, dO, the dQ
+ * tile); take the largest bk whose set fits in half the L2 (the other half
+ * holds streamed rows), with bq = bk / 2. Measured on Sapphire Rapids (2 MiB
+ * L2, HS 64, one thread, T = 2048 causal, fwd+bwd, after the operand packing
+ * and diagonal strips): 96 x 192 and 48 x 192 88-93 ms, 96 x 96 90-91,
+ * 128 x 128 96-100, 128 x 256 97-98, 64 x 128 100-103, 64 x 256 98-103.
+ * Multiples of 6 and 64 fit the AVX-512 micro-kernel's row and column blocks. */
 static void auto_blocks(const rp_flash_config *cfg, int HS, int *bq, int *bk) {
   static const int cand[] = {192, 128, 96, 64, 48, 32, 16};
   long budget = rp_flash_l2_bytes(cfg) / 2;
   for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
     long k = cand[i], q = k / 2;
-    if (4 * (2 * q * k + 4 * (long)HS * (q + k)) <= budget || k == 16) {
+    if (4 * (2 * q * k + (long)HS * (5 * k + 3 * q)) <= budget || k == 16) {
       *bq = (int)q;
       *bk = (int)k;
       return;
@@ -202,6 +202,11 @@ void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int
     }
   for (; r < n; r++)
     for (int d = 0; d < HS; d++) dst[d * ldd + r] = src[(long)r * ld + d];
+}
+
+void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS) {
+  for (int r = 0; r < n; r++)
+    memcpy(dst + (long)r * HS, src + (long)r * ld, sizeof(float) * (size_t)HS);
 }
 
 /* ---- jobs */

@@ -19,20 +19,27 @@ TAVX2 AI __m256i lane_mask(int rem) {
 /* Named accumulators (see the AVX-512 file for why not an array). */
 #define DECL(i, v) __m256 c##i##_##v;
 #define ZERO(i, v) c##i##_##v = _mm256_setzero_ps();
-#define LOAD(i, v) c##i##_##v = _mm256_maskload_ps(c + (i) * ldc + 8 * (v), mk##v);
-#define STORE(i, v) _mm256_maskstore_ps(c + (i) * ldc + 8 * (v), mk##v, c##i##_##v);
-#define BLOAD(i, v) const __m256 b##v = _mm256_maskload_ps(bk + 8 * (v), mk##v);
+/* whole = 1 (the kernel's WHOLE): every column of the block exists, plain loads and stores (a
+ * maskload is one more uop on the FMA ports' side of the machine on Intel and
+ * AMD alike); 0: the last vector is masked. */
+#define LOAD(i, v) c##i##_##v = whole ? _mm256_loadu_ps(c + (i) * ldc + 8 * (v)) \
+                                      : _mm256_maskload_ps(c + (i) * ldc + 8 * (v), mk##v);
+#define STORE(i, v) if (whole) _mm256_storeu_ps(c + (i) * ldc + 8 * (v), c##i##_##v); \
+                    else _mm256_maskstore_ps(c + (i) * ldc + 8 * (v), mk##v, c##i##_##v);
+#define BLOAD(i, v) const __m256 b##v = whole ? _mm256_loadu_ps(bk + 8 * (v)) \
+                                              : _mm256_maskload_ps(bk + 8 * (v), mk##v);
 #define FMA(i, v) c##i##_##v = _mm256_fmadd_ps(_mm256_broadcast_ss(ak + (i) * rsa), b##v, c##i##_##v);
 #define RV_1(OP, i) OP(i, 0)
 #define RV_2(OP, i) OP(i, 0) OP(i, 1)
 #define ROWS_6(RV, OP) RV(OP, 0) RV(OP, 1) RV(OP, 2) RV(OP, 3) RV(OP, 4) RV(OP, 5)
 
 /* C[6, 8*NV] (= or +=) A[6, K] B[K, 8*NV]; the last vector column is masked */
-#define KERNEL(NAME, NV)                                                                  \
+#define KERNEL(NAME, NV, WHOLE)                                                           \
   TAVX2 static void NAME(int K, const float *a, long rsa, long csa, const float *b,       \
                          long ldb, float *c, long ldc, int acc, __m256i ml) {             \
     const __m256i full = _mm256_set1_epi32(-1);                                           \
     const __m256i mk0 = NV == 1 ? ml : full, mk1 = ml;                                    \
+    const int whole = WHOLE;                                                              \
     (void)mk1;                                                                            \
     ROWS_6(RV_##NV, DECL)                                                                 \
     if (acc) {                                                                            \
@@ -48,8 +55,9 @@ TAVX2 AI __m256i lane_mask(int rem) {
     ROWS_6(RV_##NV, STORE)                                                                \
   }
 
-KERNEL(k6x2, 2)
-KERNEL(k6x1, 1)
+KERNEL(k6x2, 2, 0)
+KERNEL(k6x1, 1, 0)
+KERNEL(k6x2w, 2, 1)
 
 #define KCHUNK 256
 
@@ -82,7 +90,9 @@ TAVX2 static void gemm256(int M, int N, int K, const float *a, long rsa, long cs
     __m256i ml = lane_mask(nn - 8 * (nv - 1));
     int i = 0;
     for (; i + 6 <= M; i += 6) {
-      if (nv == 2)
+      if (nn == 16)
+        k6x2w(K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j, ldc, acc, ml);
+      else if (nv == 2)
         k6x2(K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j, ldc, acc, ml);
       else
         k6x1(K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j, ldc, acc, ml);
@@ -93,22 +103,15 @@ TAVX2 static void gemm256(int M, int N, int K, const float *a, long rsa, long cs
   }
 }
 
-/* exp on 8 lanes, Cephes polynomial; 2^n built in the exponent bits, so inputs
- * are clamped to [-87.3, 88.3] where 2^n stays a normal float. */
-TAVX2 AI __m256 exp256(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.3f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+/* 2^t on 8 lanes (see exp2_512 in the AVX-512 file); 2^n is built in the
+ * exponent bits, so t is clamped at -126 where 2^n is the smallest normal
+ * float (1e-38: no sum here can tell it from 0). t <= 0 in the softmax. */
+TAVX2 AI __m256 exp2_256(__m256 t) {
+  t = _mm256_max_ps(t, _mm256_set1_ps(-126.0f));
+  __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 f = _mm256_sub_ps(t, n);
+  __m256 p = _mm256_set1_ps(rp_flash_exp2_poly[0]);
+  for (int i = 1; i < 7; i++) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(rp_flash_exp2_poly[i]));
   __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
@@ -133,21 +136,37 @@ TAVX2 static float rowmax256(const float *x, int n) {
 }
 
 TAVX2 static float expsum256(float *x, int n, float scale, float mx) {
-  const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-mx);
-  __m256 s0 = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) {
+  const float log2e = 1.44269504088896341f;
+  const __m256 vs = _mm256_set1_ps(scale * log2e), vm = _mm256_set1_ps(-mx * log2e);
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int i = 0;
+  /* plain loads where the vector is whole: a maskload costs an extra uop */
+  for (; i + 16 <= n; i += 16) {
+    __m256 e0 = exp2_256(_mm256_fmadd_ps(_mm256_loadu_ps(x + i), vs, vm));
+    __m256 e1 = exp2_256(_mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), vs, vm));
+    _mm256_storeu_ps(x + i, e0);
+    _mm256_storeu_ps(x + i + 8, e1);
+    s0 = _mm256_add_ps(s0, e0);
+    s1 = _mm256_add_ps(s1, e1);
+  }
+  for (; i < n; i += 8) {
     __m256i mk = lane_mask(n - i);
-    __m256 e = exp256(_mm256_fmadd_ps(_mm256_maskload_ps(x + i, mk), vs, vm));
+    __m256 e = exp2_256(_mm256_fmadd_ps(_mm256_maskload_ps(x + i, mk), vs, vm));
     e = _mm256_and_ps(e, _mm256_castsi256_ps(mk));  /* tail lanes add nothing */
     _mm256_maskstore_ps(x + i, mk, e);
     s0 = _mm256_add_ps(s0, e);
   }
-  return hsum(s0);
+  return hsum(_mm256_add_ps(s0, s1));
 }
 
 TAVX2 static void dsoft256(float *ds, const float *p, int n, float d, float scale) {
   const __m256 vd = _mm256_set1_ps(d), vs = _mm256_set1_ps(scale);
-  for (int i = 0; i < n; i += 8) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 dp = _mm256_loadu_ps(ds + i), pv = _mm256_loadu_ps(p + i);
+    _mm256_storeu_ps(ds + i, _mm256_mul_ps(_mm256_mul_ps(pv, vs), _mm256_sub_ps(dp, vd)));
+  }
+  for (; i < n; i += 8) {
     __m256i mk = lane_mask(n - i);
     __m256 dp = _mm256_maskload_ps(ds + i, mk), pv = _mm256_maskload_ps(p + i, mk);
     _mm256_maskstore_ps(ds + i, mk, _mm256_mul_ps(_mm256_mul_ps(pv, vs), _mm256_sub_ps(dp, vd)));

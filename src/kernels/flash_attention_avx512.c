@@ -108,23 +108,17 @@ T512 static void gemm512(int M, int N, int K, const float *a, long rsa, long csa
   }
 }
 
-/* exp on 16 lanes: Cephes range reduction and polynomial (about 1 ulp), 2^n
- * applied with scalef. Inputs are clamped below at -87.3 so that far-negative
- * scores give ~1e-38, which no sum here can tell from 0. */
-T512 AI __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.3f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+/* 2^t on 16 lanes: t = n + f with n = round(t), |f| <= 1/2, 2^f by Cephes'
+ * exp2f polynomial (about 1 ulp), 2^n applied with scalef. The softmax calls it
+ * on t = log2(e) (scale s - m), one FMA from the score, so the base-e range
+ * reduction (two FMAs, a multiply and a clamp) is gone. t is clamped at -150,
+ * where 2^t is 0 in fp32, so that -inf cannot make f a NaN. */
+T512 AI __m512 exp2_512(__m512 t) {
+  t = _mm512_max_ps(t, _mm512_set1_ps(-150.0f));
+  __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(rp_flash_exp2_poly[0]);
+  for (int i = 1; i < 7; i++) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(rp_flash_exp2_poly[i]));
   return _mm512_scalef_ps(p, n);
 }
 
@@ -139,12 +133,13 @@ T512 static float rowmax512(const float *x, int n) {
 }
 
 T512 static float expsum512(float *x, int n, float scale, float mx) {
-  const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(-mx);
+  const float log2e = 1.44269504088896341f;
+  const __m512 vs = _mm512_set1_ps(scale * log2e), vm = _mm512_set1_ps(-mx * log2e);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m512 e0 = exp512(_mm512_fmadd_ps(_mm512_loadu_ps(x + i), vs, vm));
-    __m512 e1 = exp512(_mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), vs, vm));
+    __m512 e0 = exp2_512(_mm512_fmadd_ps(_mm512_loadu_ps(x + i), vs, vm));
+    __m512 e1 = exp2_512(_mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), vs, vm));
     _mm512_storeu_ps(x + i, e0);
     _mm512_storeu_ps(x + i + 16, e1);
     s0 = _mm512_add_ps(s0, e0);
@@ -152,7 +147,7 @@ T512 static float expsum512(float *x, int n, float scale, float mx) {
   }
   for (; i < n; i += 16) {
     __mmask16 mk = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
-    __m512 e = exp512(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + i), vs, vm));
+    __m512 e = exp2_512(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + i), vs, vm));
     _mm512_mask_storeu_ps(x + i, mk, e);
     s0 = _mm512_mask_add_ps(s0, mk, s0, e);
   }

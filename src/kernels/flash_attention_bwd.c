@@ -6,14 +6,26 @@
  *   dQ_i += dS K_j,    dK_j += dS^T Q_i
  * with D_i = rowsum(dO_i * O_i) given by the caller (the FINAL O's, so the same
  * code is the ring's block backward). dK_j and dV_j accumulate in a per-thread
- * tile and are added to the output once per key block.
+ * tile and are added to the output once per key block. Every GEMM operand is
+ * packed into per-thread scratch first (K_j rows once per key block; Q and dO
+ * rows once per head under the head split, per tile under the key-block
+ * split): in the model's qkv layout a head's rows lie 3C floats
+ * apart, a stride that aliases in L1 and made the micro-kernel stream its B
+ * panels from L2.
  *
  * Who writes what (no two workers ever write the same row without a reduction):
  * - split by head: a task is one (b, h) and owns that head's dQ, dK and dV;
  * - split by key block (few heads for the threads): a task is (b, h, key block)
- *   and owns those dK/dV rows; its dQ contributions go to a per-thread partial
- *   [B*NH, Tq, HS] that the finish step sums into dq. */
+ *   and owns those dK/dV rows; its dQ contribution to a query block is computed
+ *   into a per-thread [bq, HS] tile and added to dq in key-block order: a turn
+ *   counter per (b, h, query block) says which key block may add next. The key
+ *   blocks that see a query block are 0..K, tasks are taken key block first,
+ *   so the key block a task waits for was taken before it and waits only on an
+ *   earlier one: no deadlock, and the sum's order (hence dq bit for bit) does
+ *   not depend on the threads. No [threads, B*NH, Tq, HS] partials, no
+ *   reduction pass. */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,18 +38,71 @@ typedef struct {
   rp_flash_view dout, lse, dsum, dq, dk, dv;
   rp_flash_plan pl;
   rp_flash_split split;    /* resolved: HEAD or KEYBLOCK */
-  float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV [bk*HS] */
+  float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV, K [bk*HS];
+                              Q, dO, dQ tile [bq*HS] */
   long scratch_floats;
-  float *dq_part;          /* KEYBLOCK with dq: per thread [B*NH][Tq][HS] */
-  long dq_part_floats;
+  float *head_rows;        /* HEAD: per thread, the head's packed Q and dO [2][Tq][HS] */
+  long head_rows_floats;
+  atomic_int *dq_turn;     /* KEYBLOCK with dq: [B*NH][nqb], the key block whose
+                              dQ contribution to that query block goes next */
   int nthreads;
   long ntasks;
   atomic_long next;
 } bwd_ctx;
 
+/* The gradient GEMMs of one tile given P in S, strip by strip (RP_FLASH_STRIP):
+ * dV += P^T dO, dP = dO V^T, dS = softmax'(P, dP), dQ += dS K, dK += dS^T Q.
+ * Each strip's dS is computed over the keys it multiplies, so the columns its
+ * GEMMs read are all written (P is 0 past a row's visible keys, so dS is too). */
+static void bwd_tile_grads(const bwd_ctx *c, const float *S, float *dS, const float *vt,
+                           const float *kp, const float *qp, const float *dop, const float *D,
+                           long i0, int nq, long j0, int nk, int full, float *dq, long ldq,
+                           float *dk, float *dv) {
+  const rp_flash_ops *ops = c->pl.ops;
+  const int HS = c->pr.HS, bk = c->pl.bk;
+  const int need_ds = dq != NULL || c->dk.p != NULL;
+  for (int r0 = 0, hh; r0 < nq; r0 += hh) {
+    hh = rp_flash_strip_rows(full, nq, r0);
+    int ns = rp_flash_strip_keys(&c->pr, full, i0, r0, hh, j0, nk);
+    if (ns == 0) continue;
+    const float *s = S + (long)r0 * bk;
+    float *ds = dS + (long)r0 * bk;
+    if (c->dv.p) ops->gemm(ns, HS, hh, s, 1, bk, dop + r0 * HS, HS, dv, HS, 1);
+    if (!need_ds) continue;
+    ops->gemm(hh, ns, HS, dop + r0 * HS, HS, 1, vt, bk, ds, bk, 0);
+    for (int r = 0; r < hh; r++)
+      ops->dsoft(ds + (long)r * bk, s + (long)r * bk, ns, D[r0 + r], c->pl.scale);
+    if (dq) ops->gemm(hh, HS, ns, ds, bk, 1, kp, HS, dq + r0 * ldq, ldq, 1);
+    if (c->dk.p) ops->gemm(ns, HS, hh, ds, 1, bk, qp + r0 * HS, HS, dk, HS, 1);
+  }
+}
+
+static void dq_wait_turn(atomic_int *turn, int kb) {
+  for (int spins = 0; atomic_load_explicit(turn, memory_order_acquire) != kb; spins++)
+    if (spins > 64) sched_yield();
+}
+
+/* dq rows of a query block += tile, when it is key block kb's turn (KEYBLOCK). */
+static void dq_add_in_turn(atomic_int *turn, int kb, float *dq, long ldq, const float *tile,
+                           int nq, int HS) {
+  dq_wait_turn(turn, kb);
+  for (int r = 0; r < nq; r++)
+    for (int d = 0; d < HS; d++) dq[r * ldq + d] += tile[(long)r * HS + d];
+  atomic_store_explicit(turn, kb + 1, memory_order_release);
+}
+
+/* A key block that no row of the query block sees (another document) still
+ * takes its turn, adding nothing: with document masks the key blocks seeing a
+ * query block are not 0..K, and a later one would otherwise wait forever. */
+static void dq_pass_turn(atomic_int *turn, int kb) {
+  dq_wait_turn(turn, kb);
+  atomic_store_explicit(turn, kb + 1, memory_order_release);
+}
+
 /* One key block of one head against every query block that sees it. dqb points
  * at query row 0 of this head's dQ target, rows ldq apart. */
-static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long ldq, float *ws) {
+static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long ldq, float *ws,
+                          const float *hq, const float *hdo) {
   const rp_flash_problem *pr = &c->pr;
   const rp_flash_plan *pl = &c->pl;
   const rp_flash_ops *ops = pl->ops;
@@ -49,10 +114,14 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   if (i_first >= pr->Tq) return;
 
   float *S = ws, *dS = S + (long)bq * bk, *kt = dS + (long)bq * bk, *vt = kt + (long)HS * bk;
-  float *dk = vt + (long)HS * bk, *dv = dk + (long)bk * HS;
+  float *dk = vt + (long)HS * bk, *dv = dk + (long)bk * HS, *kp = dv + (long)bk * HS;
+  float *qp = kp + (long)bk * HS, *dop = qp + (long)bq * HS, *dqt = dop + (long)bq * HS;
+  /* KEYBLOCK: dQ goes through the ordered tile (see the file comment) */
+  atomic_int *turn = c->dq_turn && dqb ? c->dq_turn + (b * pr->NH + h) * pl->nqb : NULL;
   const float *k = rp_flash_row(pr->k, b, j0, h, HS), *v = rp_flash_row(pr->v, b, j0, h, HS);
   const int need_ds = dqb != NULL || c->dk.p != NULL;
   rp_flash_pack_t(kt, bk, k, pr->k.ld, nk, HS);
+  if (dqb) rp_flash_pack_rows(kp, k, pr->k.ld, nk, HS);
   if (need_ds) rp_flash_pack_t(vt, bk, v, pr->v.ld, nk, HS);
   memset(dk, 0, sizeof(float) * (size_t)nk * HS);
   memset(dv, 0, sizeof(float) * (size_t)nk * HS);
@@ -60,13 +129,22 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   for (int qb = (int)(i_first / bq); qb < pl->nqb; qb++) {
     const long i0 = (long)qb * bq;
     const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
-    if (!rp_flash_tile_any(pr, b, i0, nq, j0, nk)) continue;  /* between documents */
-    const float *q = rp_flash_row(pr->q, b, i0, h, HS);
-    const float *dO = rp_flash_row(c->dout, b, i0, h, HS);
+    if (!rp_flash_tile_any(pr, b, i0, nq, j0, nk)) {  /* between documents */
+      if (turn) dq_pass_turn(turn + qb, kb);
+      continue;
+    }
     const float *L = rp_flash_stat(c->lse, b, h, i0);
     const float *D = rp_flash_stat(c->dsum, b, h, i0);
-    ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
+    /* hq, hdo: the whole head packed once by the caller (HEAD); else per tile */
+    if (!hq) rp_flash_pack_rows(qp, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
+    if (!hdo) rp_flash_pack_rows(dop, rp_flash_row(c->dout, b, i0, h, HS), c->dout.ld, nq, HS);
+    const float *qt = hq ? hq + i0 * HS : qp, *dot = hdo ? hdo + i0 * HS : dop;
     const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
+    for (int r0 = 0, hh; r0 < nq; r0 += hh) {   /* strips: see RP_FLASH_STRIP */
+      hh = rp_flash_strip_rows(full, nq, r0);
+      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      if (ns > 0) ops->gemm(hh, ns, HS, qt + r0 * HS, HS, 1, kt, bk, S + (long)r0 * bk, bk, 0);
+    }
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
       int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
@@ -74,13 +152,11 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
       if (n > 0) ops->expsum(s + a, n, pl->scale, L[r]);
       if (n < nk) rp_flash_zero_outside(s, a, n, nk);
     }
-    if (c->dv.p) ops->gemm(nk, HS, nq, S, 1, bk, dO, c->dout.ld, dv, HS, 1);
-    if (!need_ds) continue;
-    ops->gemm(nq, nk, HS, dO, c->dout.ld, 1, vt, bk, dS, bk, 0);
-    for (int r = 0; r < nq; r++)
-      ops->dsoft(dS + (long)r * bk, S + (long)r * bk, nk, D[r], pl->scale);
-    if (dqb) ops->gemm(nq, HS, nk, dS, bk, 1, k, pr->k.ld, dqb + i0 * ldq, ldq, 1);
-    if (c->dk.p) ops->gemm(nk, HS, nq, dS, 1, bk, q, pr->q.ld, dk, HS, 1);
+    if (turn) memset(dqt, 0, sizeof(float) * (size_t)nq * HS);
+    float *dq_tile = turn ? dqt : dqb ? dqb + i0 * ldq : NULL;
+    bwd_tile_grads(c, S, dS, vt, kp, qt, dot, D, i0, nq, j0, nk, full, dq_tile,
+                   turn ? HS : ldq, dk, dv);
+    if (turn) dq_add_in_turn(turn + qb, kb, dqb + i0 * ldq, ldq, dqt, nq, HS);
   }
   for (int r = 0; r < nk; r++) {
     if (c->dk.p) {
@@ -106,15 +182,18 @@ void rp_flash_bwd_run(void *vctx, int ith, int nth) {
     if (c->split == RP_FLASH_SPLIT_HEAD) {
       long b = t / c->pr.NH, h = t % c->pr.NH;
       float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
-      for (int kb = 0; kb < c->pl.nkb; kb++) bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws);
+      float *hq = c->head_rows + ith * c->head_rows_floats, *hdo = hq + (long)c->pr.Tq * HS;
+      rp_flash_pack_rows(hq, rp_flash_row(c->pr.q, b, 0, h, HS), c->pr.q.ld, c->pr.Tq, HS);
+      rp_flash_pack_rows(hdo, rp_flash_row(c->dout, b, 0, h, HS), c->dout.ld, c->pr.Tq, HS);
+      for (int kb = 0; kb < c->pl.nkb; kb++)
+        bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws, hq, hdo);
     } else {
       /* first key blocks first: under causal masking they see the most queries */
       int kb = (int)(t / BNH);
       long bh = t % BNH;
-      float *dqb = c->dq_part
-                       ? c->dq_part + ith * c->dq_part_floats + bh * (long)c->pr.Tq * HS
-                       : NULL;
-      bwd_key_block(c, bh / c->pr.NH, bh % c->pr.NH, kb, dqb, HS, ws);
+      long b = bh / c->pr.NH, h = bh % c->pr.NH;
+      float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
+      bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws, NULL, NULL);
     }
   }
 }
@@ -157,16 +236,24 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
-  c->scratch_floats = (2 * bq * bk + 4 * HS * bk + 15) & ~15L;
+  c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 3 * HS * bq + 15) & ~15L;
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   int ok = c->scratch != NULL;
+  if (ok && c->split == RP_FLASH_SPLIT_HEAD) {
+    c->head_rows_floats = (2L * pr->Tq * HS + 15) & ~15L;
+    c->head_rows = rp_alloc(sizeof(float) * (size_t)(c->head_rows_floats * nthreads),
+                            RP_MEM_WORKSPACE);
+    ok = c->head_rows != NULL;
+  }
   if (ok && c->split == RP_FLASH_SPLIT_KEYBLOCK && dq.p) {
-    c->dq_part_floats = (BNH * pr->Tq * HS + 15) & ~15L;
-    c->dq_part = rp_alloc(sizeof(float) * (size_t)(c->dq_part_floats * nthreads), RP_MEM_WORKSPACE);
-    ok = c->dq_part != NULL;
+    long n = BNH * c->pl.nqb;
+    c->dq_turn = malloc(sizeof(atomic_int) * (size_t)n);
+    ok = c->dq_turn != NULL;
+    for (long i = 0; ok && i < n; i++) atomic_init(&c->dq_turn[i], 0);
   }
   if (!ok) {
     rp_free(c->scratch);
+    rp_free(c->head_rows);
     free(c);
     return rp_err(RP_ENOMEM, "out of memory for flash backward workspace (B*NH=%ld, T=%d, HS=%d)",
                   BNH, pr->Tq, pr->HS);
@@ -175,27 +262,12 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   return RP_OK;
 }
 
-/* dq(b, h, t, :) += sum over threads of the partials, split over (b, h, t) rows */
-static void reduce_dq(void *vctx, int ith, int nth) {
-  bwd_ctx *c = vctx;
-  const int HS = c->pr.HS, Tq = c->pr.Tq;
-  long lo, hi;
-  rp_split((long)c->pr.B * c->pr.NH * Tq, ith, nth, &lo, &hi);
-  for (long r = lo; r < hi; r++) {
-    long bh = r / Tq, t = r % Tq;
-    float *o = rp_flash_row(c->dq, bh / c->pr.NH, t, bh % c->pr.NH, HS);
-    for (int w = 0; w < c->nthreads; w++) {
-      const float *p = c->dq_part + w * c->dq_part_floats + r * HS;
-      for (int d = 0; d < HS; d++) o[d] += p[d];
-    }
-  }
-}
-
 rp_status rp_flash_bwd_finish(void *vctx, rp_pool *pool) {
   bwd_ctx *c = vctx;
   if (!c) return RP_OK;
-  if (c->dq_part) rp_pool_run(pool, reduce_dq, c);
-  rp_free(c->dq_part);
+  (void)pool;
+  free(c->dq_turn);
+  rp_free(c->head_rows);
   rp_free(c->scratch);
   free(c);
   return RP_OK;

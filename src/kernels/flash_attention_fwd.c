@@ -10,8 +10,11 @@
  *
  * Tasks are (b, h, query block), taken from an atomic counter, heaviest causal
  * blocks first; each task writes only its own O rows and L entries. K is needed
- * transposed (the micro-kernel wants B with contiguous columns); each (b, h, key
- * block) is packed once, by whichever worker first needs it. */
+ * transposed (the micro-kernel wants B with contiguous columns) and V as
+ * contiguous rows: in the model's qkv layout V's rows of one head lie 3C floats
+ * apart, a stride that maps every row to the same few L1 sets, so the P V
+ * product streamed V from L2. Each (b, h, key block) is packed once, K^T and V
+ * side by side, by whichever worker first needs it. */
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -25,7 +28,7 @@ typedef struct {
   rp_flash_problem pr;
   rp_flash_view o, lse;
   rp_flash_plan pl;
-  float *kt;            /* [B*NH][nkb][HS][bk] packed K^T tiles */
+  float *kt;            /* [B*NH][nkb]: K^T [HS][bk], then V [bk][HS] */
   atomic_int *kt_state; /* per tile: 0 not packed, 1 being packed, 2 ready */
   float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq] */
   long scratch_floats;
@@ -38,7 +41,7 @@ static const float *packed_kt(fwd_ctx *c, long bh, int kb) {
   const rp_flash_problem *pr = &c->pr;
   const int HS = pr->HS, bk = c->pl.bk;
   long tile = bh * c->pl.nkb + kb;
-  float *dst = c->kt + tile * HS * bk;
+  float *dst = c->kt + tile * 2 * HS * bk;
   atomic_int *st = &c->kt_state[tile];
   int s = atomic_load_explicit(st, memory_order_acquire);
   if (s == 2) return dst;
@@ -47,6 +50,7 @@ static const float *packed_kt(fwd_ctx *c, long bh, int kb) {
     long b = bh / pr->NH, h = bh % pr->NH, j0 = (long)kb * bk;
     int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
     rp_flash_pack_t(dst, bk, rp_flash_row(pr->k, b, j0, h, HS), pr->k.ld, nk, HS);
+    rp_flash_pack_rows(dst + (long)HS * bk, rp_flash_row(pr->v, b, j0, h, HS), pr->v.ld, nk, HS);
     atomic_store_explicit(st, 2, memory_order_release);
     return dst;
   }
@@ -79,9 +83,17 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
     const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
     if (!rp_flash_tile_any(pr, b, i0, nq, j0, nk)) continue;  /* between documents */
     const float *kt = packed_kt(c, b * pr->NH + h, kb);
-    /* S = Q K^T for this tile (unscaled; the scale is folded into the exp) */
-    ops->gemm(nq, nk, HS, q, pr->q.ld, 1, kt, bk, S, bk, 0);
+    /* a tile is unmasked when every row sees every key (causal: its last key is
+     * visible to its first query) */
     const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
+    /* S = Q K^T for this tile (unscaled; the scale is folded into the exp);
+     * columns past a strip's keys are left as they are and zeroed below */
+    for (int r0 = 0, hh; r0 < nq; r0 += hh) {
+      hh = rp_flash_strip_rows(full, nq, r0);
+      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      if (ns > 0)
+        ops->gemm(hh, ns, HS, q + r0 * pr->q.ld, pr->q.ld, 1, kt, bk, S + (long)r0 * bk, bk, 0);
+    }
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
       int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
@@ -102,8 +114,14 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
       }
       l[r] += sum;
     }
-    /* O += P V */
-    ops->gemm(nq, HS, nk, S, bk, 1, rp_flash_row(pr->v, b, j0, h, HS), pr->v.ld, o, ldo, 1);
+    /* O += P V, each strip over its keys */
+    for (int r0 = 0, hh; r0 < nq; r0 += hh) {
+      hh = rp_flash_strip_rows(full, nq, r0);
+      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      if (ns > 0)
+        ops->gemm(hh, HS, ns, S + (long)r0 * bk, bk, 1, kt + (long)HS * bk, HS, o + r0 * ldo,
+                  ldo, 1);
+    }
   }
   for (int r = 0; r < nq; r++) {
     float *L = rp_flash_stat(c->lse, b, h, i0 + r);
@@ -167,7 +185,7 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->ntasks = BNH * c->pl.nqb;
   atomic_init(&c->next, 0);
   c->scratch_floats = ((long)c->pl.bq * c->pl.bk + 2L * c->pl.bq + 15) & ~15L;
-  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * pr->HS * c->pl.bk), RP_MEM_WORKSPACE);
+  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * 2 * pr->HS * c->pl.bk), RP_MEM_WORKSPACE);
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);
   if (!c->kt || !c->scratch || !c->kt_state) {

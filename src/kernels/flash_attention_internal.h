@@ -27,6 +27,13 @@ extern const rp_flash_ops rp_flash_ops_avx2;
 extern const rp_flash_ops rp_flash_ops_avx512;
 const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg);
 
+/* 2^f for |f| <= 1/2 as sum c[i] f^(6-i) (Cephes exp2f, about 1 ulp); the
+ * vector softmax exps evaluate it by Horner, highest power first. */
+static const float rp_flash_exp2_poly[7] = {1.535336188319500e-4f, 1.339887440266574e-3f,
+                                            9.618437357674640e-3f, 5.550332471162809e-2f,
+                                            2.402264791363012e-1f, 6.931472028550421e-1f,
+                                            1.0f};
+
 /* Resolved settings for one call. */
 typedef struct {
   int bq, bk, nqb, nkb;
@@ -46,6 +53,23 @@ static inline int rp_flash_visible(const rp_flash_problem *pr, long i, long j0, 
   return n <= 0 ? 0 : (n >= nk ? nk : (int)n);
 }
 
+/* A tile that straddles the causal diagonal runs its GEMMs in strips of
+ * RP_FLASH_STRIP rows, each over only the keys its last row sees: with whole
+ * tiles a quarter of the work at T = 1024 (96 x 192 tiles) multiplied masked
+ * zeros. A multiple of every micro-kernel's row block (6, 8, 12). An unmasked
+ * tile is one strip. */
+#define RP_FLASH_STRIP 24
+static inline int rp_flash_strip_rows(int full, int nq, int r0) {
+  return full ? nq : (nq - r0 < RP_FLASH_STRIP ? nq - r0 : RP_FLASH_STRIP);
+}
+/* keys the strip of rows [r0, r0 + hh) of a tile at (i0, j0) multiplies: all
+ * of them for document ranges (each row's span is masked afterwards) */
+static inline int rp_flash_strip_keys(const rp_flash_problem *pr, int full, long i0, int r0,
+                                      int hh, long j0, int nk) {
+  if (full || pr->vis == RP_FLASH_VIS_RANGE) return nk;
+  return rp_flash_visible(pr, i0 + r0 + hh - 1, j0, nk);
+}
+
 /* Keys [0, rp_flash_last_key+1) are the only ones any query of rows [i0, i1) can
  * see; returns the index of the last visible key (may be < 0 or >= Tk). */
 static inline long rp_flash_last_key(const rp_flash_problem *pr, long i1) {
@@ -63,6 +87,9 @@ static inline float *rp_flash_stat(rp_flash_view v, long b, long h, long t) {
 
 /* Transposes rows [0, n) x cols [0, HS) of src (row stride ld) into dst[HS][ldd]. */
 void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS);
+/* Copies rows [0, n) x cols [0, HS) of src (row stride ld) into dst[n][HS]: the
+ * model's rows of one head lie 3C floats apart, a stride that aliases in L1. */
+void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS);
 
 /* ---- jobs: prepare a context, run fn(ctx, ith, nth) on the pool, finish. */
 struct rp_flash_job {

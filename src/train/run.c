@@ -24,6 +24,20 @@ static void format_eta(char *buf, size_t n, double seconds) {
     snprintf(buf, n, "%dm%02ds", s / 60, s % 60);
 }
 
+/* Whether bf16 can be faster here: its dot-product instruction's measured rate
+ * against the fp32 FMA's (rp_isa_peak_gflops, both register-only probes). */
+static void print_bf16_benefit(void) {
+  double f = rp_isa_peak_gflops(RP_ISA_AVX512), b = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
+  if (!rp_isa_allows(RP_ISA_AVX512BF16))
+    printf("  note: bf16 has no speed benefit here: no AVX512-BF16 (%s), so the matmuls "
+           "widen bf16 to fp32 and run fp32 FMAs: expect no gain over --precision fp32\n",
+           rp_isa_why_not(RP_ISA_AVX512BF16));
+  else if (b < 1.2 * f)
+    printf("  note: bf16 has little or no speed benefit here: vdpbf16ps %.0f GFLOP/s vs fp32 "
+           "FMA %.0f GFLOP/s per thread (measured); the bf16 GEMM takes the faster of the two "
+           "(rp_bf16_kernel)\n", b, f);
+}
+
 static void print_banner(const rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   printf("ringpipe train: L=%d C=%d NH=%d T=%d V=%d (padded %d), %.2fM parameters\n",
@@ -45,6 +59,7 @@ static void print_banner(const rp_trainer *t) {
     printf("  tensor parallel: %d ranks, %d of %d heads, %d of %d MLP features and %d of %d "
            "vocabulary rows per rank\n", t->grid.tp, t->cfg.NH / t->grid.tp, t->cfg.NH,
            4 * t->cfg.C / t->grid.tp, 4 * t->cfg.C, t->cfg.Vp / t->grid.tp, t->cfg.Vp);
+  if (t->bf16.n) print_bf16_benefit();
   printf("  ranks %d (dp %d x pp %d x cp %d x tp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, rp_pool_size(t->pool),
          rp_gemm_get_mode(t->pool) == RP_GEMM_POOL_SPLIT ? "split" : "blas", t->data_dir);

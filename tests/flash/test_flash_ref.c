@@ -172,6 +172,38 @@ static void test_two_configs_interleaved(void **state) {
   free(qkv), free(dout), free(orf), free(dr), free(sr);
 }
 
+/* The key-block split adds dQ in key-block order whatever thread ran which
+ * block: 1, 2 and 3 threads give the same dqkv bit for bit (the old per-thread
+ * partial sums depended on which thread took which block). */
+static void test_keyblock_dq_deterministic(void **state) {
+  const int B = 1, T = 203, C = 96, NH = 3;   /* 3 heads: never a multiple of 2 */
+  const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
+  rp_rng rng;
+  rp_rng_seed(&rng, 21);
+  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout), *out = ft_floats(nout);
+  float *lse = ft_floats((long)B * NH * T), *d[3];
+  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  rp_pool *p3 = ft_pool(3);
+  rp_pool *pools[3] = {g_pool[1], g_pool[2], p3};
+  for (int causal = 0; causal <= 1; causal++) {
+    rp_flash_config cfg = {.bq = 16, .bk = 24, .split = RP_FLASH_SPLIT_KEYBLOCK};
+    assert_int_equal(rp_flash_forward(out, lse, qkv, B, T, C, NH, causal, &cfg, g_pool[1]),
+                     RP_OK);
+    for (int i = 0; i < 3; i++) {
+      d[i] = ft_floats(nqkv);
+      for (int rep = 0; rep < 2; rep++) /* twice: += onto the first result */
+        assert_int_equal(rp_flash_backward(d[i], dout, qkv, out, lse, B, T, C, NH, causal,
+                                           &cfg, pools[i]), RP_OK);
+    }
+    assert_memory_equal(d[0], d[1], sizeof(float) * (size_t)nqkv);
+    assert_memory_equal(d[0], d[2], sizeof(float) * (size_t)nqkv);
+    for (int i = 0; i < 3; i++) free(d[i]);
+  }
+  rp_pool_destroy(p3);
+  free(qkv), free(dout), free(out), free(lse);
+}
+
 /* Bad shapes and configurations are refused with a message, not a crash. */
 static void test_errors(void **state) {
   float x[48] = {0};
@@ -204,6 +236,7 @@ int main(void) {
       cmocka_unit_test(test_small_T), cmocka_unit_test(test_T129),
       cmocka_unit_test(test_T1000),   cmocka_unit_test(test_backend),
       cmocka_unit_test(test_two_configs_interleaved),
+      cmocka_unit_test(test_keyblock_dq_deterministic),
       cmocka_unit_test(test_errors),
   };
   ft_report_skipped("flash_ref");

@@ -1,0 +1,113 @@
+/* Each instruction set's flash inner loops (flash_attention_avx2.c, _avx512.c)
+ * against the portable C table beside them (flash_attention_scalar.c), op by
+ * op: the micro-kernel GEMM over ragged shapes, both A layouts and both
+ * accumulate modes; the softmax exp (the vector paths use 2^t polynomials, the
+ * reference expf) over the whole range the softmax feeds it, far-negative
+ * inputs included; rowmax, dsoft, dot, scal. Paths the machine or the
+ * RINGPIPE_ISA ceiling excludes are reported skipped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "ft_util.h"
+#include "kernels/flash_attention_internal.h"
+
+static const rp_flash_ops *ops_of(rp_flash_isa isa) {
+  rp_flash_config cfg = {.isa = isa};
+  assert_int_equal(rp_flash_isa_active(&cfg), isa);
+  return rp_flash_ops_active(&cfg);
+}
+
+/* max |got - want| / (|want| + floor) */
+static double rel_err(const float *got, const float *want, long n, double floor) {
+  double worst = 0;
+  for (long i = 0; i < n; i++) {
+    double d = fabs((double)got[i] - want[i]) / (fabs((double)want[i]) + floor);
+    if (isnan(d)) return INFINITY;
+    if (d > worst) worst = d;
+  }
+  return worst;
+}
+
+static void check_gemm(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
+  static const int dims[] = {1, 5, 6, 7, 13, 16, 24, 33, 64, 70};
+  const int nd = (int)(sizeof dims / sizeof dims[0]);
+  for (int t = 0; t < 40; t++) {
+    int M = dims[rp_rng_below(r, nd)], N = dims[rp_rng_below(r, nd)];
+    int K = dims[rp_rng_below(r, nd)], trans = t & 1, acc = (t >> 1) & 1;
+    long lda = (trans ? M : K) + 3, ldb = N + 5, ldc = N + 2;
+    float *a = ft_floats((trans ? K : M) * lda), *b = ft_floats(K * ldb);
+    float *c = ft_floats(M * ldc), *cr = ft_floats(M * ldc);
+    ft_fill(a, (trans ? K : M) * lda, r, -1, 1);
+    ft_fill(b, K * ldb, r, -1, 1);
+    ft_fill(c, M * ldc, r, -1, 1);
+    memcpy(cr, c, sizeof(float) * (size_t)(M * ldc));
+    long rsa = trans ? 1 : lda, csa = trans ? lda : 1;
+    ops->gemm(M, N, K, a, rsa, csa, b, ldb, c, ldc, acc);
+    ref->gemm(M, N, K, a, rsa, csa, b, ldb, cr, ldc, acc);
+    /* the padding columns of C must be left alone too */
+    double e = rel_err(c, cr, M * ldc, 1.0);
+    if (e > 1e-5)
+      fail_msg("gemm M=%d N=%d K=%d trans=%d acc=%d: rel err %.3g", M, N, K, trans, acc, e);
+    free(a), free(b), free(c), free(cr);
+  }
+}
+
+static void check_softmax(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
+  static const int lens[] = {1, 7, 8, 15, 16, 17, 33, 192, 200};
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    const int n = lens[li];
+    float *x = ft_floats(n), *y = ft_floats(n), *yr = ft_floats(n);
+    /* scaled scores from 0 down to -100 below the row max: exp from 1 to 4e-44 */
+    ft_fill(x, n, r, -800.0f, 8.0f);
+    const float scale = 0.125f, m = ops->rowmax(x, n) * scale;
+    assert_true(m == ref->rowmax(x, n) * scale);
+    memcpy(y, x, sizeof(float) * (size_t)n);
+    memcpy(yr, x, sizeof(float) * (size_t)n);
+    float s = ops->expsum(y, n, scale, m), sr = ref->expsum(yr, n, scale, m);
+    /* relative for the probabilities that carry weight (the row max is 1),
+     * absolute 2e-10 below 1e-4, where the rounding of t = log2(e) (s x - m)
+     * (|t| up to 144 here) dominates and nothing sums to a visible error */
+    double e = rel_err(y, yr, n, 1e-4);
+    if (e > 2e-6 || fabs((double)s - sr) > 2e-6 * sr)
+      fail_msg("expsum n=%d: rel err %.3g, sums %.9g vs %.9g", n, e, (double)s, (double)sr);
+    /* far below the max: 0 or a denormal-free tiny value, never NaN */
+    for (int i = 0; i < n; i++) x[i] = -1e30f;
+    memcpy(y, x, sizeof(float) * (size_t)n);
+    s = ops->expsum(y, n, 1.0f, 0.0f);
+    assert_true(s >= 0.0f && s < 1e-30f);
+    float *ds = ft_floats(n), *dsr = ft_floats(n);
+    ft_fill(ds, n, r, -1, 1);
+    memcpy(dsr, ds, sizeof(float) * (size_t)n);
+    ops->dsoft(ds, yr, n, 0.3f, scale);
+    ref->dsoft(dsr, yr, n, 0.3f, scale);
+    assert_true(rel_err(ds, dsr, n, 1e-6) <= 1e-6);
+    assert_true(fabs(ops->dot(ds, yr, n) - ref->dot(ds, yr, n)) <= 1e-5);
+    ops->scal(ds, n, 0.7f);
+    ref->scal(dsr, n, 0.7f);
+    assert_true(rel_err(ds, dsr, n, 1e-6) <= 1e-6);
+    free(x), free(y), free(yr), free(ds), free(dsr);
+  }
+}
+
+static void test_ops_vs_portable(void **state) {
+  const rp_flash_ops *ref = &rp_flash_ops_scalar;
+  for (int i = 0; i < 3; i++) {
+    char path[32];
+    snprintf(path, sizeof path, "flash isa=%s", rp_flash_isa_name(ft_isas[i]));
+    if (!ti_isa_runs("flash_ops", path, ft_isa_level(ft_isas[i]))) continue;
+    rp_rng r;
+    rp_rng_seed(&r, 77 + (uint64_t)i);
+    const rp_flash_ops *ops = ops_of(ft_isas[i]);
+    check_gemm(ops, ref, &r);
+    check_softmax(ops, ref, &r);
+    printf("flash_ops: isa=%s matches the portable loops\n", rp_flash_isa_name(ft_isas[i]));
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_ops_vs_portable)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
