@@ -92,6 +92,9 @@ rp_status rp_opts_load_config(const rp_opt *t, int n, void *out, const char *pat
 
 /* The word of an ENUM row for enum value `value` ("" when out of range), in buf. */
 const char *rp_opt_choice_word(const rp_opt *o, int value, char *buf, size_t cap);
+/* The same for the ENUM row `name` of a table ("" when there is no such row). */
+const char *rp_opts_enum_word(const rp_opt *t, int n, const char *name, int value, char *buf,
+                              size_t cap);
 
 /* Row for `name` ('-'/'_' insensitive), or NULL. */
 const rp_opt *rp_opts_find(const rp_opt *t, int n, const char *name);

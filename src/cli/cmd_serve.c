@@ -157,11 +157,6 @@ static rp_status make_root(const serve_opts *o, char *root, size_t cap, int *own
   return ok ? RP_OK : rp_err(RP_EIO, "cannot create the store directory %s (--store)", root);
 }
 
-/* The word of --dataset, which rp_trace_table2 looks up. */
-static const char *dataset_name(int dataset, char word[16]) {
-  return rp_opt_choice_word(rp_opts_find(table, nopts, "dataset"), dataset, word, 16);
-}
-
 static rp_status run_modes(const serve_opts *o, const rp_chunk *m, const rp_trace *t) {
   char root[RP_OPT_STRLEN + 32];
   int owned;
@@ -195,11 +190,12 @@ int rp_cmd_serve(int argc, char **argv) {
   rp_chunk m;
   rp_trace t;
   char word[16];
+  const rp_trace_stats *stats =
+      rp_trace_table2(rp_opts_enum_word(table, nopts, "dataset", o.dataset, word, sizeof word));
   rp_status s = load_model(&o, &m);
   if (s == RP_OK) {
     s = o.trace[0] ? rp_trace_mooncake(&t, o.trace, 512, o.scale)
-                   : rp_trace_synth(&t, rp_trace_table2(dataset_name(o.dataset, word)), o.agents, o.scale,
-                                    o.max_turns, (uint64_t)o.seed);
+                   : rp_trace_synth(&t, stats, o.agents, o.scale, o.max_turns, (uint64_t)o.seed);
     if (s == RP_OK) {
       if (o.mode == MODE_RECOMPUTE) {
         s = rp_mpi_world_size() != 1 ? rp_err(RP_EINVAL, "--mode recompute runs on one rank")

@@ -97,8 +97,8 @@ static rp_sim_config config_of(const simserve_opts *o) {
 static rp_status make_trace(const simserve_opts *o, rp_trace *t) {
   if (o->trace[0]) return rp_trace_mooncake(t, o->trace, 512, o->scale);
   char word[16];
-  const rp_opt *row = rp_opts_find(table, nopts, "dataset");
-  rp_trace_stats st = *rp_trace_table2(rp_opt_choice_word(row, o->dataset, word, sizeof word));
+  rp_trace_stats st =
+      *rp_trace_table2(rp_opts_enum_word(table, nopts, "dataset", o->dataset, word, sizeof word));
   st.append = (int)lround(st.append * o->append_scale);
   return rp_trace_synth(t, &st, o->agents, o->scale, o->max_turns, (uint64_t)o->seed);
 }

@@ -116,6 +116,14 @@ const char *rp_opt_choice_word(const rp_opt *o, int value, char *buf, size_t cap
   return buf;
 }
 
+const char *rp_opts_enum_word(const rp_opt *t, int n, const char *name, int value, char *buf,
+                              size_t cap) {
+  const rp_opt *o = rp_opts_find(t, n, name);
+  if (o && o->type == RP_OPT_ENUM) return rp_opt_choice_word(o, value, buf, cap);
+  if (cap) buf[0] = '\0';
+  return buf;
+}
+
 /* "tF,tB,tW" names three elements; the count is fixed by the row. */
 static int list_len(const rp_opt *o) {
   int n = 1;

@@ -53,22 +53,21 @@ static rp_status make_dir(const char *path) {
   return RP_OK;
 }
 
-/* Recomputation drops layer tensors that a split backward's W still needs. */
-static rp_status check_recompute_fits(const rp_trainer *t, int splits_backward) {
-  if (t->o.recompute == RP_RECOMPUTE_NONE || !splits_backward) return RP_OK;
-  return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule %s: it splits "
-                "backward into I and W actions, and W needs the tensors recomputation "
-                "drops; use --recompute none or a schedule without I/W (1f1b, interleaved)",
-                rp_recompute_name(t->o.recompute), t->o.schedule);
-}
-
-/* Sequence parallelism's backward re-gathers what a split backward's W would
- * need stashed whole: no I/W split. */
-static rp_status check_sp_fits(const rp_trainer *t, int splits_backward) {
-  if (!t->o.sp || !splits_backward) return RP_OK;
-  return rp_err(RP_EINVAL, "--sp cannot be combined with --schedule %s: it splits backward into "
-                "I and W actions, which sequence parallelism does not; use a schedule without "
-                "I/W (1f1b, interleaved) or --tp without --sp", t->o.schedule);
+/* What a split backward (I and W actions) excludes: recomputation drops layer
+ * tensors that W still needs, and sequence parallelism's backward re-gathers
+ * what W would need stashed whole. */
+static rp_status check_split_backward_fits(const rp_trainer *t, int splits_backward) {
+  if (!splits_backward) return RP_OK;
+  if (t->o.recompute != RP_RECOMPUTE_NONE)
+    return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule %s: it splits "
+                  "backward into I and W actions, and W needs the tensors recomputation "
+                  "drops; use --recompute none or a schedule without I/W (1f1b, interleaved)",
+                  rp_recompute_name(t->o.recompute), t->o.schedule);
+  if (t->o.sp)
+    return rp_err(RP_EINVAL, "--sp cannot be combined with --schedule %s: it splits backward "
+                  "into I and W actions, which sequence parallelism does not; use a schedule "
+                  "without I/W (1f1b, interleaved) or --tp without --sp", t->o.schedule);
+  return RP_OK;
 }
 
 /* The pipeline schedule (pp > 1), before the model: it says which stages
@@ -76,18 +75,15 @@ static rp_status check_sp_fits(const rp_trainer *t, int splits_backward) {
  * --recompute before its own checks, a CSV file once it is read. */
 static rp_status make_schedule(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
-  if (rp_schedule_generator_splits_backward(o->schedule) == 1) {
-    RP_TRY(check_recompute_fits(t, 1));
-    RP_TRY(check_sp_fits(t, 1));
-  }
+  if (rp_schedule_generator_splits_backward(o->schedule) == 1)
+    RP_TRY(check_split_backward_fits(t, 1));
   RP_TRY(rp_schedule_make(o->schedule, t->grid.pp, o->vpp, o->microbatches, &t->sched));
   if (t->sched->v != o->vpp || t->sched->m != o->microbatches)
     return rp_err(RP_EINVAL, "schedule %s has v=%d m=%d but the run has --vpp %d "
                   "--microbatches %d", o->schedule, t->sched->v, t->sched->m, o->vpp,
                   o->microbatches);
   /* decided by what the schedule holds, whatever its name or file */
-  RP_TRY(check_recompute_fits(t, rp_schedule_splits_backward(t->sched)));
-  return check_sp_fits(t, rp_schedule_splits_backward(t->sched));
+  return check_split_backward_fits(t, rp_schedule_splits_backward(t->sched));
 }
 
 /* model_T: rows of the position table, the longest sequence the model takes;
@@ -331,11 +327,16 @@ static void measure_fma_peak(rp_trainer *t) {
   t->fma_peak = rp_isa_peak_gflops(lv) * 1e9 * rp_pool_size(t->pool);
 }
 
-rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
+/* A fresh engine holding the run's options; nothing created yet. */
+static void engine_reset(rp_trainer *t, const rp_train_opts *o) {
   memset(t, 0, sizeof *t);
   t->o = *o;
   t->tie_comm = MPI_COMM_NULL;
   rp_wait_set_timeout(o->comm_timeout);
+}
+
+rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
+  engine_reset(t, o);
   int model_T = o->seq, changed = 0;
   rp_status s = RP_OK;
   if (o->init_from[0]) s = rp_init_config_into_opts(o->init_from, &t->o, &changed, &model_T);
@@ -354,10 +355,7 @@ rp_status rp_engine_init(rp_trainer *t, const rp_train_opts *o) {
 }
 
 rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
-  memset(t, 0, sizeof *t);
-  t->o = *o;
-  t->tie_comm = MPI_COMM_NULL;
-  rp_wait_set_timeout(o->comm_timeout);
+  engine_reset(t, o);
   int model_T = o->seq, changed = 0;
   char note[RP_OPT_STRLEN + 160];
   resolve_resume_auto(t, note, sizeof note);

@@ -18,7 +18,7 @@ static const char *word(const rp_opt *t, int n, const char *name, int value, cha
   const rp_opt *o = rp_opts_find(t, n, name);
   assert_non_null(o);
   assert_int_equal(o->type, RP_OPT_ENUM);
-  return rp_opt_choice_word(o, value, buf, 64);
+  return rp_opts_enum_word(t, n, name, value, buf, 64);
 }
 
 #define TRAIN(name, v) word(rp_train_opt_table, rp_train_opt_count, name, v, buf)
