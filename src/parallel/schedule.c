@@ -278,6 +278,7 @@ static rp_status check_v_config(kind k, const char *name, int p, int v, int m) {
     return rp_err(RP_EINVAL, "--pp %d: %s needs at least 2 pipeline ranks; use --schedule "
                   "1f1b or a single rank without a pipeline", p, name);
   int need = k == K_DUALPIPEV ? 2 * p : p;
+  if (k == K_ZBV_MIN) return RP_OK; /* one micro-batch is its whole block */
   if (m < need)
     return rp_err(RP_EINVAL, "%s needs --microbatches >= %s (got m=%d, p=%d): its warm-up "
                   "fills %s before the first backward; use m >= %d",
@@ -287,13 +288,22 @@ static rp_status check_v_config(kind k, const char *name, int p, int v, int m) {
 }
 
 /* Pending-activation limit per rank (chunk-activations held from F to W) of
- * the zero-bubble list schedules: what makes ZB-H2, ZB-V, V-Half and V-Min. */
+ * the zero-bubble list schedules: what makes ZB-H2, ZB-V and V-Half.
+ * V-Half: p + 2 chunks, half of 1F1B's 2p plus one micro-batch (the
+ * controllable-memory paper's p/2 + 1 for even p). With it the greedy's
+ * bubble stays within 4 chunk passes of (p-1)/(2m) for p <= 10 at every m
+ * (the paper's ~p/(2m); more beyond, up to 10 at p = 15);
+ * at its p + 1 for odd p the greedy's steady state stalls (p = 5: 13 slots at
+ * m = 5, 47 at m = 40), and repeating a V-Min-style block (schedule_vblock.c)
+ * with that memory keeps its ~4p slots, so V-Half stays the greedy.
+ * V-Min is not a list schedule: under a third of 1F1B's memory the greedy
+ * stalls in its steady state (about 50% at p = 4 for every m); the building
+ * block of schedule_vblock.c does not. */
 static int zb_limit(kind k, int p) {
   switch (k) {
     case K_ZBH2: return 2 * p - 1;           /* the paper's (2p-1) M_B */
     case K_ZBV: return 2 * p;                /* 1F1B's p full activations, in chunks */
-    case K_ZBV_HALF: return p + 1;           /* about half of that */
-    case K_ZBV_MIN: return (2 * p + 2) / 3 + 1; /* about a third */
+    case K_ZBV_HALF: return p + 2;           /* about half of that */
     default: return 0;
   }
 }
@@ -343,7 +353,9 @@ rp_status rp_schedule_generate(const char *name, int p, int v, int m, rp_schedul
   RP_TRY(rp_schedule_new(p, v, m, name, &s));
   if (is_v_kind(k)) s->map = RP_MAP_V;
   if (k >= K_ZBH2) {
-    rp_status st = k == K_DUALPIPEV ? rp_gen_dualpipev(s) : rp_gen_zb_list(s, zb_limit(k, p), k == K_ZBV ? p : 0);
+    rp_status st = k == K_DUALPIPEV ? rp_gen_dualpipev(s)
+                 : k == K_ZBV_MIN  ? rp_gen_vmin_block(s)
+                                   : rp_gen_zb_list(s, zb_limit(k, p), k == K_ZBV ? p : 0);
     if (st != RP_OK) {
       rp_schedule_free(s);
       return st;

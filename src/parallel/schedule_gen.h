@@ -9,6 +9,9 @@
  * held per rank from F to W, a deferred W before a new chunk-0 F once w_first
  * are held (0: never); RP_EINVAL when the limit is too small to finish. */
 rp_status rp_gen_zb_list(rp_schedule *s, int limit, int w_first);
+/* V-Min as a repeated building block (schedule_vblock.c): a modulo schedule
+ * of one micro-batch with 6 slots per rank; needs v = 2 and the V map, any m. */
+rp_status rp_gen_vmin_block(rp_schedule *s);
 /* DeepSeek's DualPipeV order (schedule_dualpipev.c); needs v = 2, the V map
  * and m >= 2p (checked by the caller). */
 rp_status rp_gen_dualpipev(rp_schedule *s);

@@ -478,9 +478,19 @@ rp_status rp_schedule_simulate(const rp_schedule *s, const rp_costs *c, rp_sim *
  *   idle/ideal = (p-1) tF / (2 m (tF+tB)), half of ZB-H2's one-step bubble at
  *   1F1B's memory. Rank 0 holds the first and the last stage, starts first and
  *   ends last: overlapping steps gains nothing. With other costs the orders
- *   (built for equal costs) leave more; the simulator has it. zb-v-half and
- *   zb-v-min have no closed form: their greedy orders are what the simulator
- *   shows. */
+ *   (built for equal costs) leave more; the simulator has it.
+ * zb-v-min (the building block of schedule_vblock.c) at tF = tI = tW: every
+ *   rank runs its 6m chunk passes (tF/2 each) back to back from its first
+ *   input to its last W, and rank 0's last W ends 4p-5 passes after the 6m it
+ *   works (the V's 4p-pass critical path of the last micro-batch, less what
+ *   overlaps rank 0's own work): idle/ideal = (4p-5)/(6m) for every p >= 2 and
+ *   m >= 1 (schedule_vblock.c says why); the paper's V-Min ~2p/(3m).
+ * zb-v-half (the greedy list under p+2 chunk-activations) has no exact form:
+ *   its makespan stays within 4 chunk passes of m(tF+tB) + (p-1)(tF+tB)/2 for
+ *   p <= 10, so idle/ideal = (p-1)/(2m) to within 4/(6m) there (the paper's
+ *   V-Half ~p/(2m); checked for m = p..64). Beyond, the greedy drifts above
+ *   it (up to 6 passes at p = 12..14, 10 at p = 15); the "~" in its text says
+ *   it is an approximation. */
 /* tF = tI = tW, the papers' assumption (up to rounding) */
 static int equal_costs(const rp_costs *c) {
   double tI = c->tB - c->tW;
@@ -527,6 +537,13 @@ double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const r
     int equal = equal_costs(c);
     t = equal ? "(p-1)tF/(2m(tF+tB))" : "(p-1)tF/(2m(tF+tB)), exact only for tF = tI = tW";
     x = (p - 1) * c->tF / (2.0 * m * (c->tF + c->tB));
+  } else if (is_name(name, "zb-v-min", NULL)) {
+    t = equal_costs(c) ? "(4p-5)/(6m)" : "(4p-5)/(6m), exact only for tF = tI = tW";
+    x = (4.0 * p - 5) / (6.0 * m);
+  } else if (is_name(name, "zb-v-half", NULL)) {
+    t = equal_costs(c) ? "~(p-1)/(2m), within 4/(6m) for p <= 10 (greedy)"
+                       : "~(p-1)/(2m), within 4/(6m) for p <= 10 and tF = tI = tW (greedy)";
+    x = (p - 1) / (2.0 * m);
   } else if (!strcmp(name, "zb-h1") || !strcmp(name, "zbh1")) {
     t = c->tW <= tI ? "(p-1)(tF+tI-tW)/(m(tF+tI+tW))"
                     : "(p-1)(tF+tI-tW)/(m(tF+tI+tW)), exact only for tW <= tI";
@@ -548,8 +565,9 @@ int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char
   else if (is_name(name, "zb-h1", "zbh1")) t = "p (held until W)", x = RP_MIN(p, m);
   else if (is_name(name, "zb-h2", "zbh2")) t = "2p-1", x = RP_MIN(2 * p - 1, m);
   else if (is_name(name, "zb-v", "zbv")) t = "2p chunks (= p full, 1F1B's)", x = RP_MIN(2 * p, 2 * m);
-  else if (is_name(name, "zb-v-half", NULL)) t = "<= p+1 chunks (the limit)", x = p + 1;
-  else if (is_name(name, "zb-v-min", NULL)) t = "<= ceil(2p/3)+1 chunks (the limit)", x = (2 * p + 2) / 3 + 1;
+  else if (is_name(name, "zb-v-half", NULL)) t = "<= p+2 chunks (the limit)", x = p + 2;
+  else if (is_name(name, "zb-v-min", NULL))
+    t = "2 floor((p+4)/3) chunks (the paper's V-Min)", x = RP_MIN(2 * ((p + 4) / 3), 2 * m);
   else if (is_name(name, "dualpipev", "dualpipe-v")) t = "2p+1 chunks (DualPipe's PP+1)", x = 2 * p + 1;
   (void)v;
   if (text) *text = t;

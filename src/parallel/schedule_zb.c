@@ -1,5 +1,7 @@
 /* Zero-bubble list schedules: ZB-H2 (one chunk per rank) and ZB-V with its
- * V-Half and V-Min memory setups (two chunks per rank in a V).
+ * V-Half memory setup (two chunks per rank in a V). V-Min is a repeated
+ * building block instead (schedule_vblock.c): this greedy stalls under its
+ * memory.
  *
  * The zero-bubble paper (Qi et al. 2024) builds these by hand for equal F, I
  * and W times, and its automatic scheduler by a greedy list schedule under a
@@ -19,9 +21,10 @@
  * else it idles for a step. ZB-V also puts a deferred W before a new chunk-0
  * forward once half its limit is held (`w_first`): otherwise the down arm runs
  * ahead and the W pile up at the end (at p = 6 that doubles its bubble);
- * V-Half and V-Min, whose limits leave no room to spare, are better without. The order each rank ran things in is its list. The
- * limit is what tells the schedules apart: ZB-H2 2p-1 (its (2p-1) M_B), ZB-V
- * 2p chunks (1F1B's p full activations), V-Half p+1, V-Min about 2p/3 + 1.
+ * V-Half, whose limit leaves no room to spare, is better without. The order
+ * each rank ran things in is its list. The limit is what tells the schedules
+ * apart: ZB-H2 2p-1 (its (2p-1) M_B), ZB-V 2p chunks (1F1B's p full
+ * activations), V-Half p+2 (half of that plus one micro-batch).
  * If every rank is free and none can take anything before all is done, the
  * limit is too small for the pipeline: RP_EINVAL says so (never a hang). */
 #include <stdlib.h>
@@ -129,7 +132,7 @@ static rp_status run_list(zb_state *Z, rp_schedule *s) {
       return rp_err(RP_EINVAL,
                     "%s: a limit of %d chunk-activations per rank is too small for p=%d "
                     "m=%d (every rank waits for memory); use a schedule with a larger limit "
-                    "(zb-v-half, zb-v)", s->name, Z->limit, s->p, s->m);
+                    "(zb-v-half, zb-v) or zb-v-min (a building block, not this list)", s->name, Z->limit, s->p, s->m);
   }
   return RP_OK;
 }

@@ -29,14 +29,17 @@ static const config configs[] = {
     {"zb-h1", 4, 1, 4},       {"zb-h1", 4, 1, 8},       {"zb-h2", 2, 1, 4},
     {"zb-h2", 4, 1, 4},       {"zb-h2", 4, 1, 8},       {"zb-v", 2, 2, 4},
     {"zb-v", 4, 2, 4},        {"zb-v", 4, 2, 8},        {"zb-v-half", 4, 2, 8},
-    {"zb-v-min", 4, 2, 8},    {"dualpipev", 2, 2, 4},   {"dualpipev", 3, 2, 6},
+    {"zb-v-min", 4, 2, 8},    {"zb-v-min", 3, 2, 2},    {"zb-v-min", 6, 2, 6},
+    {"zb-v-half", 3, 2, 3},   {"dualpipev", 2, 2, 4},   {"dualpipev", 3, 2, 6},
     {"dualpipev", 4, 2, 8},
 };
 
 /* A closed form holds where its text does not say "exact only for" (the V
- * orders are built for equal costs, ZB-H2's needs its full warm-up); the
- * greedy V-Half / V-Min have none (NAN). */
-static int formula_holds(double f, const char *text) { return !isnan(f) && !strstr(text, "exact only"); }
+ * orders are built for equal costs, ZB-H2's needs its full warm-up) nor starts
+ * with "~" (the greedy V-Half's approximation, bounded in test_schedule_v). */
+static int formula_holds(double f, const char *text) {
+  return !isnan(f) && !strstr(text, "exact only") && text[0] != '~';
+}
 static const int nconfigs = sizeof configs / sizeof configs[0];
 
 static char *read_text(const char *path) {

@@ -1,5 +1,5 @@
-/* The schedules beyond ZB-H1: ZB-H2, ZB-V (and its V-Half / V-Min limits),
- * DualPipeV. The V stage map, their closed forms against the simulator at
+/* The schedules beyond ZB-H1: ZB-H2, ZB-V, V-Half (its greedy limit), V-Min
+ * (the building block), DualPipeV. The V stage map, their closed forms against the simulator at
  * several (p, m), their activation memory against the buffer plan, CSV in
  * torch's global-stage notation, and every constraint as a named RP_EINVAL. */
 #include <math.h>
@@ -91,15 +91,15 @@ static void test_v_forms(void **state) {
       }
 }
 
-/* The memory closed forms are the buffer plan's peak (exact for ZB-H2, ZB-V
- * and DualPipeV; an upper bound for the V-Half / V-Min limits). */
+/* The memory closed forms are the buffer plan's peak (exact for ZB-H2, ZB-V,
+ * V-Min and DualPipeV; an upper bound for the V-Half limit). */
 static void test_memory_forms(void **state) {
   (void)state;
   const struct {
     const char *name;
     int v, exact;
   } cases[] = {{"zb-h1", 1, 1}, {"zb-h2", 1, 1},     {"zb-v", 2, 1},
-               {"dualpipev", 2, 1}, {"zb-v-half", 2, 0}, {"zb-v-min", 2, 0}};
+               {"dualpipev", 2, 1}, {"zb-v-half", 2, 0}, {"zb-v-min", 2, 1}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
     for (int p = 2; p <= 6; p += 2)
       for (int m = 2 * p; m <= 4 * p; m += 2 * p) {
@@ -115,6 +115,71 @@ static void test_memory_forms(void **state) {
           fail_msg("%s p=%d m=%d: planned peak %d, formula %d", cases[k].name, p, m, peak, f);
         rp_schedule_free(s);
       }
+}
+
+/* Peak chunk-activations over the ranks, as the executor's buffer plan
+ * allocates them (held from F to W). */
+static int planned_peak(const rp_schedule *s) {
+  int peak = 0;
+  for (int r = 0; r < s->p; r++) {
+    rp_slot_plan plan;
+    assert_int_equal(rp_schedule_plan_slots(s, r, &plan), RP_OK);
+    peak = RP_MAX(peak, plan.n_act);
+    rp_slot_plan_free(&plan);
+  }
+  return peak;
+}
+
+/* V-Min, the building block, at tF = tI = tW: the paper's memory,
+ * 2 floor((p+4)/3) chunks (a third of 1F1B's 2p, plus the block's rounding),
+ * and idle/ideal (4p-5)/(6m), exact for every (p, m) tried, m < p included
+ * (one micro-batch is the whole block); below the paper's ~2p/(3m) and 1F1B's
+ * (p-1)/m; the block order stays valid at other costs. */
+static void test_vmin_paper(void **state) {
+  (void)state;
+  rp_costs c = {1, 2, 1, 0}, skew = {1, 3, 0.5, 0};
+  for (int p = 2; p <= 12; p++)
+    for (int m = 1; m <= 40; m += m < 2 * p ? 1 : 7) {
+      rp_schedule *s = make("zb-v-min", p, 2, m);
+      rp_sim *sim = simulate(s, c);
+      double f = rp_schedule_bubble_formula("zb-v-min", p, 2, m, &c, NULL);
+      int mem = planned_peak(s), paper = 2 * ((p + 4) / 3);
+      if (fabs(sim->bubble_ideal - f) > 1e-9 || fabs(f - (4 * p - 5) / (6.0 * m)) > 1e-12)
+        fail_msg("zb-v-min p=%d m=%d: simulated %.6f, formula %.6f", p, m, sim->bubble_ideal, f);
+      if (mem != rp_schedule_memory_formula("zb-v-min", p, 2, m, NULL) || mem != RP_MIN(paper, 2 * m))
+        fail_msg("zb-v-min p=%d m=%d: planned peak %d, paper %d", p, m, mem, paper);
+      assert_true(f <= 2.0 * p / (3 * m) && f < (p - 1.0) / m);
+      rp_sim_free(sim);
+      rp_sim *sk = simulate(s, skew); /* valid (the validator ran), just not tuned */
+      rp_sim_free(sk);
+      rp_schedule_free(s);
+    }
+}
+
+/* V-Half, the greedy under p + 2 chunk-activations: never more memory than
+ * that (= the paper's 2(p/2 + 1) for even p), and idle/ideal within 4/(6m) of
+ * (p-1)/(2m) for every p <= 10 and m tried (the bound its formula states; the
+ * paper's ~p/(2m)); exactly that at p = 4 for m = 8, 16, 32. */
+static void test_vhalf_paper(void **state) {
+  (void)state;
+  rp_costs c = {1, 2, 1, 0};
+  double worst = 0;
+  for (int p = 2; p <= 10; p++)
+    for (int m = p; m <= 40; m += m < 2 * p ? 1 : 5) {
+      rp_schedule *s = make("zb-v-half", p, 2, m);
+      rp_sim *sim = simulate(s, c);
+      double f = rp_schedule_bubble_formula("zb-v-half", p, 2, m, &c, NULL);
+      double off = (sim->bubble_ideal - f) * 6 * m; /* in chunk passes */
+      int mem = planned_peak(s);
+      if (fabs(off) > 4 + 1e-9 || mem > p + 2 || mem > rp_schedule_memory_formula("zb-v-half", p, 2, m, NULL))
+        fail_msg("zb-v-half p=%d m=%d: simulated %.6f, formula %.6f (%+.1f passes), peak %d", p, m,
+                 sim->bubble_ideal, f, off, mem);
+      if (p == 4 && (m == 8 || m == 16 || m == 32)) assert_true(fabs(off) < 1e-9);
+      worst = RP_MAX(worst, fabs(off));
+      rp_sim_free(sim);
+      rp_schedule_free(s);
+    }
+  assert_true(worst > 0); /* approximate: the text's "~" is true */
 }
 
 static int same_actions(const rp_schedule *a, const rp_schedule *b) {
@@ -183,7 +248,7 @@ static void test_constraints(void **state) {
   expect_refused("zb-v", 4, 1, 8, "--vpp 1", "use --vpp 2");
   expect_refused("zb-v", 1, 2, 8, "--pp 1", "at least 2 pipeline ranks");
   expect_refused("zb-v", 4, 2, 3, "--microbatches >= --pp", "use m >= 4");
-  expect_refused("zb-v-min", 3, 2, 2, "m=2", NULL);
+  expect_refused("zb-v-half", 3, 2, 2, "m=2", "use m >= 3");
   expect_refused("dualpipev", 4, 2, 7, "2 x --pp", "use m >= 8");
   expect_refused("dualpipev", 4, 3, 8, "--vpp 3", NULL);
   /* the list schedule says when its memory limit cannot finish the V */
@@ -240,7 +305,8 @@ int main(void) {
       cmocka_unit_test(test_stage_maps),   cmocka_unit_test(test_zbh2_forms),
       cmocka_unit_test(test_v_forms),      cmocka_unit_test(test_memory_forms),
       cmocka_unit_test(test_csv_stage_rows), cmocka_unit_test(test_constraints),
-      cmocka_unit_test(test_advisor),
+      cmocka_unit_test(test_advisor),      cmocka_unit_test(test_vmin_paper),
+      cmocka_unit_test(test_vhalf_paper),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
