@@ -116,9 +116,11 @@ extern const char *const rp_schedule_names;
  *                activations per rank (schedule_zb.c).
  *   zb-v         v = 2, V map, m >= p: zero-bubble list schedule over the V with
  *                up to 2p chunk-activations per rank (1F1B's memory);
- *   zb-v-half    the same with p + 1 (half of 1F1B's), zb-v-min with
- *                ceil(2p/3) + 1 (a third): the pending-activation limit is the
- *                only difference.
+ *   zb-v-half    the same with p + 2 (half of 1F1B's plus one micro-batch):
+ *                the pending-activation limit is the only difference.
+ *   zb-v-min     v = 2, V map, any m: the controllable-memory paper's V-Min, one
+ *                micro-batch's building block repeated every 6 chunk slots
+ *                (schedule_vblock.c), 2 floor((p+4)/3) chunks (a third).
  *   dualpipev    v = 2, V map, m >= 2p: DeepSeek's DualPipeV order (F of one
  *                chunk paired with B of the other in the steady state).
  * A violated constraint is RP_EINVAL naming it and the fix. */
@@ -283,7 +285,8 @@ double rp_schedule_steady_formula(const char *name, int p, int v, int m,
                                   const rp_costs *c, const char **text);
 /* Closed form of the peak activation slots over the ranks (chunk-activations,
  * as rp_schedule_plan_slots counts them): gpipe m, 1f1b and zb-h1 p, zb-h2
- * 2p-1, zb-v 2p, dualpipev 2p+1, the V-Half / V-Min limits as upper bounds;
+ * 2p-1, zb-v 2p, zb-v-min 2 floor((p+4)/3), dualpipev 2p+1, the V-Half limit
+ * p+2 as an upper bound;
  * -1 (text "") for a CSV. */
 int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char **text);
 

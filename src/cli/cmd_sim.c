@@ -283,6 +283,11 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
     if (s->p <= RP_MAX_SIM_RANKS) {
       planned_slots(s, slots);
       join_ints(slots_txt, sizeof slots_txt, slots, s->p);
+      const char *mtext = "";
+      int mf = rp_schedule_memory_formula(names[k], s->p, s->v, s->m, &mtext);
+      size_t len = strlen(slots_txt);
+      if (mf >= 0) /* the closed form beside the plan; "<=" where it is a bound */
+        snprintf(slots_txt + len, sizeof slots_txt - len, " [%s%d]", mtext[0] == '<' ? "<=" : "", mf);
     } else {
       snprintf(slots_txt, sizeof slots_txt, "(see --schedule)");
     }
@@ -293,7 +298,7 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
     }
     printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %10s %11s   %-36s | %7.2f%% | %-16s %s\n",
            names[k], s->v, sim->makespan, 100 * sim->bubble_total, 100 * sim->bubble_ideal,
-           ftot, fid, isnan(f) ? "(none: a greedy list)" : text, 100 * sim->bubble_steady,
+           ftot, fid, isnan(f) ? "(none)" : text, 100 * sim->bubble_steady,
            slots_txt, acts);
     /* naive's timeline is p times longer than the rest and would squash them
      * on the shared time axis; `--schedule naive --svg` draws it alone. */
@@ -306,6 +311,8 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
     printf("\n");
   }
   print_defs();
+  printf("act slots: the buffer plan's activations per rank, [n] the memory closed form (its\n"
+         "        peak over ranks; [<=n] a bound); a formula starting with '~' is approximate.\n");
   rp_status st = RP_OK;
   if (o->svg[0] && np > 0 && (st = rp_sim_write_svg(o->svg, panels, np)) == RP_OK)
     printf("wrote %s\n", o->svg);
