@@ -285,8 +285,8 @@ double rp_schedule_steady_formula(const char *name, int p, int v, int m,
                                   const rp_costs *c, const char **text);
 /* Closed form of the peak activation slots over the ranks (chunk-activations,
  * as rp_schedule_plan_slots counts them): gpipe m, 1f1b and zb-h1 p, zb-h2
- * 2p-1, zb-v 2p, zb-v-min 2 floor((p+4)/3), dualpipev 2p+1, the V-Half limit
- * p+2 as an upper bound;
+ * 2p-1, zb-v 2p, zb-v-half p+2, zb-v-min 2 min(floor((p+4)/3), m),
+ * dualpipev 2p+1;
  * -1 (text "") for a CSV. */
 int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char **text);
 

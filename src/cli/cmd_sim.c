@@ -286,8 +286,8 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
       const char *mtext = "";
       int mf = rp_schedule_memory_formula(names[k], s->p, s->v, s->m, &mtext);
       size_t len = strlen(slots_txt);
-      if (mf >= 0) /* the closed form beside the plan; "<=" where it is a bound */
-        snprintf(slots_txt + len, sizeof slots_txt - len, " [%s%d]", mtext[0] == '<' ? "<=" : "", mf);
+      if (mf >= 0) /* the closed form beside the plan */
+        snprintf(slots_txt + len, sizeof slots_txt - len, " [%d]", mf);
     } else {
       snprintf(slots_txt, sizeof slots_txt, "(see --schedule)");
     }
@@ -312,7 +312,7 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
   }
   print_defs();
   printf("act slots: the buffer plan's activations per rank, [n] the memory closed form (its\n"
-         "        peak over ranks; [<=n] a bound); a formula starting with '~' is approximate.\n");
+         "        peak over ranks); a bubble formula starting with '~' is approximate.\n");
   rp_status st = RP_OK;
   if (o->svg[0] && np > 0 && (st = rp_sim_write_svg(o->svg, panels, np)) == RP_OK)
     printf("wrote %s\n", o->svg);

@@ -541,8 +541,7 @@ double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const r
     t = equal_costs(c) ? "(4p-5)/(6m)" : "(4p-5)/(6m), exact only for tF = tI = tW";
     x = (4.0 * p - 5) / (6.0 * m);
   } else if (is_name(name, "zb-v-half", NULL)) {
-    t = equal_costs(c) ? "~(p-1)/(2m), within 4/(6m) for p <= 10 (greedy)"
-                       : "~(p-1)/(2m), within 4/(6m) for p <= 10 and tF = tI = tW (greedy)";
+    t = equal_costs(c) ? "~(p-1)/(2m), +-4/(6m) for p <= 10" : "~(p-1)/(2m), for tF = tI = tW only";
     x = (p - 1) / (2.0 * m);
   } else if (!strcmp(name, "zb-h1") || !strcmp(name, "zbh1")) {
     t = c->tW <= tI ? "(p-1)(tF+tI-tW)/(m(tF+tI+tW))"
@@ -555,7 +554,9 @@ double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const r
 
 /* Peak activation slots (chunk-activations held from F to B, or to W under a
  * split backward: rp_schedule_plan_slots' n_act) over the ranks, as a closed
- * form; -1 with *text "" when there is none. */
+ * form; -1 with *text "" when there is none. V-Half's greedy reaches its limit
+ * p+2 on some rank for every p and m >= p (checked p = 2..16, m = p..64);
+ * V-Min's block holds 2 floor((p+4)/3) (schedule_vblock.c says why). */
 int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char **text) {
   const char *t = "";
   int x = -1;
@@ -565,9 +566,9 @@ int rp_schedule_memory_formula(const char *name, int p, int v, int m, const char
   else if (is_name(name, "zb-h1", "zbh1")) t = "p (held until W)", x = RP_MIN(p, m);
   else if (is_name(name, "zb-h2", "zbh2")) t = "2p-1", x = RP_MIN(2 * p - 1, m);
   else if (is_name(name, "zb-v", "zbv")) t = "2p chunks (= p full, 1F1B's)", x = RP_MIN(2 * p, 2 * m);
-  else if (is_name(name, "zb-v-half", NULL)) t = "<= p+2 chunks (the limit)", x = p + 2;
+  else if (is_name(name, "zb-v-half", NULL)) t = "p+2 chunks (its limit, reached)", x = p + 2;
   else if (is_name(name, "zb-v-min", NULL))
-    t = "2 floor((p+4)/3) chunks (the paper's V-Min)", x = RP_MIN(2 * ((p + 4) / 3), 2 * m);
+    t = "2 min(floor((p+4)/3), m) chunks (the paper's V-Min)", x = RP_MIN(2 * ((p + 4) / 3), 2 * m);
   else if (is_name(name, "dualpipev", "dualpipe-v")) t = "2p+1 chunks (DualPipe's PP+1)", x = 2 * p + 1;
   (void)v;
   if (text) *text = t;

@@ -91,15 +91,14 @@ static void test_v_forms(void **state) {
       }
 }
 
-/* The memory closed forms are the buffer plan's peak (exact for ZB-H2, ZB-V,
- * V-Min and DualPipeV; an upper bound for the V-Half limit). */
+/* The memory closed forms are the buffer plan's peak, exactly. */
 static void test_memory_forms(void **state) {
   (void)state;
   const struct {
     const char *name;
     int v, exact;
   } cases[] = {{"zb-h1", 1, 1}, {"zb-h2", 1, 1},     {"zb-v", 2, 1},
-               {"dualpipev", 2, 1}, {"zb-v-half", 2, 0}, {"zb-v-min", 2, 1}};
+               {"dualpipev", 2, 1}, {"zb-v-half", 2, 1}, {"zb-v-min", 2, 1}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
     for (int p = 2; p <= 6; p += 2)
       for (int m = 2 * p; m <= 4 * p; m += 2 * p) {
@@ -156,8 +155,8 @@ static void test_vmin_paper(void **state) {
     }
 }
 
-/* V-Half, the greedy under p + 2 chunk-activations: never more memory than
- * that (= the paper's 2(p/2 + 1) for even p), and idle/ideal within 4/(6m) of
+/* V-Half, the greedy under p + 2 chunk-activations: exactly that memory
+ * (= the paper's 2(p/2 + 1) for even p), and idle/ideal within 4/(6m) of
  * (p-1)/(2m) for every p <= 10 and m tried (the bound its formula states; the
  * paper's ~p/(2m)); exactly that at p = 4 for m = 8, 16, 32. */
 static void test_vhalf_paper(void **state) {
@@ -171,7 +170,7 @@ static void test_vhalf_paper(void **state) {
       double f = rp_schedule_bubble_formula("zb-v-half", p, 2, m, &c, NULL);
       double off = (sim->bubble_ideal - f) * 6 * m; /* in chunk passes */
       int mem = planned_peak(s);
-      if (fabs(off) > 4 + 1e-9 || mem > p + 2 || mem > rp_schedule_memory_formula("zb-v-half", p, 2, m, NULL))
+      if (fabs(off) > 4 + 1e-9 || mem != p + 2 || mem != rp_schedule_memory_formula("zb-v-half", p, 2, m, NULL))
         fail_msg("zb-v-half p=%d m=%d: simulated %.6f, formula %.6f (%+.1f passes), peak %d", p, m,
                  sim->bubble_ideal, f, off, mem);
       if (p == 4 && (m == 8 || m == 16 || m == 32)) assert_true(fabs(off) < 1e-9);
