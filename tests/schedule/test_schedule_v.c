@@ -196,10 +196,10 @@ static int same_actions(const rp_schedule *a, const rp_schedule *b) {
  * "# stage map: v" line a local-chunk V file is not the same schedule. */
 static void test_csv_stage_rows(void **state) {
   (void)state;
-  const char *names[] = {"zb-v", "dualpipev", "zb-h2", "interleaved"};
-  for (int k = 0; k < 4; k++)
+  const char *names[] = {"zb-v", "dualpipev", "zb-v-min", "zb-h2", "interleaved"};
+  for (int k = 0; k < 5; k++)
     for (int low = 0; low < 2; low++) {
-      int v = k == 2 ? 1 : 2;
+      int v = k == 3 ? 1 : 2;
       rp_schedule *s;
       if (low) s = make(names[k], 4, v, 8);
       else assert_int_equal(rp_schedule_generate(names[k], 4, v, 8, &s), RP_OK);
@@ -208,7 +208,7 @@ static void test_csv_stage_rows(void **state) {
       FILE *f = open_memstream(&text, &len);
       assert_int_equal(rp_schedule_csv_write_stages(s, f), RP_OK);
       fclose(f);
-      if (k < 2) assert_non_null(strstr(text, "7F0")); /* rank 0 holds the last stage */
+      if (k < 3) assert_non_null(strstr(text, "7F0")); /* rank 0 holds the last stage */
       rp_schedule *back;
       if (rp_schedule_csv_parse(text, "stages.csv", &back) != RP_OK)
         fail_msg("%s: %s\n%s", names[k], rp_errmsg(), text);
