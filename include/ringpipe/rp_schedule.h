@@ -120,7 +120,8 @@ extern const char *const rp_schedule_names;
  *                the pending-activation limit is the only difference.
  *   zb-v-min     v = 2, V map, any m: the controllable-memory paper's V-Min, one
  *                micro-batch's building block repeated every 6 chunk slots
- *                (schedule_vblock.c), 2 floor((p+4)/3) chunks (a third).
+ *                (schedule_vblock.c), its warm-up re-laid; 2 floor((p+4)/3)
+ *                chunks (a third).
  *   dualpipev    v = 2, V map, m >= 2p: DeepSeek's DualPipeV order (F of one
  *                chunk paired with B of the other in the steady state).
  * A violated constraint is RP_EINVAL naming it and the fix. */

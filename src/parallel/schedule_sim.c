@@ -479,12 +479,14 @@ rp_status rp_schedule_simulate(const rp_schedule *s, const rp_costs *c, rp_sim *
  *   1F1B's memory. Rank 0 holds the first and the last stage, starts first and
  *   ends last: overlapping steps gains nothing. With other costs the orders
  *   (built for equal costs) leave more; the simulator has it.
- * zb-v-min (the building block of schedule_vblock.c) at tF = tI = tW: every
- *   rank runs its 6m chunk passes (tF/2 each) back to back from its first
- *   input to its last W, and rank 0's last W ends 4p-5 passes after the 6m it
- *   works (the V's 4p-pass critical path of the last micro-batch, less what
- *   overlaps rank 0's own work): idle/ideal = (4p-5)/(6m) for every p >= 2 and
- *   m >= 1 (schedule_vblock.c says why); the paper's V-Min ~2p/(3m).
+ * zb-v-min (the building block of schedule_vblock.c) at tF = tI = tW: with
+ *   M = 2 floor((p+4)/3) chunks, every rank's 6m chunk passes (tF/2 each) end
+ *   6p-1-3M passes after the 6m it works (the controllable-memory paper's
+ *   bound: 4p-5, 4p-7, 4p-9 for p = 1, 0, 2 mod 3), so idle/ideal =
+ *   (6p-1-3M)/(6m), about 2p/(3m), the paper's V-Min; exact for p >= 3 and
+ *   m >= 3 (and m = 2 unless p = 2 mod 3), checked for p = 2..24, m = 1..48.
+ *   The exceptions, also exact: m = 1 and p = 2 give 4p-5, m = 2 with
+ *   p = 2 mod 3 gives 4p-7 (schedule_vblock.c says why).
  * zb-v-half (the greedy list under p+2 chunk-activations) has no exact form:
  *   its makespan stays within 4 chunk passes of m(tF+tB) + (p-1)(tF+tB)/2 for
  *   p <= 10, so idle/ideal = (p-1)/(2m) to within 4/(6m) there (the paper's
@@ -513,6 +515,20 @@ double rp_schedule_steady_formula(const char *name, int p, int v, int m, const r
   return (p - 1) * (g > 0 ? g : 0) / (m * (c->tF + c->tB));
 }
 
+/* V-Min's idle passes per rank at equal costs (see above), with its text. */
+static int vmin_bubble_passes(int p, int m, const char **text) {
+  if (p == 2 || m == 1) {
+    *text = p == 2 ? "(4p-5)/(6m) (p = 2)" : "(4p-5)/(6m) (m = 1)";
+    return 4 * p - 5;
+  }
+  if (m == 2 && p % 3 == 2) {
+    *text = "(4p-7)/(6m) (m = 2, p = 2 mod 3)";
+    return 4 * p - 7;
+  }
+  *text = "(6p-1-3M)/(6m), M = 2 floor((p+4)/3)";
+  return 6 * p - 1 - 3 * (2 * ((p + 4) / 3));
+}
+
 double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const rp_costs *c,
                                   const char **text) {
   const char *t = "";
@@ -538,8 +554,8 @@ double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const r
     t = equal ? "(p-1)tF/(2m(tF+tB))" : "(p-1)tF/(2m(tF+tB)), exact only for tF = tI = tW";
     x = (p - 1) * c->tF / (2.0 * m * (c->tF + c->tB));
   } else if (is_name(name, "zb-v-min", NULL)) {
-    t = equal_costs(c) ? "(4p-5)/(6m)" : "(4p-5)/(6m), exact only for tF = tI = tW";
-    x = (4.0 * p - 5) / (6.0 * m);
+    x = vmin_bubble_passes(p, m, &t) / (6.0 * m);
+    if (!equal_costs(c)) t = "(6p-1-3M)/(6m), M its memory; exact only for tF = tI = tW";
   } else if (is_name(name, "zb-v-half", NULL)) {
     t = equal_costs(c) ? "~(p-1)/(2m), +-4/(6m) for p <= 10" : "~(p-1)/(2m), for tF = tI = tW only";
     x = (p - 1) / (2.0 * m);

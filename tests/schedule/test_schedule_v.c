@@ -130,21 +130,31 @@ static int planned_peak(const rp_schedule *s) {
 }
 
 /* V-Min, the building block, at tF = tI = tW: the paper's memory,
- * 2 floor((p+4)/3) chunks (a third of 1F1B's 2p, plus the block's rounding),
- * and idle/ideal (4p-5)/(6m), exact for every (p, m) tried, m < p included
- * (one micro-batch is the whole block); below the paper's ~2p/(3m) and 1F1B's
- * (p-1)/m; the block order stays valid at other costs. */
+ * M = 2 floor((p+4)/3) chunks (a third of 1F1B's 2p, rounded up; 2m when m is
+ * smaller), and the paper's bound on its bubble, 6p - 1 - 3M idle chunk
+ * passes per rank (idle/ideal over 6m), exactly, for every p >= 3 and m >= 3
+ * tried (m < p included: one micro-batch is the whole block); the stated
+ * exceptions m = 1, p = 2 (4p-5) and m = 2 with p = 2 mod 3 (4p-7). All of
+ * it below the paper's ~2p/(3m) and 1F1B's (p-1)/m; the order stays valid at
+ * other costs. */
+static int vmin_idle_passes(int p, int m) {
+  if (p == 2 || m == 1) return 4 * p - 5;
+  if (m == 2 && p % 3 == 2) return 4 * p - 7;
+  return 6 * p - 1 - 3 * (2 * ((p + 4) / 3));
+}
+
 static void test_vmin_paper(void **state) {
   (void)state;
   rp_costs c = {1, 2, 1, 0}, skew = {1, 3, 0.5, 0};
-  for (int p = 2; p <= 12; p++)
+  for (int p = 2; p <= 16; p++)
     for (int m = 1; m <= 40; m += m < 2 * p ? 1 : 7) {
       rp_schedule *s = make("zb-v-min", p, 2, m);
       rp_sim *sim = simulate(s, c);
       double f = rp_schedule_bubble_formula("zb-v-min", p, 2, m, &c, NULL);
       int mem = planned_peak(s), paper = 2 * ((p + 4) / 3);
-      if (fabs(sim->bubble_ideal - f) > 1e-9 || fabs(f - (4 * p - 5) / (6.0 * m)) > 1e-12)
-        fail_msg("zb-v-min p=%d m=%d: simulated %.6f, formula %.6f", p, m, sim->bubble_ideal, f);
+      if (fabs(sim->bubble_ideal - f) > 1e-9 || fabs(f - vmin_idle_passes(p, m) / (6.0 * m)) > 1e-12)
+        fail_msg("zb-v-min p=%d m=%d: simulated %.6f, formula %.6f, %d idle passes expected", p, m,
+                 sim->bubble_ideal, f, vmin_idle_passes(p, m));
       if (mem != rp_schedule_memory_formula("zb-v-min", p, 2, m, NULL) || mem != RP_MIN(paper, 2 * m))
         fail_msg("zb-v-min p=%d m=%d: planned peak %d, paper %d", p, m, mem, paper);
       assert_true(f <= 2.0 * p / (3 * m) && f < (p - 1.0) / m);
