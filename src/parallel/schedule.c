@@ -295,10 +295,11 @@ static rp_status check_v_config(kind k, const char *name, int p, int v, int m) {
  * (the paper's ~p/(2m); more beyond, up to 10 at p = 15);
  * at its p + 1 for odd p the greedy's steady state stalls (p = 5: a bubble of
  * 13 chunk passes at m = 5, growing to 47 at m = 40). The building blocks
- * tried with V-Half's memory (schedule_vblock.c's block with 1 to 4 slots of
+ * tried with V-Half's memory (schedule_vblock.c's block with 1 to 3 slots of
  * slack per rank on both down arms, in two runs of ranks as the paper's
- * offsets, its warm-up re-laid) did no better than this greedy (p = 6: 15 idle
- * passes at best against its 13..15; p = 8: 22 against 21..23), so V-Half
+ * offsets, and at the V's three turns, its warm-up re-laid) gave no rule that
+ * beats this greedy at every p (at best 7 idle passes at p = 4 against its 9,
+ * 13 at p = 6 against its 13..15, 22 at p = 8 against its 21..23), so V-Half
  * stays the greedy, about 4 passes above the paper's bound 3p-7 for it.
  * V-Min is not a list schedule: under a third of 1F1B's memory the greedy
  * stalls in its steady state (about 50% at p = 4 for every m); the building
