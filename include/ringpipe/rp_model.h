@@ -242,6 +242,18 @@ size_t rp_acts_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int 
  * must hold num_layers entries and outlives acts. */
 void rp_acts_bind(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
                   const rp_attn_backend *attn, void *mem, int B, int T);
+/* The same storage in two parts, for a split backward: `keep` bytes that the
+ * weight-gradient pass W reads (every matmul's and LayerNorm's input, the
+ * LayerNorm statistics, tokens and positions, the head's dlogits) and `drop`
+ * bytes that only the input-gradient pass I or a full backward reads (QKV, the
+ * attention's saved state, the pre-GELU activation, targets, losses), which can
+ * be freed after I. keep + drop = rp_acts_bytes; rp_acts_bind carves the keep
+ * part first. Both blocks 64-byte aligned. */
+void rp_acts_split_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int T,
+                         size_t *keep, size_t *drop);
+void rp_acts_bind_split(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
+                        const rp_attn_backend *attn, void *keep_mem, void *drop_mem, int B,
+                        int T);
 
 /* Gradient scratch for one chunk, shared by all micro-batches. */
 typedef struct {

@@ -15,7 +15,7 @@ typedef struct {
   char schedule[RP_OPT_STRLEN], costs[RP_OPT_STRLEN], svg[RP_OPT_STRLEN], csv[RP_OPT_STRLEN];
   char csv_stages[RP_OPT_STRLEN], from[RP_OPT_STRLEN], memory_like[RP_OPT_STRLEN];
   int pp, microbatches, vpp, all, width, timeline, advise, batch, max_m, top, layers;
-  float memory_limit, act_mib, wstash_mib, msg_mib;
+  float memory_limit, act_mib, act_keep_mib, wstash_mib, msg_mib;
 } sim_opts;
 
 #define O(f) offsetof(sim_opts, f)
@@ -49,9 +49,13 @@ static const rp_opt sim_table[] = {
     {"memory-like", RP_OPT_STR, O(memory_like), "", 0, 0, NULL,
      "--advise: the limit is the memory this schedule plans (e.g. 1f1b) at --microbatches"},
     {"from", RP_OPT_STR, O(from), "", 0, 0, NULL,
-     "--advise: a run's metrics.jsonl; its last pipeline line gives costs and sizes"},
+     "a run's metrics.jsonl: its last pipeline line gives costs and sizes (--advise), or the "
+     "buffer sizes each rank's arena is planned from (one schedule of the run's --pp, --vpp)"},
     {"act-mib", RP_OPT_FLOAT, O(act_mib), "-1", -1, 1e9, NULL,
-     "--advise: activations of one micro-batch for one rank's whole share (MiB)"},
+     "activations of one micro-batch for one rank's whole share (MiB): --advise sizes, and "
+     "one schedule's arena per rank"},
+    {"act-keep-mib", RP_OPT_FLOAT, O(act_keep_mib), "-1", -1, 1e9, NULL,
+     "the part of --act-mib the weight-gradient pass W reads (kept from I to W; default all)"},
     {"wstash-mib", RP_OPT_FLOAT, O(wstash_mib), "-1", -1, 1e9, NULL,
      "--advise: W stash of one micro-batch, one rank's share (MiB; default half of --act-mib)"},
     {"msg-mib", RP_OPT_FLOAT, O(msg_mib), "-1", -1, 1e9, NULL,
@@ -215,6 +219,11 @@ static int cmd_single(const sim_opts *o, const rp_costs *c) {
     printf("(with v = %d, an activation in flight is one chunk's: 1/%d of a rank's layers)\n",
            R.s->v, R.s->v);
   print_bubble(&R, c);
+  rp_sim_sizes z = {o->from, o->act_mib, o->act_keep_mib, o->wstash_mib, o->msg_mib};
+  if ((st = rp_sim_print_arena(R.s, &z)) != RP_OK) {
+    run_free(&R);
+    return fail(st);
+  }
   print_defs();
   if (o->csv[0] && (st = rp_schedule_csv_save(R.s, o->csv)) == RP_OK)
     printf("wrote %s (%s)\n", o->csv, R.s->lowered ? "with SEND/RECV" : "single rank");

@@ -11,7 +11,7 @@
 #include "ringpipe/rp_schedule.h"
 
 /* The last line of a metrics file holding a pipeline report (malloc'ed). */
-static rp_status last_pipeline_line(const char *path, char **line) {
+rp_status rp_sim_last_pipeline_line(const char *path, char **line) {
   *line = NULL;
   FILE *f = fopen(path, "r");
   if (!f) return rp_err(RP_EIO, "--from %s: cannot open it; pass a run's OUT/metrics.jsonl", path);
@@ -43,7 +43,7 @@ static rp_status number(const char *json, const char *path, const char *key, dou
 /* Costs and sizes measured by a run; *note says what had to be assumed. */
 static rp_status read_metrics(const char *path, rp_advise_in *in, char *note, size_t ncap) {
   char *line;
-  RP_TRY(last_pipeline_line(path, &line));
+  RP_TRY(rp_sim_last_pipeline_line(path, &line));
   double tF, tB, tW, m, batch, act, wst, msg;
   rp_status st = RP_OK;
   if (st == RP_OK) st = number(line, path, "tF_ms", &tF);
