@@ -66,7 +66,8 @@ static rp_status print_rank(const rp_schedule *s, int r, const size_t *sz, size_
   rp_arena_plan ap;
   RP_TRY(rp_schedule_plan_arena(s, r, &bs, &ap));
   double mib = 1048576.0;
-  printf("%-6d %14.3f %14.3f %16.3f %9.1f%%  %s\n", r, ap.arena_bytes / mib, ap.live_peak / mib,
+  printf("%-6d %14.3f %14zu %14.3f %16.3f %9.1f%%  %s\n", r, ap.arena_bytes / mib,
+         ap.arena_bytes, ap.live_peak / mib,
          ap.pooled_bytes / mib,
          ap.pooled_bytes ? 100.0 * (1.0 - (double)ap.arena_bytes / ap.pooled_bytes) : 0.0,
          ap.method);
@@ -86,8 +87,8 @@ rp_status rp_sim_print_arena(const rp_schedule *s, const rp_sim_sizes *z) {
     sizes_from_mib(s, z, sizes, &msg);
   if (st == RP_OK) {
     printf("buffer arena per rank (MiB; %s):\n", z->from[0] ? z->from : "from the --act-mib sizes");
-    printf("%-6s %14s %14s %16s %10s  %s\n", "rank", "arena planned", "lower bound",
-           "per-class pools", "saved", "layout");
+    printf("%-6s %14s %14s %14s %16s %10s  %s\n", "rank", "arena planned", "(bytes)",
+           "lower bound", "per-class pools", "saved", "layout");
   }
   for (int r = 0; r < s->p && st == RP_OK; r++) st = print_rank(s, r, sizes + 3 * s->v * r, msg);
   free(sizes);

@@ -151,7 +151,6 @@ static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, cons
     rp_jw_arr_end(&w);
   }
   rp_jw_arr_end(&w);
-  write_arena_json(&w, t, ar, msg_bytes);
   rp_jw_key(&w, "makespan_ms"), rp_jw_fixed(&w, measured->makespan * 1e3, 4);
   rp_jw_key(&w, "predicted_makespan_ms"), rp_jw_fixed(&w, pred ? pred->makespan * 1e3 : -1, 4);
   /* what `ringpipe sim --advise --from` reads: the costs as scalars and one
@@ -181,6 +180,7 @@ static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, cons
   rp_jw_key(&w, "costs_ms"), rp_jw_arr(&w);
   rp_jw_fixed(&w, c->tF * 1e3, 4), rp_jw_fixed(&w, c->tB * 1e3, 4), rp_jw_fixed(&w, c->tW * 1e3, 4);
   rp_jw_arr_end(&w);
+  write_arena_json(&w, t, ar, msg_bytes);
   rp_jw_obj_end(&w);
   rp_jw_obj_end(&w);
   rp_status st = rp_jw_fputs_line(&w, metrics);
