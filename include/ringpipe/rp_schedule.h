@@ -344,6 +344,7 @@ typedef struct {
   rp_costs costs;
   int p, m_ref, batch;
   double act_mib, wstash_mib, msg_mib;
+  double drop_mib;  /* the part of act_mib only I reads, freed at I (0: none known) */
   double limit_mib; /* per rank; <= 0: no limit */
   int max_m;        /* candidates m <= max_m (0: 64) dividing m_ref * batch */
   int layers;       /* the model's layers: p x v stages need as many (0: unknown) */

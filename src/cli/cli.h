@@ -24,7 +24,7 @@ int rp_cmd_sim_serve(int argc, char **argv);
 typedef struct {
   rp_costs costs;
   int pp, microbatches, batch, max_m, top, layers;
-  double memory_limit, act_mib, wstash_mib, msg_mib;
+  double memory_limit, act_mib, act_keep_mib, wstash_mib, msg_mib;
   const char *from, *memory_like;
 } rp_sim_advise_args;
 int rp_sim_advise(const rp_sim_advise_args *o);

@@ -348,6 +348,7 @@ int rp_cmd_sim(int argc, char **argv) {
                             .microbatches = o.microbatches ? o.microbatches : 8,
                             .batch = o.batch, .max_m = o.max_m, .top = o.top,
                             .memory_limit = o.memory_limit, .act_mib = o.act_mib,
+                            .act_keep_mib = o.act_keep_mib,
                             .wstash_mib = o.wstash_mib, .msg_mib = o.msg_mib, .from = o.from,
                             .layers = o.layers, .memory_like = o.memory_like};
     return rp_sim_advise(&a);

@@ -116,6 +116,10 @@ static void write_arena_json(rp_jw *w, const rp_trainer *t, const arena_report *
   }
   rp_jw_arr_end(w);
   rp_jw_key(w, "msg_bytes"), rp_jw_fixed(w, (double)msg_bytes, 0);
+  /* the KEEP part of one micro-batch for a rank's whole share, as act_mib_per_mb */
+  double keep = 0;
+  for (int k = 0; k < p * v; k++) keep = RP_MAX(keep, ar->sizes[3 * k] * v / 1048576.0);
+  rp_jw_key(w, "act_keep_mib_per_mb"), rp_jw_fixed(w, keep, 4);
 }
 
 /* The report's metrics.jsonl line: measured and predicted bubble, in-flight
