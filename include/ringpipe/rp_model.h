@@ -361,8 +361,10 @@ void rp_wstash_bind(rp_wstash *s, rp_layer_douts *layer_views, const rp_chunk *m
 /* I: gradient w.r.t. the chunk input left in w->dres (as rp_chunk_backward). */
 void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *s, float dscale,
                              const rp_exec *x);
-/* W: accumulates every weight gradient of the chunk from the stash. */
-void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
+/* W: accumulates every weight gradient of the chunk from the stash. Under
+ * recomputation it first rebuilds what it reads that was dropped (a second
+ * recompute: I's copy in the shared scratch is gone), bitwise as B. */
+void rp_chunk_backward_weight(rp_chunk *m, rp_acts *a, const rp_wstash *s,
                               const rp_exec *x);
 
 /* ---- bf16 mixed precision (src/model/precision.c): bf16 copies of the chunks'

@@ -50,7 +50,8 @@ static void layout_layer(carver *k, carver *d, rp_layer_acts *l, dims dm, size_t
   l->ln2 = CARVE_F(k, Nr * C);
   l->ln2_mean = CARVE_F(k, Nr);
   l->ln2_rstd = CARVE_F(k, Nr);
-  l->fch = CARVE_F(d, 4 * N * Ct);
+  /* without its GELU output (selective recompute) fch is what W recomputes it from */
+  l->fch = CARVE_F(with_gelu ? d : k, 4 * N * Ct);
   if (with_gelu) l->fch_gelu = CARVE_F(k, 4 * N * Ct);
 }
 
