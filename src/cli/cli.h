@@ -41,6 +41,9 @@ typedef struct {
   double act_mib, keep_mib, wstash_mib, msg_mib;
 } rp_sim_sizes;
 rp_status rp_sim_print_arena(const rp_schedule *s, const rp_sim_sizes *z);
+/* The largest rank's arena in MiB; -1 without sizes or when they do not fit
+ * the schedule (a --from run of another --pp or --vpp). */
+double rp_sim_arena_peak_mib(const rp_schedule *s, const rp_sim_sizes *z);
 
 /* Exit status for a failed status: 2 for bad input (options, files), 1 otherwise. */
 int rp_cli_exit_code(rp_status s);

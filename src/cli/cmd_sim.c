@@ -269,9 +269,14 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
          p, m, c->tF, c->tB, c->tW, c->comm);
   printf("%-12s %2s %9s | %-22s | %-22s %-38s | %-8s | %-16s %s\n", "", "", "", "simulated",
          "closed form", "", "steady", "per rank:", "");
-  printf("%-12s %2s %9s | %10s %11s | %10s %11s %-38s | %8s | %-16s %s\n", "schedule", "v",
+  /* with sizes (--act-mib, or --from a run of this --pp) a last column: the
+   * largest rank's buffer arena */
+  rp_sim_sizes z = {o->from, o->act_mib, o->act_keep_mib, o->wstash_mib, o->msg_mib};
+  int sized = o->from[0] || o->act_mib >= 0;
+  printf("%-12s %2s %9s | %10s %11s | %10s %11s %-38s | %8s | %-16s %s%s\n", "schedule", "v",
          "makespan", "idle/total", "idle/ideal", "idle/total", "idle/ideal", "  formula",
-         "sim", "act slots", "acts in flight");
+         "sim", "act slots", sized ? "acts in flight   " : "acts in flight",
+         sized ? "| arena MiB (largest rank)" : "");
   double ref = NAN;
   for (int k = 0; k < NS; k++)
     if (R[k].sim && !strcmp(names[k], "1f1b")) ref = R[k].sim->bubble_ideal;
@@ -300,10 +305,14 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
       snprintf(ftot, sizeof ftot, "%.2f%%", 100 * f / (1 + f));
       snprintf(fid, sizeof fid, "%.2f%%", 100 * f);
     }
-    printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %10s %11s   %-36s | %7.2f%% | %-16s %s\n",
+    printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %10s %11s   %-36s | %7.2f%% | %-16s %s",
            names[k], s->v, sim->makespan, 100 * sim->bubble_total, 100 * sim->bubble_ideal,
            ftot, fid, isnan(f) ? "(none: a greedy list)" : text, 100 * sim->bubble_steady,
            slots_txt, acts);
+    double arena = sized ? rp_sim_arena_peak_mib(s, &z) : -1;
+    if (sized && arena >= 0) printf("%*s | %.3f", (int)RP_MAX(0, 16 - (int)strlen(acts)), "", arena);
+    if (sized && arena < 0) printf("%*s | -", (int)RP_MAX(0, 16 - (int)strlen(acts)), "");
+    printf("\n");
     /* naive's timeline is p times longer than the rest and would squash them
      * on the shared time axis; `--schedule naive --svg` draws it alone. */
     if (strcmp(names[k], "naive") != 0) panels[np++] = (rp_svg_panel){R[k].title, s, sim};

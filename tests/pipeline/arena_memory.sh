@@ -38,5 +38,19 @@ for row in $(echo "$arena" | tr -d '[' | tr ']' ' '); do
   r=$((r + 1))
 done
 [ $r = 2 ] || fail "expected 2 ranks of arena figures, got $r"
+# sizes of one shape do not fit another: a clear refusal, status 2
+"$ringpipe" sim --schedule zb-v --pp 2 --vpp 2 --microbatches 4 --from "$work/run/metrics.jsonl" \
+  --timeline=0 >"$work/mismatch.txt" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q -- "ran --pp 2 --vpp 1" "$work/mismatch.txt"; then
+  echo "ok: a v=2 schedule with the v=1 run's sizes: status 2"
+else
+  fail "sim --from with another --vpp: status $rc, $(cat "$work/mismatch.txt" | tail -1)"
+fi
+# the advisor sizes candidates by their arenas, with the part freed at I from the run
+"$ringpipe" sim --advise --pp 2 --from "$work/run/metrics.jsonl" >"$work/advice.txt" 2>&1 ||
+  fail "sim --advise --from failed: $(tail -1 "$work/advice.txt")"
+grep -q "of which [0-9.]* freed at I" "$work/advice.txt" && ! grep -q "of which 0 freed" "$work/advice.txt" ||
+  fail "the advisor did not read the part freed at I: $(grep 'memory per rank' "$work/advice.txt")"
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
