@@ -4,9 +4,12 @@
  * the compute that consumes it waits just before it needs the data; SEND posts
  * MPI_Isend of what the preceding compute produced, completed before that
  * buffer is reused. Tags come from the schedule (direction, stage,
- * micro-batch), so interleaved chunks never mix messages. Activation slots are
- * taken by F and released by B (or by W when backward is split: W still reads
- * the layer inputs); their number comes from the schedule's liveness.
+ * micro-batch), so interleaved chunks never mix messages. Activations are
+ * taken by F and released by B; under a split backward the part only I reads
+ * is released by I and the part W reads (the layer inputs) by W. Every buffer
+ * is a view into one arena per rank at the offset the schedule's liveness
+ * plans for it (rp_schedule_plan_arena); a gradient send still reading bytes
+ * that a later buffer takes is completed first.
  *
  * Emulated compute (emulate != NULL): F/B/I/W sleep for their share of the given
  * per-rank times instead of computing; communication is real. This gives true

@@ -22,7 +22,8 @@
  * from rp_schedule_peer / rp_schedule_tag), the compute that consumes it waits on
  * it; SEND posts a non-blocking send of what the preceding compute produced.
  * rp_schedule_plan_slots says which activation slot, W stash and receive buffer
- * each action uses, so buffers are sized from the schedule's liveness. */
+ * each action uses, and rp_schedule_plan_arena where their bytes are in one
+ * block per rank, so buffers are sized from the schedule's liveness. */
 #ifndef RP_SCHEDULE_H
 #define RP_SCHEDULE_H
 
@@ -192,9 +193,11 @@ int rp_schedule_max_live(const rp_schedule *s, int rank);
  *         send may still read it after SEND_B: the executor waits for it
  *         before a later buffer that overlaps it is written.
  * Intervals include both ends: an action that reads one buffer and writes
- * another keeps them apart. Candidate layouts (best-fit in decreasing size,
- * first-fit in start order, and the per-class slot pools that sized each class
- * by its own peak count) are all checked and the smallest kept. */
+ * another keeps them apart. Candidate layouts (each buffer in the tightest gap
+ * its co-live buffers leave, taken in decreasing size or in start order, and
+ * the per-class slot pools that sized each class by its own peak count, the
+ * layout before the arena) are all built and the smallest kept, so no rank
+ * needs more than the pools did. */
 enum { RP_BUF_KEEP = 0, RP_BUF_DROP, RP_BUF_WST, RP_BUF_RBUF, RP_BUF_GBUF, RP_BUF_NCLASS };
 const char *rp_buf_class_name(int cls); /* "keep", "drop", "wstash", "recv", "grad" */
 /* Bytes per chunk (arrays of s->v) of one micro-batch and of one message; the

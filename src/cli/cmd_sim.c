@@ -310,8 +310,9 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
            ftot, fid, isnan(f) ? "(none: a greedy list)" : text, 100 * sim->bubble_steady,
            slots_txt, acts);
     double arena = sized ? rp_sim_arena_peak_mib(s, &z) : -1;
-    if (sized && arena >= 0) printf("%*s | %.3f", (int)RP_MAX(0, 16 - (int)strlen(acts)), "", arena);
-    if (sized && arena < 0) printf("%*s | -", (int)RP_MAX(0, 16 - (int)strlen(acts)), "");
+    int pad = RP_MAX(0, 16 - (int)strlen(acts));
+    if (sized && arena >= 0) printf("%*s | %.3f", pad, "", arena);
+    if (sized && arena < 0) printf("%*s | -", pad, "");
     printf("\n");
     /* naive's timeline is p times longer than the rest and would squash them
      * on the shared time axis; `--schedule naive --svg` draws it alone. */

@@ -83,7 +83,7 @@ static rp_status size_buffers(rp_pipeline *p) {
     p->wst_b[k] = align64(rp_wstash_bytes(c->chunks[k], c->B, c->T));
     p->act_bytes = RP_MAX(p->act_bytes, p->keep_b[k] + p->drop_b[k]);
     p->wst_bytes = RP_MAX(p->wst_bytes, p->wst_b[k]);
-    if (c->chunks[k]->spec.num_layers > p->max_layers) p->max_layers = c->chunks[k]->spec.num_layers;
+    p->max_layers = RP_MAX(p->max_layers, c->chunks[k]->spec.num_layers);
   }
   return RP_OK;
 }

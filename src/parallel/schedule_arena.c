@@ -168,6 +168,8 @@ static size_t place_greedy(const rp_buf *buf, int n, const int *order, span *tmp
   return top;
 }
 
+/* qsort takes no context in C11: the buffers being ordered (one planner at a
+ * time; nothing in ringpipe plans arenas from two threads) */
 static const rp_buf *sort_base;
 static int by_size_desc(const void *x, const void *y) {
   const rp_buf *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
@@ -257,7 +259,8 @@ static rp_status choose_layout(buf_list *L, const int *folded_into, const rp_slo
                                const rp_buf_sizes *sz, int v, rp_arena_plan *out) {
   int n = L->n;
   int *order = malloc((size_t)(n + 1) * sizeof *order);
-  size_t *off = calloc((size_t)(n + 1), sizeof *off), *best = malloc((size_t)(n + 1) * sizeof *best);
+  size_t *off = calloc((size_t)(n + 1), sizeof *off);
+  size_t *best = malloc((size_t)(n + 1) * sizeof *best);
   span *tmp = malloc((size_t)(n + 1) * sizeof *tmp);
   if (!order || !off || !best || !tmp) {
     free(order), free(off), free(best), free(tmp);
@@ -275,7 +278,7 @@ static rp_status choose_layout(buf_list *L, const int *folded_into, const rp_slo
     if (folded_into[b] < 0) order[cnt++] = b;
   sort_base = L->buf;
   int (*orders[2])(const void *, const void *) = {by_size_desc, by_first};
-  const char *names[2] = {"best fit by size", "first fit by start"};
+  const char *names[2] = {"best fit by size", "best fit by start"};
   for (int k = 0; k < 2; k++) {
     qsort(order, (size_t)cnt, sizeof *order, orders[k]);
     size_t t = place_greedy(L->buf, cnt, order, tmp, off);

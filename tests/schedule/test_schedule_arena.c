@@ -142,7 +142,8 @@ static void test_hand_made(void **state) {
   (void)state;
   rp_schedule *s;
   assert_int_equal(rp_schedule_new(1, 1, 2, "hand", &s), RP_OK);
-  int ops[6][2] = {{RP_OP_F, 0}, {RP_OP_F, 1}, {RP_OP_I, 0}, {RP_OP_I, 1}, {RP_OP_W, 0}, {RP_OP_W, 1}};
+  int ops[6][2] = {{RP_OP_F, 0}, {RP_OP_F, 1}, {RP_OP_I, 0},
+                   {RP_OP_I, 1}, {RP_OP_W, 0}, {RP_OP_W, 1}};
   for (int i = 0; i < 6; i++) rp_schedule_push(s, 0, (rp_action){ops[i][0], 0, ops[i][1]});
   size_t keep = 1024, drop = 640, wst = 512;
   rp_buf_sizes sz = {&keep, &drop, &wst, 0};
