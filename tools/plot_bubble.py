@@ -50,6 +50,12 @@ def parse_log(path):
         keep = float(m.group(5)) if m.group(5) else 0.0
         out["act_mib"].append(float(m.group(3)) + float(m.group(4)) + keep)  # slots + W stash + keep
         out["mpi_wait_ms"].append(float(m.group(6)))
+    # newer runs allocate one buffer arena per rank (activations, W stashes and
+    # message buffers, what W does not read freed at I): that is the memory
+    arena = [float(m.group(2)) for m in
+             re.finditer(r"rank (\d+) arena: planned " + NUM + r" MiB", text)]
+    if arena:
+        out["act_mib"] = arena
     return out
 
 
@@ -262,7 +268,7 @@ def write_table(out):
     L.append("| mode | schedule | m | advisor | idle/total meas | pred | idle/ideal meas | pred "
              "| formula | dev | spread | replay idle/ideal | makespan ms meas / replay / pred "
              "| tput vs 1F1B meas / pred | in-flight per rank (meas) | planned act. slots "
-             "| act. + W stash MiB per rank | comm MiB |")
+             "| buffer MiB per rank (arena, or act. + W stash) | comm MiB |")
     L.append("|" + "---|" * 18)
     for r in rows:
         sim = sims.get((r["mode"], r["m"]), {}).get(r["schedule"])
@@ -290,7 +296,7 @@ def write_table(out):
         for label, ch in (("no limit", advice[key][0]), ("1F1B's memory", advice[key][1])):
             if not ch:
                 continue
-            # under the limit: the runs whose measured peak (slots + W stash) fits 1F1B's
+            # under the limit: the runs whose measured buffers (arena) fit 1F1B's
             pool = group if ch is advice[key][0] else \
                 [r for r in group if r["act_mib"] and max(r["act_mib"]) <= limit * 1.001]
             got = [r for r in pool if (r["schedule"], r["vpp"], r["m"]) == ch]

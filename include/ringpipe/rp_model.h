@@ -242,6 +242,18 @@ size_t rp_acts_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int 
  * must hold num_layers entries and outlives acts. */
 void rp_acts_bind(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
                   const rp_attn_backend *attn, void *mem, int B, int T);
+/* The same storage in two parts, for a split backward: `keep` bytes that the
+ * weight-gradient pass W reads (every matmul's and LayerNorm's input, the
+ * LayerNorm statistics, tokens and positions, the head's dlogits) and `drop`
+ * bytes that only the input-gradient pass I or a full backward reads (QKV, the
+ * attention's saved state, the pre-GELU activation, targets, losses), which can
+ * be freed after I. keep + drop = rp_acts_bytes; rp_acts_bind carves the keep
+ * part first. Both blocks 64-byte aligned. */
+void rp_acts_split_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int T,
+                         size_t *keep, size_t *drop);
+void rp_acts_bind_split(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
+                        const rp_attn_backend *attn, void *keep_mem, void *drop_mem, int B,
+                        int T);
 
 /* Gradient scratch for one chunk, shared by all micro-batches. */
 typedef struct {
@@ -349,8 +361,10 @@ void rp_wstash_bind(rp_wstash *s, rp_layer_douts *layer_views, const rp_chunk *m
 /* I: gradient w.r.t. the chunk input left in w->dres (as rp_chunk_backward). */
 void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *s, float dscale,
                              const rp_exec *x);
-/* W: accumulates every weight gradient of the chunk from the stash. */
-void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
+/* W: accumulates every weight gradient of the chunk from the stash. Under
+ * recomputation it first rebuilds what it reads that was dropped (a second
+ * recompute: I's copy in the shared scratch is gone), bitwise as B. */
+void rp_chunk_backward_weight(rp_chunk *m, rp_acts *a, const rp_wstash *s,
                               const rp_exec *x);
 
 /* ---- bf16 mixed precision (src/model/precision.c): bf16 copies of the chunks'

@@ -4,9 +4,12 @@
  * the compute that consumes it waits just before it needs the data; SEND posts
  * MPI_Isend of what the preceding compute produced, completed before that
  * buffer is reused. Tags come from the schedule (direction, stage,
- * micro-batch), so interleaved chunks never mix messages. Activation slots are
- * taken by F and released by B (or by W when backward is split: W still reads
- * the layer inputs); their number comes from the schedule's liveness.
+ * micro-batch), so interleaved chunks never mix messages. Activations are
+ * taken by F and released by B; under a split backward the part only I reads
+ * is released by I and the part W reads (the layer inputs) by W. Every buffer
+ * is a view into one arena per rank at the offset the schedule's liveness
+ * plans for it (rp_schedule_plan_arena); a gradient send still reading bytes
+ * that a later buffer takes is completed first.
  *
  * Emulated compute (emulate != NULL): F/B/I/W sleep for their share of the given
  * per-rank times instead of computing; communication is real. This gives true
@@ -59,6 +62,16 @@ typedef struct {
   size_t wstash_bytes;     /* W stashes (zero-bubble: output grads kept from I to W) */
   int wstash_slots, recv_bufs, grad_bufs;  /* the plan's other classes, as allocated */
   size_t comm_buf_bytes;   /* receive + gradient-send buffers */
+  /* All of those live in one arena planned by rp_schedule_plan_arena (the
+   * simulator's plan): */
+  size_t arena_bytes;        /* planned */
+  size_t arena_alloc_bytes;  /* what the allocator accounted when it was allocated */
+  size_t arena_live_peak;    /* the plan's lower bound: bytes live at its busiest action */
+  size_t arena_pooled_bytes; /* what per-class slot pools would take */
+  size_t measured_live_peak; /* most bytes bound to live buffers at once in the last run */
+  const size_t *chunk_keep, *chunk_drop, *chunk_wstash; /* [v] buffer sizes the plan used */
+  size_t msg_bytes;
+  const char *arena_method;  /* which candidate layout the planner kept */
 } rp_pipeline_stats;
 const rp_pipeline_stats *rp_pipeline_last(const rp_pipeline *p);
 const rp_pipeline_cfg *rp_pipeline_config(const rp_pipeline *p);

@@ -22,7 +22,8 @@
  * from rp_schedule_peer / rp_schedule_tag), the compute that consumes it waits on
  * it; SEND posts a non-blocking send of what the preceding compute produced.
  * rp_schedule_plan_slots says which activation slot, W stash and receive buffer
- * each action uses, so buffers are sized from the schedule's liveness. */
+ * each action uses, and rp_schedule_plan_arena where their bytes are in one
+ * block per rank, so buffers are sized from the schedule's liveness. */
 #ifndef RP_SCHEDULE_H
 #define RP_SCHEDULE_H
 
@@ -180,6 +181,56 @@ void rp_slot_plan_free(rp_slot_plan *plan);
 /* Peak number of (chunk, mb) of `rank` whose F is done and B/I not yet. */
 int rp_schedule_max_live(const rp_schedule *s, int rank);
 
+/* The byte-offset arena of one rank (schedule_arena.c): every buffer the
+ * executor needs is an interval [first, last] of the rank's action indices
+ * with a byte size, and the planner gives each an offset in one block so that
+ * two buffers live at a common action never share a byte. Buffer classes:
+ *   KEEP  what W reads of one (chunk, mb)'s activations (each matmul's and
+ *         LayerNorm's input, rp_acts_split_bytes' keep part): F .. W (or B);
+ *   DROP  the rest of them (QKV, attention state, pre-GELU, ...): F .. I (or
+ *         B; then it is folded into its KEEP, one buffer of both sizes);
+ *   WST   the W stash: I .. W;
+ *   RBUF  a receive buffer: RECV .. the compute that consumes it;
+ *   GBUF  an input gradient waiting for its SEND_B (or, on the V's turn, for
+ *         this rank's own previous stage): B/I .. SEND_B (or that B/I). The
+ *         send may still read it after SEND_B: the executor waits for it
+ *         before a later buffer that overlaps it is written.
+ * Intervals include both ends: an action that reads one buffer and writes
+ * another keeps them apart. Candidate layouts (each buffer in the tightest gap
+ * its co-live buffers leave, taken in decreasing size or in start order, and
+ * the per-class slot pools that sized each class by its own peak count, the
+ * layout before the arena) are all built and the smallest kept, so no rank
+ * needs more than the pools did. */
+enum { RP_BUF_KEEP = 0, RP_BUF_DROP, RP_BUF_WST, RP_BUF_RBUF, RP_BUF_GBUF, RP_BUF_NCLASS };
+const char *rp_buf_class_name(int cls); /* "keep", "drop", "wstash", "recv", "grad" */
+/* Bytes per chunk (arrays of s->v) of one micro-batch and of one message; the
+ * planner rounds each to 64 bytes (the arena's alignment). */
+typedef struct {
+  const size_t *keep, *drop, *wstash;
+  size_t msg;
+} rp_buf_sizes;
+typedef struct {
+  int cls, chunk, mb; /* class; (chunk, mb) it belongs to (-1 for none) */
+  int first, last;    /* action indices, both included */
+  size_t size, off;   /* bytes (64-aligned), offset in the arena */
+} rp_buf;
+typedef struct {
+  int n;           /* actions of the rank */
+  int nbuf;
+  rp_buf *buf;
+  /* [class][action]: offset of the buffer of that class the action takes
+   * (F: KEEP and DROP; I: WST and GBUF; B: GBUF; RECV: RBUF), SIZE_MAX none.
+   * A DROP folded into its KEEP is at KEEP's offset + KEEP's own size. */
+  size_t *off[RP_BUF_NCLASS];
+  size_t arena_bytes;  /* the block the executor allocates */
+  size_t live_peak;    /* max over actions of the bytes live: no layout is smaller */
+  size_t pooled_bytes; /* the per-class slot pools (the layout before the arena) */
+  char method[32];     /* which candidate layout won */
+} rp_arena_plan;
+rp_status rp_schedule_plan_arena(const rp_schedule *s, int rank, const rp_buf_sizes *sz,
+                                 rp_arena_plan *out);
+void rp_arena_plan_free(rp_arena_plan *plan);
+
 /* Largest schedule the generators, the CSV reader and the validator accept:
  * p x v x m (rank, chunk, micro-batch) cells. Their tables hold a few doubles per
  * cell and message keys are ints, so the bound keeps both small and exact. */
@@ -300,6 +351,7 @@ typedef struct {
   rp_costs costs;
   int p, m_ref, batch;
   double act_mib, wstash_mib, msg_mib;
+  double drop_mib;  /* the part of act_mib only I reads, freed at I (0: none known) */
   double limit_mib; /* per rank; <= 0: no limit */
   int max_m;        /* candidates m <= max_m (0: 64) dividing m_ref * batch */
   int layers;       /* the model's layers: p x v stages need as many (0: unknown) */

@@ -24,10 +24,26 @@ int rp_cmd_sim_serve(int argc, char **argv);
 typedef struct {
   rp_costs costs;
   int pp, microbatches, batch, max_m, top, layers;
-  double memory_limit, act_mib, wstash_mib, msg_mib;
+  double memory_limit, act_mib, act_keep_mib, wstash_mib, msg_mib;
   const char *from, *memory_like;
 } rp_sim_advise_args;
 int rp_sim_advise(const rp_sim_advise_args *o);
+/* The last "pipeline" line of a run's metrics.jsonl (malloc'ed); RP_EIO /
+ * RP_EFORMAT naming the file (cmd_sim_advise.c). */
+rp_status rp_sim_last_pipeline_line(const char *path, char **line);
+/* ringpipe sim's bytes per rank (cmd_sim_arena.c): the arena plan from
+ * per-chunk sizes, those of a run's metrics (`from`: what its executor
+ * planned, exactly) or one micro-batch's MiB for a rank's whole share
+ * (act_mib < 0: none given, nothing printed; keep_mib < 0: all of it kept to W;
+ * wstash_mib < 0: half of act_mib). */
+typedef struct {
+  const char *from;
+  double act_mib, keep_mib, wstash_mib, msg_mib;
+} rp_sim_sizes;
+rp_status rp_sim_print_arena(const rp_schedule *s, const rp_sim_sizes *z);
+/* The largest rank's arena in MiB; -1 without sizes or when they do not fit
+ * the schedule (a --from run of another --pp or --vpp). */
+double rp_sim_arena_peak_mib(const rp_schedule *s, const rp_sim_sizes *z);
 
 /* Exit status for a failed status: 2 for bad input (options, files), 1 otherwise. */
 int rp_cli_exit_code(rp_status s);

@@ -15,7 +15,7 @@ typedef struct {
   char schedule[RP_OPT_STRLEN], costs[RP_OPT_STRLEN], svg[RP_OPT_STRLEN], csv[RP_OPT_STRLEN];
   char csv_stages[RP_OPT_STRLEN], from[RP_OPT_STRLEN], memory_like[RP_OPT_STRLEN];
   int pp, microbatches, vpp, all, width, timeline, advise, batch, max_m, top, layers;
-  float memory_limit, act_mib, wstash_mib, msg_mib;
+  float memory_limit, act_mib, act_keep_mib, wstash_mib, msg_mib;
 } sim_opts;
 
 #define O(f) offsetof(sim_opts, f)
@@ -49,9 +49,13 @@ static const rp_opt sim_table[] = {
     {"memory-like", RP_OPT_STR, O(memory_like), "", 0, 0, NULL,
      "--advise: the limit is the memory this schedule plans (e.g. 1f1b) at --microbatches"},
     {"from", RP_OPT_STR, O(from), "", 0, 0, NULL,
-     "--advise: a run's metrics.jsonl; its last pipeline line gives costs and sizes"},
+     "a run's metrics.jsonl: its last pipeline line gives costs and sizes (--advise), or the "
+     "buffer sizes each rank's arena is planned from (one schedule of the run's --pp, --vpp)"},
     {"act-mib", RP_OPT_FLOAT, O(act_mib), "-1", -1, 1e9, NULL,
-     "--advise: activations of one micro-batch for one rank's whole share (MiB)"},
+     "activations of one micro-batch for one rank's whole share (MiB): --advise sizes, and "
+     "one schedule's arena per rank"},
+    {"act-keep-mib", RP_OPT_FLOAT, O(act_keep_mib), "-1", -1, 1e9, NULL,
+     "the part of --act-mib the weight-gradient pass W reads (kept from I to W; default all)"},
     {"wstash-mib", RP_OPT_FLOAT, O(wstash_mib), "-1", -1, 1e9, NULL,
      "--advise: W stash of one micro-batch, one rank's share (MiB; default half of --act-mib)"},
     {"msg-mib", RP_OPT_FLOAT, O(msg_mib), "-1", -1, 1e9, NULL,
@@ -215,6 +219,11 @@ static int cmd_single(const sim_opts *o, const rp_costs *c) {
     printf("(with v = %d, an activation in flight is one chunk's: 1/%d of a rank's layers)\n",
            R.s->v, R.s->v);
   print_bubble(&R, c);
+  rp_sim_sizes z = {o->from, o->act_mib, o->act_keep_mib, o->wstash_mib, o->msg_mib};
+  if ((st = rp_sim_print_arena(R.s, &z)) != RP_OK) {
+    run_free(&R);
+    return fail(st);
+  }
   print_defs();
   if (o->csv[0] && (st = rp_schedule_csv_save(R.s, o->csv)) == RP_OK)
     printf("wrote %s (%s)\n", o->csv, R.s->lowered ? "with SEND/RECV" : "single rank");
@@ -260,9 +269,14 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
          p, m, c->tF, c->tB, c->tW, c->comm);
   printf("%-12s %2s %9s | %-22s | %-22s %-38s | %-8s | %-16s %s\n", "", "", "", "simulated",
          "closed form", "", "steady", "per rank:", "");
-  printf("%-12s %2s %9s | %10s %11s | %10s %11s %-38s | %8s | %-16s %s\n", "schedule", "v",
+  /* with sizes (--act-mib, or --from a run of this --pp) a last column: the
+   * largest rank's buffer arena */
+  rp_sim_sizes z = {o->from, o->act_mib, o->act_keep_mib, o->wstash_mib, o->msg_mib};
+  int sized = o->from[0] || o->act_mib >= 0;
+  printf("%-12s %2s %9s | %10s %11s | %10s %11s %-38s | %8s | %-16s %s%s\n", "schedule", "v",
          "makespan", "idle/total", "idle/ideal", "idle/total", "idle/ideal", "  formula",
-         "sim", "act slots", "acts in flight");
+         "sim", "act slots", sized ? "acts in flight   " : "acts in flight",
+         sized ? "| arena MiB (largest rank)" : "");
   double ref = NAN;
   for (int k = 0; k < NS; k++)
     if (R[k].sim && !strcmp(names[k], "1f1b")) ref = R[k].sim->bubble_ideal;
@@ -296,10 +310,15 @@ static int cmd_all(const sim_opts *o, const rp_costs *c) {
       snprintf(ftot, sizeof ftot, "%.2f%%", 100 * f / (1 + f));
       snprintf(fid, sizeof fid, "%.2f%%", 100 * f);
     }
-    printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %10s %11s   %-36s | %7.2f%% | %-16s %s\n",
+    printf("%-12s %2d %9.4g | %9.2f%% %10.2f%% | %10s %11s   %-36s | %7.2f%% | %-16s %s",
            names[k], s->v, sim->makespan, 100 * sim->bubble_total, 100 * sim->bubble_ideal,
            ftot, fid, isnan(f) ? "(none)" : text, 100 * sim->bubble_steady,
            slots_txt, acts);
+    double arena = sized ? rp_sim_arena_peak_mib(s, &z) : -1;
+    int pad = RP_MAX(0, 16 - (int)strlen(acts));
+    if (sized && arena >= 0) printf("%*s | %.3f", pad, "", arena);
+    if (sized && arena < 0) printf("%*s | -", pad, "");
+    printf("\n");
     /* naive's timeline is p times longer than the rest and would squash them
      * on the shared time axis; `--schedule naive --svg` draws it alone. */
     if (strcmp(names[k], "naive") != 0) panels[np++] = (rp_svg_panel){R[k].title, s, sim};
@@ -346,6 +365,7 @@ int rp_cmd_sim(int argc, char **argv) {
                             .microbatches = o.microbatches ? o.microbatches : 8,
                             .batch = o.batch, .max_m = o.max_m, .top = o.top,
                             .memory_limit = o.memory_limit, .act_mib = o.act_mib,
+                            .act_keep_mib = o.act_keep_mib,
                             .wstash_mib = o.wstash_mib, .msg_mib = o.msg_mib, .from = o.from,
                             .layers = o.layers, .memory_like = o.memory_like};
     return rp_sim_advise(&a);

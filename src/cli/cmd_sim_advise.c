@@ -11,7 +11,7 @@
 #include "ringpipe/rp_schedule.h"
 
 /* The last line of a metrics file holding a pipeline report (malloc'ed). */
-static rp_status last_pipeline_line(const char *path, char **line) {
+rp_status rp_sim_last_pipeline_line(const char *path, char **line) {
   *line = NULL;
   FILE *f = fopen(path, "r");
   if (!f) return rp_err(RP_EIO, "--from %s: cannot open it; pass a run's OUT/metrics.jsonl", path);
@@ -43,7 +43,7 @@ static rp_status number(const char *json, const char *path, const char *key, dou
 /* Costs and sizes measured by a run; *note says what had to be assumed. */
 static rp_status read_metrics(const char *path, rp_advise_in *in, char *note, size_t ncap) {
   char *line;
-  RP_TRY(last_pipeline_line(path, &line));
+  RP_TRY(rp_sim_last_pipeline_line(path, &line));
   double tF, tB, tW, m, batch, act, wst, msg;
   rp_status st = RP_OK;
   if (st == RP_OK) st = number(line, path, "tF_ms", &tF);
@@ -54,6 +54,8 @@ static rp_status read_metrics(const char *path, rp_advise_in *in, char *note, si
   if (st == RP_OK) st = number(line, path, "act_mib_per_mb", &act);
   if (st == RP_OK) st = number(line, path, "wstash_mib_per_mb", &wst);
   if (st == RP_OK) st = number(line, path, "msg_mib", &msg);
+  double keep = -1;
+  if (rp_json_get_number(line, "pipeline.act_keep_mib_per_mb", &keep) != RP_OK) keep = -1;
   free(line);
   RP_TRY(st);
   note[0] = '\0';
@@ -69,6 +71,8 @@ static rp_status read_metrics(const char *path, rp_advise_in *in, char *note, si
   in->costs = (rp_costs){tF, tB, tW, in->costs.comm};
   in->m_ref = (int)m;
   in->batch = (int)batch;
+  /* the part W reads (newer runs write it): the rest is freed at I */
+  if (in->act_mib < 0 && in->drop_mib < 0 && keep >= 0 && keep <= act) in->drop_mib = act - keep;
   if (in->act_mib < 0) in->act_mib = act;
   if (in->wstash_mib < 0) in->wstash_mib = wst > 0 ? wst : act;
   if (in->msg_mib < 0) in->msg_mib = msg;
@@ -93,7 +97,7 @@ int rp_sim_advise(const rp_sim_advise_args *o) {
   rp_advise_in in = {.costs = o->costs, .p = o->pp, .m_ref = o->microbatches,
                      .batch = o->batch, .act_mib = o->act_mib, .wstash_mib = o->wstash_mib,
                      .msg_mib = o->msg_mib, .limit_mib = o->memory_limit, .max_m = o->max_m,
-                     .layers = o->layers};
+                     .layers = o->layers, .drop_mib = -1};
   snprintf(in.limit_like, sizeof in.limit_like, "%s", o->memory_like ? o->memory_like : "");
   char note[400] = "";
   rp_status st = RP_OK;
@@ -102,6 +106,8 @@ int rp_sim_advise(const rp_sim_advise_args *o) {
     st = rp_err(RP_EINVAL, "--memory-limit needs the activation size: pass --act-mib (one "
                 "micro-batch, one rank's whole share) or --from a run's metrics.jsonl");
   if (in.act_mib < 0) in.act_mib = 0;
+  if (o->act_keep_mib >= 0) in.drop_mib = RP_MAX(in.act_mib - o->act_keep_mib, 0);
+  if (in.drop_mib < 0) in.drop_mib = 0;  /* unknown: all of it kept until W */
   if (in.wstash_mib < 0) in.wstash_mib = in.act_mib / 2;
   if (in.msg_mib < 0) in.msg_mib = 0;
   rp_advice *a = NULL;
@@ -117,8 +123,9 @@ int rp_sim_advise(const rp_sim_advise_args *o) {
   char limit[64] = "none";
   if (in.limit_mib > 0) snprintf(limit, sizeof limit, "%g MiB", in.limit_mib);
   if (in.limit_like[0]) snprintf(limit, sizeof limit, "what %s plans at m=%d", in.limit_like, in.m_ref);
-  printf("memory per rank (activations %g, W stash %g, message %g MiB per micro-batch and rank "
-         "share): limit %s\n", in.act_mib, in.wstash_mib, in.msg_mib, limit);
+  printf("memory per rank (activations %g of which %g freed at I, W stash %g, message %g MiB "
+         "per micro-batch and rank share; the buffer arena each rank plans): limit %s\n",
+         in.act_mib, in.drop_mib, in.wstash_mib, in.msg_mib, limit);
   if (note[0]) printf("note: %s\n", note);
   printf("(step time at m micro-batches of %d/m sequences each; costs and sizes scale with "
          "the rows)\n", in.m_ref * in.batch);

@@ -33,20 +33,26 @@ static dims dims_of(const rp_chunk *m, int B, int T) {
   return (dims){N, m->sp ? N / m->tp : N, m->cfg.C, rp_tp_width(m)};
 }
 
-static void layout_layer(carver *c, rp_layer_acts *l, dims d, size_t saved, int with_gelu) {
-  size_t N = d.N, Nr = d.Nr, C = d.C, Ct = d.Ct;
-  l->ln1 = CARVE_F(c, Nr * C);
-  l->ln1_mean = CARVE_F(c, Nr);
-  l->ln1_rstd = CARVE_F(c, Nr);
-  l->qkv = CARVE_F(c, 3 * N * Ct);
-  l->atty = CARVE_F(c, N * Ct);
-  if (saved) l->att_saved = CARVE_F(c, saved);
-  l->res2 = CARVE_F(c, Nr * C);
-  l->ln2 = CARVE_F(c, Nr * C);
-  l->ln2_mean = CARVE_F(c, Nr);
-  l->ln2_rstd = CARVE_F(c, Nr);
-  l->fch = CARVE_F(c, 4 * N * Ct);
-  if (with_gelu) l->fch_gelu = CARVE_F(c, 4 * N * Ct);
+/* k gets what the weight-gradient pass W reads (each matmul's and LayerNorm's
+ * input and the LayerNorm statistics), d what only the input-gradient pass I
+ * (or a full B) reads: the QKV, the attention's saved state and the pre-GELU
+ * activation. Under a split backward d is freed at I, k at W. */
+static void layout_layer(carver *k, carver *d, rp_layer_acts *l, dims dm, size_t saved,
+                         int with_gelu) {
+  size_t N = dm.N, Nr = dm.Nr, C = dm.C, Ct = dm.Ct;
+  l->ln1 = CARVE_F(k, Nr * C);
+  l->ln1_mean = CARVE_F(k, Nr);
+  l->ln1_rstd = CARVE_F(k, Nr);
+  l->qkv = CARVE_F(d, 3 * N * Ct);
+  l->atty = CARVE_F(k, N * Ct);
+  if (saved) l->att_saved = CARVE_F(d, saved);
+  l->res2 = CARVE_F(k, Nr * C);
+  l->ln2 = CARVE_F(k, Nr * C);
+  l->ln2_mean = CARVE_F(k, Nr);
+  l->ln2_rstd = CARVE_F(k, Nr);
+  /* without its GELU output (selective recompute) fch is what W recomputes it from */
+  l->fch = CARVE_F(with_gelu ? d : k, 4 * N * Ct);
+  if (with_gelu) l->fch_gelu = CARVE_F(k, 4 * N * Ct);
 }
 
 
@@ -55,68 +61,86 @@ static void layout_layer(carver *c, rp_layer_acts *l, dims d, size_t saved, int 
 static void layout_scratch(carver *c, rp_layer_acts *l, rp_recompute mode, dims d,
                            size_t saved) {
   if (mode == RP_RECOMPUTE_FULL) {
-    layout_layer(c, l, d, saved, 1);
+    layout_layer(c, c, l, d, saved, 1);
     return;
   }
   if (rp_selective_drops_attention(saved, d.N, d.Ct)) l->att_saved = CARVE_F(c, saved);
   l->fch_gelu = CARVE_F(c, 4 * d.N * d.Ct);
 }
 
-static void layout_acts(carver *c, rp_acts *a, rp_layer_acts *lv, const rp_chunk *m,
+/* One micro-batch's activations through chunk m, carved from k (what W reads:
+ * kept until W) and d (what only I or B reads: freed at I). */
+static void layout_acts(carver *k, carver *d, rp_acts *a, rp_layer_acts *lv, const rp_chunk *m,
                         const rp_attn_backend *attn, int B, int T) {
-  dims d = dims_of(m, B, T);
-  size_t N = d.N, Nr = d.Nr, C = d.C, Ct = d.Ct;
+  dims dm = dims_of(m, B, T);
+  size_t N = dm.N, Nr = dm.Nr, C = dm.C, Ct = dm.Ct;
   size_t saved = attn->saved_floats(attn, B, T, (int)Ct, rp_tp_heads(m));
   rp_layer_acts shared = {0};
   if (m->recompute != RP_RECOMPUTE_NONE && lv) {
     carver sc = {.base = m->rc_scratch};
-    layout_scratch(&sc, &shared, m->recompute, d, saved);
+    layout_scratch(&sc, &shared, m->recompute, dm, saved);
     RP_CHECK(m->rc_scratch && sc.off <= m->rc_bytes);
   }
   int full = m->recompute == RP_RECOMPUTE_FULL, sel = m->recompute == RP_RECOMPUTE_SELECTIVE;
   a->B = B;
   a->T = T;
-  a->tokens = CARVE_I(c, N);
-  a->targets = CARVE_I(c, N);
-  a->pos = CARVE_I(c, N);
-  a->input = CARVE_F(c, Nr * C);
+  a->tokens = CARVE_I(k, N);  /* the embedding's weight gradient reads tokens and pos */
+  a->targets = CARVE_I(d, N);
+  a->pos = CARVE_I(k, N);
+  a->input = CARVE_F(k, Nr * C);
   for (int i = 0; i < m->spec.num_layers; i++) {
     rp_layer_acts *l = lv ? &lv[i] : &(rp_layer_acts){0};
     if (full) {
       *l = shared;  /* everything but the output is recomputed */
     } else {
       int drop_att = sel && rp_selective_drops_attention(saved, N, Ct);
-      layout_layer(c, l, d, drop_att ? 0 : saved, !sel);
+      layout_layer(k, d, l, dm, drop_att ? 0 : saved, !sel);
       if (drop_att) l->att_saved = shared.att_saved;
       if (sel) l->fch_gelu = shared.fch_gelu;
     }
-    l->res3 = CARVE_F(c, Nr * C);
+    l->res3 = CARVE_F(k, Nr * C);  /* the next layer's LayerNorm input */
   }
   a->lnf = a->lnf_mean = a->lnf_rstd = a->logits = a->losses = a->xent_stats = NULL;
   if (m->spec.has_head) {
-    a->lnf = CARVE_F(c, Nr * C);
-    a->lnf_mean = CARVE_F(c, Nr);
-    a->lnf_rstd = CARVE_F(c, Nr);
-    a->logits = CARVE_F(c, N * rp_tp_vocab(m));
-    a->losses = CARVE_F(c, N);
-    if (m->tp > 1) a->xent_stats = CARVE_F(c, 3 * N);
+    a->lnf = CARVE_F(k, Nr * C);
+    a->lnf_mean = CARVE_F(k, Nr);
+    a->lnf_rstd = CARVE_F(k, Nr);
+    a->logits = CARVE_F(k, N * rp_tp_vocab(m));  /* dlogits after I: the LM head's W reads them */
+    a->losses = CARVE_F(d, N);
+    if (m->tp > 1) a->xent_stats = CARVE_F(d, 3 * N);
   }
   a->layer = lv;
   if (lv) a->output = m->spec.num_layers ? lv[m->spec.num_layers - 1].res3 : a->input;
 }
 
-size_t rp_acts_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int T) {
-  carver c = {0};
+void rp_acts_split_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int T,
+                         size_t *keep, size_t *drop) {
+  carver k = {0}, d = {0};
   rp_acts a;
-  layout_acts(&c, &a, NULL, m, attn, B, T);
-  return c.off;
+  layout_acts(&k, &d, &a, NULL, m, attn, B, T);
+  *keep = k.off;
+  *drop = d.off;
+}
+
+size_t rp_acts_bytes(const rp_chunk *m, const rp_attn_backend *attn, int B, int T) {
+  size_t keep, drop;
+  rp_acts_split_bytes(m, attn, B, T, &keep, &drop);
+  return keep + drop;
+}
+
+void rp_acts_bind_split(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
+                        const rp_attn_backend *attn, void *keep_mem, void *drop_mem, int B,
+                        int T) {
+  carver k = {.base = keep_mem}, d = {.base = drop_mem};
+  memset(a, 0, sizeof *a);
+  layout_acts(&k, &d, a, layer_views, m, attn, B, T);
 }
 
 void rp_acts_bind(rp_acts *a, rp_layer_acts *layer_views, const rp_chunk *m,
                   const rp_attn_backend *attn, void *mem, int B, int T) {
-  carver c = {.base = mem};
-  memset(a, 0, sizeof *a);
-  layout_acts(&c, a, layer_views, m, attn, B, T);
+  size_t keep, drop;
+  rp_acts_split_bytes(m, attn, B, T, &keep, &drop);
+  rp_acts_bind_split(a, layer_views, m, attn, mem, (char *)mem + keep, B, T);
 }
 
 rp_status rp_grad_ws_init(rp_grad_ws *w, const rp_chunk *m, int B, int T) {

@@ -190,16 +190,17 @@ void rp_chunk_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float dscale, con
 
 void rp_chunk_backward_input(rp_chunk *m, rp_acts *a, rp_grad_ws *w, rp_wstash *s, float dscale,
                              const rp_exec *x) {
-  RP_CHECK(m->recompute == RP_RECOMPUTE_NONE);  /* W would need the dropped tensors */
   RP_CHECK(!m->sp);  /* sequence parallelism runs one stage: no I/W split */
   if (m->spec.has_head) head_backward(m, a, w, s->dlnf, 1, dscale, x);
-  for (int i = m->spec.num_layers - 1; i >= 0; i--)
+  for (int i = m->spec.num_layers - 1; i >= 0; i--) {
+    rp_layer_recompute(m, a, i, x);  /* as the full backward does */
     layer_input_grads(m, &m->p.layer[i], NULL, &a->layer[i], rp_layer_input(a, i), w,
                       &s->layer[i], rp_acts_attn_batch(m, a, x), x);
+  }
   if (m->spec.has_embed) copy(s->dembed, w->dres, (long)a->B * a->T * m->cfg.C);
 }
 
-void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
+void rp_chunk_backward_weight(rp_chunk *m, rp_acts *a, const rp_wstash *s,
                               const rp_exec *x) {
   int N = a->B * a->T, C = m->cfg.C;
   /* Same order as the full backward so that accumulation order matches. */
@@ -212,6 +213,9 @@ void rp_chunk_backward_weight(rp_chunk *m, const rp_acts *a, const rp_wstash *s,
     grads_ready(x, m, RP_UNIT_HEAD);
   }
   for (int i = m->spec.num_layers - 1; i >= 0; i--) {
+    /* under recomputation W rebuilds what it reads (I's copy is overwritten
+     * by the layers after it in the shared scratch): a second recompute */
+    rp_layer_recompute_for_weights(m, a, i, x);
     layer_weight_grads(&m->p.layer[i], &m->g.layer[i], &a->layer[i], rp_layer_input(a, i),
                        &s->layer[i], N, C, rp_tp_width(m), x);
     grads_ready(x, m, i);

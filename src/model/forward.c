@@ -104,6 +104,15 @@ void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x) 
   }
 }
 
+void rp_layer_recompute_for_weights(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x) {
+  rp_layer_acts *l = &a->layer[i];
+  long n = 4L * a->B * a->T * rp_tp_width(m);
+  if (m->recompute == RP_RECOMPUTE_FULL)
+    layer_forward(m, &m->p.layer[i], l, rp_layer_input(a, i), rp_acts_attn_batch(m, a, x), x);
+  else if (m->recompute == RP_RECOMPUTE_SELECTIVE)
+    RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, n, x->pool));
+}
+
 void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   const rp_attn_batch *ab = rp_acts_attn_batch(m, a, x);
   for (int i = 0; i < m->spec.num_layers; i++)

@@ -34,6 +34,11 @@ void rp_attn_run_forward(const rp_exec *x, const rp_attn_batch *ab, rp_layer_act
 void rp_attn_run_backward(const rp_exec *x, const rp_attn_batch *ab, float *dqkv,
                           const float *dout, const rp_layer_acts *l);
 void rp_layer_recompute(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
+/* What W (rp_chunk_backward_weight) reads of layer i that recomputation
+ * dropped, into the shared scratch again: the whole layer under FULL, the GELU
+ * output (from fch, which a split backward then keeps until W) under
+ * SELECTIVE; nothing without recomputation. */
+void rp_layer_recompute_for_weights(const rp_chunk *m, rp_acts *a, int i, const rp_exec *x);
 
 /* Tensor parallelism (tp.c): this rank's widths, the f/g operators, the
  * vocabulary-parallel embedding and cross-entropy. */

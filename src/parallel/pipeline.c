@@ -1,6 +1,7 @@
 /* Pipeline executor: walks one rank's action list, computing F/B/I/W on the
  * model chunks and moving activations and gradients with non-blocking MPI.
  * See include/ringpipe/rp_pipeline.h for the protocol. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,17 +16,22 @@ struct rp_pipeline {
   rp_pipeline_cfg cfg;
   const rp_docs *docs;   /* packed micro-batches' documents [m], or NULL */
   int rank, p, v, m, N, C, max_layers;
-  /* activation slots: taken by F, released by B (or W) */
+  /* Every buffer below is a view into one arena at the offset the arena plan
+   * gives the action that takes it (rp_schedule_plan_arena). */
+  char *arena;
+  rp_arena_plan ap;
+  size_t *keep_b, *drop_b, *wst_b; /* [chunk] bytes, 64-aligned as planned */
+  size_t live_bytes, take_bytes, release_bytes; /* bound now / in this action */
+  /* activation slots: taken by F, released by B (or W); the slot plan's
+   * indices name the views and their SEND_F requests */
   int n_act;
   size_t act_bytes, wst_bytes;
-  void **act_mem;
   rp_acts *acts;
   rp_layer_acts **act_lv;
   MPI_Request *act_send;      /* SEND_F of the slot's output, done before release */
   int *act_of;                /* [chunk * m + mb] -> slot, -1 when not live */
   /* W stash slots: taken by I, released by W */
   rp_slot_plan plan;
-  void **wst_mem;
   rp_wstash *wst;
   rp_layer_douts **wst_lv;
   int *wst_of;
@@ -61,57 +67,67 @@ static void wait_req(rp_pipeline *p, MPI_Request *r, int op, int chunk, int mb) 
   p->cur_wait += rp_now() - t;
 }
 
+static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+/* Per-chunk sizes of the planned buffers, and the views' bookkeeping. */
+static rp_status size_buffers(rp_pipeline *p) {
+  const rp_pipeline_cfg *c = &p->cfg;
+  p->keep_b = calloc(p->v, sizeof *p->keep_b);
+  p->drop_b = calloc(p->v, sizeof *p->drop_b);
+  p->wst_b = calloc(p->v, sizeof *p->wst_b);
+  if (!p->keep_b || !p->drop_b || !p->wst_b) return RP_ENOMEM;
+  for (int k = 0; k < p->v; k++) {
+    rp_acts_split_bytes(c->chunks[k], c->exec->attn, c->B, c->T, &p->keep_b[k], &p->drop_b[k]);
+    p->keep_b[k] = align64(p->keep_b[k]);
+    p->drop_b[k] = align64(p->drop_b[k]);
+    p->wst_b[k] = align64(rp_wstash_bytes(c->chunks[k], c->B, c->T));
+    p->act_bytes = RP_MAX(p->act_bytes, p->keep_b[k] + p->drop_b[k]);
+    p->wst_bytes = RP_MAX(p->wst_bytes, p->wst_b[k]);
+    p->max_layers = RP_MAX(p->max_layers, c->chunks[k]->spec.num_layers);
+  }
+  return RP_OK;
+}
+
+/* The arena plan from the sizes, and the one block it asks for. */
+static rp_status plan_arena(rp_pipeline *p) {
+  rp_buf_sizes sz = {p->keep_b, p->drop_b, p->wst_b, nc_bytes(p)};
+  RP_TRY(rp_schedule_plan_arena(p->cfg.sched, p->rank, &sz, &p->ap));
+  size_t before = rp_mem_current(RP_MEM_ACTS);
+  p->arena = rp_alloc(p->ap.arena_bytes ? p->ap.arena_bytes : 64, RP_MEM_ACTS);
+  if (!p->arena) return RP_ENOMEM;
+  p->stats.arena_alloc_bytes = rp_mem_current(RP_MEM_ACTS) - before;
+  return RP_OK;
+}
+
 static rp_status alloc_buffers(rp_pipeline *p) {
   const rp_pipeline_cfg *c = &p->cfg;
-  for (int k = 0; k < p->v; k++) {
-    size_t b = rp_acts_bytes(c->chunks[k], c->exec->attn, c->B, c->T);
-    if (b > p->act_bytes) p->act_bytes = b;
-    if (c->chunks[k]->spec.num_layers > p->max_layers) p->max_layers = c->chunks[k]->spec.num_layers;
-  }
+  if (size_buffers(p) != RP_OK) return RP_ENOMEM;
+  RP_TRY(plan_arena(p));
   int nl = p->max_layers ? p->max_layers : 1, vm = p->v * p->m;
-  p->act_mem = calloc(p->n_act, sizeof *p->act_mem);
   p->acts = calloc(p->n_act, sizeof *p->acts);
   p->act_lv = calloc(p->n_act, sizeof *p->act_lv);
   p->act_send = malloc(p->n_act * sizeof *p->act_send);
   for (int s = 0; s < p->n_act; s++) {
-    p->act_mem[s] = rp_alloc(p->act_bytes, RP_MEM_ACTS);
     p->act_lv[s] = calloc(nl, sizeof(rp_layer_acts));
     p->act_send[s] = MPI_REQUEST_NULL;
-    if (!p->act_mem[s] || !p->act_lv[s]) return RP_ENOMEM;
+    if (!p->act_lv[s]) return RP_ENOMEM;
   }
-  size_t wb = 0;
-  for (int k = 0; k < p->v; k++) {
-    size_t b = rp_wstash_bytes(c->chunks[k], c->B, c->T);
-    if (b > wb) wb = b;
-  }
-  p->wst_bytes = wb;
-  p->wst_mem = calloc(p->plan.n_wst + 1, sizeof *p->wst_mem);
   p->wst = calloc(p->plan.n_wst + 1, sizeof *p->wst);
   p->wst_lv = calloc(p->plan.n_wst + 1, sizeof *p->wst_lv);
   for (int s = 0; s < p->plan.n_wst; s++) {
-    p->wst_mem[s] = rp_alloc(wb, RP_MEM_ACTS);
     p->wst_lv[s] = calloc(nl, sizeof(rp_layer_douts));
-    if (!p->wst_mem[s] || !p->wst_lv[s]) return RP_ENOMEM;
+    if (!p->wst_lv[s]) return RP_ENOMEM;
   }
-  size_t nc = (size_t)p->N * p->C;
   p->rbuf = calloc(p->plan.n_rbuf + 1, sizeof *p->rbuf);
   p->rreq = malloc((p->plan.n_rbuf + 1) * sizeof *p->rreq);
-  for (int s = 0; s < p->plan.n_rbuf; s++) {
-    p->rbuf[s] = rp_alloc(nc * sizeof(float), RP_MEM_COMM);
-    p->rreq[s] = MPI_REQUEST_NULL;
-    if (!p->rbuf[s]) return RP_ENOMEM;
-  }
+  for (int s = 0; s < p->plan.n_rbuf; s++) p->rreq[s] = MPI_REQUEST_NULL;
   /* as many gradient-send buffers as the plan has live at once: a schedule
    * that delays its SEND_Bs gets more, never an overwritten one */
   p->gbuf = calloc(p->plan.n_gbuf + 1, sizeof *p->gbuf);
   p->greq = malloc((p->plan.n_gbuf + 1) * sizeof *p->greq);
   p->gsend = calloc(p->plan.n_gbuf + 1, sizeof *p->gsend);
   if (!p->gbuf || !p->greq || !p->gsend) return RP_ENOMEM;
-  for (int g = 0; g < p->plan.n_gbuf; g++) {
-    p->gbuf[g] = rp_alloc(nc * sizeof(float), RP_MEM_COMM);
-    p->greq[g] = MPI_REQUEST_NULL;
-    if (!p->gbuf[g]) return RP_ENOMEM;
-  }
+  for (int g = 0; g < p->plan.n_gbuf; g++) p->greq[g] = MPI_REQUEST_NULL;
   p->act_of = malloc(vm * sizeof(int));
   p->wst_of = malloc(vm * sizeof(int));
   p->gbuf_of = malloc(vm * sizeof(int));
@@ -119,10 +135,30 @@ static rp_status alloc_buffers(rp_pipeline *p) {
   int n = c->sched->n[p->rank];
   p->stats.spans = calloc(n + 1, sizeof(rp_span));
   p->stats.wait = calloc(n + 1, sizeof(double));
-  if (!p->act_of || !p->wst_of || !p->gbuf_of || !p->rbuf_of || !p->stats.spans || !p->stats.wait)
+  if (!p->acts || !p->act_lv || !p->act_send || !p->wst || !p->wst_lv || !p->rbuf || !p->rreq ||
+      !p->act_of || !p->wst_of || !p->gbuf_of || !p->rbuf_of || !p->stats.spans || !p->stats.wait)
     return RP_ENOMEM;
   return rp_grad_ws_init(&p->ws, c->chunks[0], c->B, c->T);
 }
+
+/* The view of the buffer of class `cls` that action i takes. Its bytes may
+ * still be read by a gradient send posted from a buffer whose life ended
+ * (a SEND_B completes later): that send is waited for first. */
+static void *take_view(rp_pipeline *p, int cls, int i, size_t bytes) {
+  size_t off = p->ap.off[cls][i];
+  RP_CHECK(off != SIZE_MAX && off + bytes <= p->ap.arena_bytes);
+  char *mem = p->arena + off;
+  size_t msg = nc_bytes(p);
+  for (int g = 0; g < p->plan.n_gbuf; g++) {
+    char *q = (char *)p->gbuf[g];
+    if (p->greq[g] != MPI_REQUEST_NULL && q < mem + bytes && mem < q + msg)
+      wait_req(p, &p->greq[g], RP_OP_SEND_B, p->gsend[g].chunk, p->gsend[g].mb);
+  }
+  p->take_bytes += align64(bytes);
+  return mem;
+}
+
+static void release_bytes(rp_pipeline *p, size_t bytes) { p->release_bytes += align64(bytes); }
 
 rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
   const rp_schedule *s = cfg->sched;
@@ -175,33 +211,36 @@ rp_status rp_pipeline_create(rp_pipeline **out, const rp_pipeline_cfg *cfg) {
   int mine = node_size == size;
   MPI_Allreduce(&mine, &p->same_host, 1, MPI_INT, MPI_MIN, cfg->comm);
   p->stats.n = s->n[rank];
-  p->stats.act_slot_bytes = p->act_bytes;
+  p->stats.act_slot_bytes = p->act_bytes;  /* the largest chunk's, KEEP and DROP */
   p->stats.act_slots = p->n_act;
   p->stats.wstash_bytes = p->plan.n_wst * p->wst_bytes;
   p->stats.wstash_slots = p->plan.n_wst;
   p->stats.recv_bufs = p->plan.n_rbuf;
   p->stats.grad_bufs = p->plan.n_gbuf;
   p->stats.comm_buf_bytes = (size_t)(p->plan.n_rbuf + p->plan.n_gbuf) * nc_bytes(p);
+  p->stats.arena_bytes = p->ap.arena_bytes;
+  p->stats.arena_live_peak = p->ap.live_peak;
+  p->stats.arena_pooled_bytes = p->ap.pooled_bytes;
+  p->stats.arena_method = p->ap.method;
+  p->stats.chunk_keep = p->keep_b;
+  p->stats.chunk_drop = p->drop_b;
+  p->stats.chunk_wstash = p->wst_b;
+  p->stats.msg_bytes = nc_bytes(p);
   *out = p;
   return RP_OK;
 }
 
 void rp_pipeline_destroy(rp_pipeline *p) {
   if (!p) return;
-  for (int s = 0; s < p->n_act && p->act_mem; s++) {
-    rp_free(p->act_mem[s]);
-    if (p->act_lv) free(p->act_lv[s]);
-  }
-  for (int s = 0; s < p->plan.n_wst && p->wst_mem; s++) {
-    rp_free(p->wst_mem[s]);
-    free(p->wst_lv[s]);
-  }
-  for (int s = 0; s < p->plan.n_rbuf && p->rbuf; s++) rp_free(p->rbuf[s]);
-  for (int g = 0; g < p->plan.n_gbuf && p->gbuf; g++) rp_free(p->gbuf[g]);
+  for (int s = 0; s < p->n_act && p->act_lv; s++) free(p->act_lv[s]);
+  for (int s = 0; s < p->plan.n_wst && p->wst_lv; s++) free(p->wst_lv[s]);
+  rp_free(p->arena);
+  rp_arena_plan_free(&p->ap);
   rp_grad_ws_free(&p->ws);
   rp_slot_plan_free(&p->plan);
-  free(p->act_mem), free(p->acts), free(p->act_lv), free(p->act_send), free(p->act_of);
-  free(p->gbuf), free(p->greq), free(p->gsend), free(p->wst_mem), free(p->wst), free(p->wst_lv), free(p->wst_of);
+  free(p->keep_b), free(p->drop_b), free(p->wst_b);
+  free(p->acts), free(p->act_lv), free(p->act_send), free(p->act_of);
+  free(p->gbuf), free(p->greq), free(p->gsend), free(p->wst), free(p->wst_lv), free(p->wst_of);
   free(p->rbuf), free(p->rreq), free(p->rbuf_of), free(p->gbuf_of);
   free(p->stats.spans), free(p->stats.wait);
   free(p->cfg.chunks);
@@ -227,6 +266,7 @@ static const float *take_received(rp_pipeline *p, int dir, const rp_action *a) {
   if (b < 0) return NULL;
   wait_req(p, &p->rreq[b], dir ? RP_OP_RECV_B : RP_OP_RECV_F, a->chunk, a->mb);
   p->rbuf_of[key] = -1;
+  release_bytes(p, nc_bytes(p));
   return p->rbuf[b];
 }
 
@@ -234,7 +274,9 @@ static void do_forward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in
   rp_chunk *ch = p->cfg.chunks[a->chunk];
   int slot = p->plan.act[i], N = p->N;
   rp_acts *ac = &p->acts[slot];
-  rp_acts_bind(ac, p->act_lv[slot], ch, p->cfg.exec->attn, p->act_mem[slot], p->cfg.B, p->cfg.T);
+  void *keep = take_view(p, RP_BUF_KEEP, i, p->keep_b[a->chunk]);
+  void *drop = take_view(p, RP_BUF_DROP, i, p->drop_b[a->chunk]);
+  rp_acts_bind_split(ac, p->act_lv[slot], ch, p->cfg.exec->attn, keep, drop, p->cfg.B, p->cfg.T);
   p->act_of[a->chunk * p->m + a->mb] = slot;
   if (++p->live > p->stats.peak_live_acts) p->stats.peak_live_acts = p->live;
   size_t off = (size_t)a->mb * N;
@@ -265,15 +307,19 @@ static void stash_input_grad(rp_pipeline *p, int i, const rp_action *a) {
   int g = p->plan.gbuf[i];
   RP_CHECK(g >= 0);
   wait_req(p, &p->greq[g], RP_OP_SEND_B, p->gsend[g].chunk, p->gsend[g].mb);
+  p->gbuf[g] = take_view(p, RP_BUF_GBUF, i, nc_bytes(p));
   memcpy(p->gbuf[g], p->ws.dres, (size_t)p->N * p->C * sizeof(float));
   p->gbuf_of[a->chunk * p->m + a->mb] = g;
 }
 
+/* B releases all of a micro-batch's activations, W the part I left (KEEP;
+ * I released DROP), each once its SEND_F is done. */
 static void release_act(rp_pipeline *p, const rp_action *a) {
   int key = a->chunk * p->m + a->mb, slot = p->act_of[key];
   wait_req(p, &p->act_send[slot], RP_OP_SEND_F, a->chunk, a->mb);
   p->act_of[key] = -1;
   p->live--;
+  release_bytes(p, p->keep_b[a->chunk] + (a->op == RP_OP_B ? p->drop_b[a->chunk] : 0));
 }
 
 static void do_backward(rp_pipeline *p, int i, const rp_action *a, run_inputs *in) {
@@ -287,6 +333,7 @@ static void do_backward(rp_pipeline *p, int i, const rp_action *a, run_inputs *i
     int gi = p->plan.gin[i];
     const float *g = gi >= 0 ? p->gbuf[gi] : take_received(p, 1, a);
     RP_CHECK(g);
+    if (gi >= 0) release_bytes(p, nc_bytes(p));
     memcpy(p->ws.dres, g, (size_t)p->N * p->C * sizeof(float));
   }
   int first_stage = ch->spec.has_embed;
@@ -300,12 +347,16 @@ static void do_backward(rp_pipeline *p, int i, const rp_action *a, run_inputs *i
     if (ch->spec.has_embed) rp_chunk_embed_backward(ch, ac, &p->ws, x);
   } else if (a->op == RP_OP_I) {
     int w = p->plan.wst[i];
-    rp_wstash_bind(&p->wst[w], p->wst_lv[w], ch, p->wst_mem[w], p->cfg.B, p->cfg.T);
+    void *mem = take_view(p, RP_BUF_WST, i, p->wst_b[a->chunk]);
+    rp_wstash_bind(&p->wst[w], p->wst_lv[w], ch, mem, p->cfg.B, p->cfg.T);
     p->wst_of[key] = w;
     rp_chunk_backward_input(ch, ac, &p->ws, &p->wst[w], in->dscale, x);
   } else { /* W */
     rp_chunk_backward_weight(ch, ac, &p->wst[p->wst_of[key]], x);
   }
+  /* what only I needed (DROP) is free after it; W frees the stash */
+  if (a->op == RP_OP_I) release_bytes(p, p->drop_b[a->chunk]);
+  if (a->op == RP_OP_W) release_bytes(p, p->wst_b[a->chunk]);
   if (a->op != RP_OP_W && !first_stage) stash_input_grad(p, i, a);
   if (a->op != RP_OP_I) release_act(p, a);
 }
@@ -314,6 +365,7 @@ static void post_recv(rp_pipeline *p, int i, const rp_action *a) {
   int dir = a->op == RP_OP_RECV_B, b = p->plan.rbuf[i];
   int peer = rp_schedule_peer(p->cfg.sched, p->rank, *a);
   int tag = rp_schedule_tag(p->cfg.sched, p->rank, *a);
+  p->rbuf[b] = take_view(p, RP_BUF_RBUF, i, nc_bytes(p));
   MPI_Irecv(p->rbuf[b], p->N * p->C, MPI_FLOAT, peer, tag, p->cfg.comm, &p->rreq[b]);
   p->rbuf_of[(dir * p->v + a->chunk) * p->m + a->mb] = b;
 }
@@ -334,6 +386,7 @@ static void post_send(rp_pipeline *p, const rp_action *a) {
     MPI_Isend(p->gbuf[g], p->N * p->C, MPI_FLOAT, peer, tag, p->cfg.comm, &p->greq[g]);
     p->gsend[g] = *a;
     p->gbuf_of[key] = -1;
+    release_bytes(p, nc_bytes(p));
   }
 }
 
@@ -346,7 +399,9 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
   for (int k = 0; k < vm; k++) p->act_of[k] = p->wst_of[k] = p->gbuf_of[k] = -1;
   for (int k = 0; k < 2 * vm; k++) p->rbuf_of[k] = -1;
   p->live = 0;
+  p->live_bytes = 0;
   p->stats.peak_live_acts = 0;
+  p->stats.measured_live_peak = 0;
   p->stats.total_wait = 0;
   /* One time origin for all ranks: a rank descheduled at the barrier would
    * otherwise shift its whole timeline. CLOCK_MONOTONIC is shared by the
@@ -362,6 +417,7 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
     rp_action a = s->acts[p->rank][i];
     double t = seconds_since(p);
     p->cur_wait = 0;
+    p->take_bytes = p->release_bytes = 0;
     switch (a.op) {
       case RP_OP_RECV_F:
       case RP_OP_RECV_B: post_recv(p, i, &a); break;
@@ -375,6 +431,10 @@ rp_status rp_pipeline_run(rp_pipeline *p, const int32_t *tokens, const int32_t *
     p->stats.spans[i] = (rp_span){a, t + p->cur_wait, seconds_since(p)};
     p->stats.wait[i] = p->cur_wait;
     p->stats.total_wait += p->cur_wait;
+    /* what an action takes is live together with what it releases, as planned */
+    p->live_bytes += p->take_bytes;
+    p->stats.measured_live_peak = RP_MAX(p->stats.measured_live_peak, p->live_bytes);
+    p->live_bytes -= p->release_bytes;
   }
   /* Every send must finish before the buffers are touched by the next step. */
   for (int k = 0; k < p->n_act; k++)

@@ -7,9 +7,9 @@
  * and the model scales per-action time and activation size by that factor
  * (linear in the rows: small micro-batches run matmuls less efficiently than
  * this assumes, which measured costs at the candidate size would show). The
- * message latency `comm` is kept as it is. Memory is the buffer plan's
- * (rp_schedule_plan_slots: what the executor allocates): activation slots x
- * act/v, W stashes x wstash/v, receive and gradient buffers x msg. */
+ * message latency `comm` is kept as it is. Memory is the buffer arena's
+ * (rp_schedule_plan_arena: what the executor allocates) with act/v, the part
+ * drop/v of it freed at I, wstash/v and msg per buffer. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,25 +17,34 @@
 
 #include "ringpipe/rp_schedule.h"
 
-/* Peak planned activation memory (MiB) over ranks and the most messages a
- * rank sends, at `scale` times the measured micro-batch. */
+/* Peak planned buffer memory (MiB) over ranks -- the arena each rank would
+ * allocate (rp_schedule_plan_arena), every chunk holding 1/v of the share --
+ * and the most messages a rank sends, at `scale` times the measured
+ * micro-batch. */
 static rp_status plan_memory(const rp_schedule *s, const rp_advise_in *in, double scale,
                              double *mib, int *sends) {
   *mib = 0;
   *sends = 0;
-  for (int r = 0; r < s->p; r++) {
-    rp_slot_plan plan;
-    RP_TRY(rp_schedule_plan_slots(s, r, &plan));
-    double x = scale * (plan.n_act * in->act_mib / s->v + plan.n_wst * in->wstash_mib / s->v +
-                        (plan.n_rbuf + plan.n_gbuf) * in->msg_mib);
-    rp_slot_plan_free(&plan);
+  double to_bytes = scale * 1048576.0 / s->v;
+  size_t keep = (size_t)((in->act_mib - in->drop_mib) * to_bytes);
+  size_t drop = (size_t)(in->drop_mib * to_bytes), wst = (size_t)(in->wstash_mib * to_bytes);
+  size_t *sz = malloc(3 * (size_t)s->v * sizeof *sz);
+  if (!sz) return rp_err(RP_ENOMEM, "out of memory");
+  for (int c = 0; c < s->v; c++) sz[c] = keep, sz[s->v + c] = drop, sz[2 * s->v + c] = wst;
+  rp_buf_sizes bs = {sz, sz + s->v, sz + 2 * s->v, (size_t)(in->msg_mib * scale * 1048576.0)};
+  rp_status st = RP_OK;
+  for (int r = 0; r < s->p && st == RP_OK; r++) {
+    rp_arena_plan ap;
+    if ((st = rp_schedule_plan_arena(s, r, &bs, &ap)) != RP_OK) break;
+    *mib = RP_MAX(*mib, ap.arena_bytes / 1048576.0);
+    rp_arena_plan_free(&ap);
     int n = 0;
     for (int i = 0; i < s->n[r]; i++)
       n += s->acts[r][i].op == RP_OP_SEND_F || s->acts[r][i].op == RP_OP_SEND_B;
-    *mib = RP_MAX(*mib, x);
     *sends = RP_MAX(*sends, n);
   }
-  return RP_OK;
+  free(sz);
+  return st;
 }
 
 static rp_status simulate_at(const rp_schedule *s, rp_costs c, double *makespan, double *bubble) {
@@ -123,8 +132,10 @@ rp_status rp_schedule_advise(const rp_advise_in *in_arg, rp_advice **out, int *c
   if (in->m_ref < 1 || in->batch < 1)
     return rp_err(RP_EINVAL, "the measured micro-batches (%d) and sequences per micro-batch (%d) "
                   "must be >= 1", in->m_ref, in->batch);
-  if (!(in->act_mib >= 0) || !(in->wstash_mib >= 0) || !(in->msg_mib >= 0))
-    return rp_err(RP_EINVAL, "activation sizes must be >= 0 MiB");
+  if (!(in->act_mib >= 0) || !(in->wstash_mib >= 0) || !(in->msg_mib >= 0) ||
+      !(in->drop_mib >= 0 && in->drop_mib <= in->act_mib))
+    return rp_err(RP_EINVAL, "activation sizes must be >= 0 MiB (and the part freed at I at "
+                  "most the activations)");
   rp_advise_in lim = *in;
   if (in->limit_like[0]) { /* the memory that schedule plans at the measured m */
     rp_advice base;

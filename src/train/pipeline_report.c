@@ -52,11 +52,82 @@ static void write_timeline_svg(const rp_trainer *t, const rp_sim *measured, cons
   if (rp_sim_write_svg(path, panels, 2) != RP_OK) rp_warn("%s", rp_errmsg());
 }
 
+/* Per rank: the arena's planned, allocated, lower-bound, pooled and measured
+ * live bytes, then the per-chunk KEEP, DROP and W stash sizes the plan used. */
+enum { ARENA_FIGS = 5 };
+typedef struct {
+  double *figs;  /* [p][ARENA_FIGS] */
+  double *sizes; /* [p][3 v] */
+} arena_report;
+
+static rp_status gather_arena(const rp_trainer *t, const rp_pipeline_stats *st, int root,
+                              arena_report *ar) {
+  int p = t->grid.pp, v = t->sched->v;
+  double mine[ARENA_FIGS] = {(double)st->arena_bytes, (double)st->arena_alloc_bytes,
+                             (double)st->arena_live_peak, (double)st->arena_pooled_bytes,
+                             (double)st->measured_live_peak};
+  double *sizes = malloc(3 * (size_t)v * sizeof *sizes);
+  ar->figs = root ? calloc((size_t)p * ARENA_FIGS, sizeof(double)) : NULL;
+  ar->sizes = root ? calloc((size_t)p * 3 * v, sizeof(double)) : NULL;
+  if (!sizes || (root && (!ar->figs || !ar->sizes))) {
+    free(sizes);
+    return rp_err(RP_ENOMEM, "out of memory for the pipeline report");
+  }
+  for (int c = 0; c < v; c++) {
+    sizes[3 * c] = (double)st->chunk_keep[c];
+    sizes[3 * c + 1] = (double)st->chunk_drop[c];
+    sizes[3 * c + 2] = (double)st->chunk_wstash[c];
+  }
+  MPI_Gather(mine, ARENA_FIGS, MPI_DOUBLE, ar->figs, ARENA_FIGS, MPI_DOUBLE, 0, t->grid.pp_comm);
+  MPI_Gather(sizes, 3 * v, MPI_DOUBLE, ar->sizes, 3 * v, MPI_DOUBLE, 0, t->grid.pp_comm);
+  free(sizes);
+  return RP_OK;
+}
+
+static void print_arena(const rp_trainer *t, const arena_report *ar, const char *method) {
+  double mib = 1048576.0;
+  for (int r = 0; r < t->grid.pp; r++) {
+    const double *f = &ar->figs[ARENA_FIGS * r];
+    printf("  rank %d arena: planned %.3f MiB, allocated %.3f MiB, measured live peak %.3f "
+           "MiB, lower bound %.3f MiB, per-class slot pools %.3f MiB\n", r, f[0] / mib,
+           f[1] / mib, f[4] / mib, f[2] / mib, f[3] / mib);
+  }
+  printf("  (arena layout of this rank: %s)\n", method);
+}
+
+/* "arena": per rank [planned, allocated, lower bound, pooled, measured live]
+ * bytes; "buf_bytes": per rank [keep, drop, wstash] per chunk; what `ringpipe
+ * sim --from` plans again. */
+static void write_arena_json(rp_jw *w, const rp_trainer *t, const arena_report *ar,
+                             size_t msg_bytes) {
+  int p = t->grid.pp, v = t->sched->v;
+  rp_jw_key(w, "arena"), rp_jw_arr(w);
+  for (int r = 0; r < p; r++) {
+    rp_jw_arr(w);
+    for (int k = 0; k < ARENA_FIGS; k++) rp_jw_fixed(w, ar->figs[ARENA_FIGS * r + k], 0);
+    rp_jw_arr_end(w);
+  }
+  rp_jw_arr_end(w);
+  rp_jw_key(w, "buf_bytes"), rp_jw_arr(w);
+  for (int r = 0; r < p; r++) {
+    rp_jw_arr(w);
+    for (int k = 0; k < 3 * v; k++) rp_jw_fixed(w, ar->sizes[3 * v * r + k], 0);
+    rp_jw_arr_end(w);
+  }
+  rp_jw_arr_end(w);
+  rp_jw_key(w, "msg_bytes"), rp_jw_fixed(w, (double)msg_bytes, 0);
+  /* the KEEP part of one micro-batch for a rank's whole share, as act_mib_per_mb */
+  double keep = 0;
+  for (int k = 0; k < p * v; k++) keep = RP_MAX(keep, ar->sizes[3 * k] * v / 1048576.0);
+  rp_jw_key(w, "act_keep_mib_per_mb"), rp_jw_fixed(w, keep, 4);
+}
+
 /* The report's metrics.jsonl line: measured and predicted bubble, in-flight
  * micro-batches, activation MiB and the buffers allocated per rank. */
 static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, const rp_sim *measured,
                                         const rp_sim *pred, const rp_costs *c, const int *live,
-                                        const double *mem, const int *slots) {
+                                        const double *mem, const int *slots,
+                                        const arena_report *ar, size_t msg_bytes) {
   int p = t->grid.pp;
   rp_jw w;
   rp_jw_init(&w);
@@ -113,6 +184,7 @@ static rp_status write_pipeline_metrics(const rp_trainer *t, FILE *metrics, cons
   rp_jw_key(&w, "costs_ms"), rp_jw_arr(&w);
   rp_jw_fixed(&w, c->tF * 1e3, 4), rp_jw_fixed(&w, c->tB * 1e3, 4), rp_jw_fixed(&w, c->tW * 1e3, 4);
   rp_jw_arr_end(&w);
+  write_arena_json(&w, t, ar, msg_bytes);
   rp_jw_obj_end(&w);
   rp_jw_obj_end(&w);
   rp_status st = rp_jw_fputs_line(&w, metrics);
@@ -133,6 +205,8 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
   int *slots = root ? calloc(4 * (size_t)p, sizeof(int)) : NULL;
   MPI_Gather(my_slots, 4, MPI_INT, slots, 4, MPI_INT, 0, t->grid.pp_comm);
   MPI_Gather(mine, 3, MPI_DOUBLE, mem, 3, MPI_DOUBLE, 0, t->grid.pp_comm);
+  arena_report ar = {0};
+  RP_TRY(gather_arena(t, st, root, &ar));
   rp_sim *measured = NULL;
   RP_TRY(rp_pipeline_gather_timeline(t->pipe, &measured));
   if (t->o.trace[0]) RP_TRY(write_trace(t));
@@ -140,6 +214,7 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
     free(live);
     free(mem);
     free(slots);
+    free(ar.figs), free(ar.sizes);
     if (measured) rp_sim_free(measured);
     return RP_OK;
   }
@@ -165,10 +240,12 @@ rp_status rp_pipeline_report(rp_trainer *t, FILE *metrics) {
            "receive, %d gradient-send\n", r, live[r], mem[3 * r] / 1048576.0,
            mem[3 * r + 2] / 1048576.0, mem[3 * r + 1] * 1e3, slots[4 * r], slots[4 * r + 1],
            slots[4 * r + 2], slots[4 * r + 3]);
+  print_arena(t, &ar, st->arena_method);
   if (t->o.trace[0]) printf("  Chrome trace written to %s\n", t->o.trace);
   if (s == RP_OK) write_timeline_svg(t, measured, pred);
   if (metrics) s = write_pipeline_metrics(t, metrics, measured, s == RP_OK ? pred : NULL, &c,
-                                        live, mem, slots);
+                                        live, mem, slots, &ar, st->msg_bytes);
+  free(ar.figs), free(ar.sizes);
   free(live);
   free(mem);
   free(slots);

@@ -53,16 +53,11 @@ static rp_status make_dir(const char *path) {
   return RP_OK;
 }
 
-/* What a split backward (I and W actions) excludes: recomputation drops layer
- * tensors that W still needs, and sequence parallelism's backward re-gathers
- * what W would need stashed whole. */
+/* What a split backward (I and W actions) excludes: sequence parallelism's
+ * backward re-gathers what W would need stashed whole. (Recomputation works
+ * with it: W recomputes what it reads, rp_chunk_backward_weight.) */
 static rp_status check_split_backward_fits(const rp_trainer *t, int splits_backward) {
   if (!splits_backward) return RP_OK;
-  if (t->o.recompute != RP_RECOMPUTE_NONE)
-    return rp_err(RP_EINVAL, "--recompute %s cannot be combined with --schedule %s: it splits "
-                  "backward into I and W actions, and W needs the tensors recomputation "
-                  "drops; use --recompute none or a schedule without I/W (1f1b, interleaved)",
-                  rp_recompute_name(t->o.recompute), t->o.schedule);
   if (t->o.sp)
     return rp_err(RP_EINVAL, "--sp cannot be combined with --schedule %s: it splits backward "
                   "into I and W actions, which sequence parallelism does not; use a schedule "
@@ -71,8 +66,8 @@ static rp_status check_split_backward_fits(const rp_trainer *t, int splits_backw
 }
 
 /* The pipeline schedule (pp > 1), before the model: it says which stages
- * this rank holds. A generator that splits backward is refused with
- * --recompute before its own checks, a CSV file once it is read. */
+ * this rank holds. A generator that splits backward is refused with --sp
+ * before its own checks, a CSV file once it is read. */
 static rp_status make_schedule(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   if (rp_schedule_generator_splits_backward(o->schedule) == 1)

@@ -157,6 +157,30 @@ static void test_split_chunks_match_whole(void **state) {
   run_free(&s1);
 }
 
+/* Forward and full backward of r's batch; the gradients (malloc'ed). */
+static float *full_backward_grads(model_run *r, const rp_exec *x) {
+  int valid = 0;
+  rp_chunk_forward(&r->m, &r->a, &valid, x);
+  rp_chunk_zero_grads(&r->m);
+  rp_chunk_backward(&r->m, &r->a, &r->w, 1.0f / valid, x);
+  float *g = malloc(r->m.num_params * 4);
+  memcpy(g, r->m.grads, r->m.num_params * 4);
+  return g;
+}
+
+/* Forward again and I into a fresh W stash (dv: its layer views); returns
+ * the stash's memory (rp_free it after W). */
+static void *forward_then_input(model_run *r, rp_wstash *s, rp_layer_douts *dv,
+                                const rp_exec *x) {
+  int valid = 0;
+  void *smem = rp_alloc(rp_wstash_bytes(&r->m, B, T), RP_MEM_ACTS);
+  rp_wstash_bind(s, dv, &r->m, smem, B, T);
+  rp_chunk_forward(&r->m, &r->a, &valid, x);
+  rp_chunk_zero_grads(&r->m);
+  rp_chunk_backward_input(&r->m, &r->a, &r->w, s, 1.0f / valid, x);
+  return smem;
+}
+
 /* Zero-bubble split: I then W gives bitwise the gradients of the full backward. */
 static void test_input_weight_split_bitwise(void **state) {
   rp_pool *pool;
@@ -165,21 +189,12 @@ static void test_input_weight_split_bitwise(void **state) {
   model_run r;
   run_init(&r, &tiny, (rp_stage_spec){0, tiny.L, 1, 1}, x.attn);
   fill_batch(&r.a, 1);
-  int valid = 0;
-  rp_chunk_forward(&r.m, &r.a, &valid, &x);
-  rp_chunk_zero_grads(&r.m);
-  rp_chunk_backward(&r.m, &r.a, &r.w, 1.0f / valid, &x);
-  float *full = malloc(r.m.num_params * 4), *din_full = malloc((size_t)N * tiny.C * 4);
-  memcpy(full, r.m.grads, r.m.num_params * 4);
+  float *full = full_backward_grads(&r, &x), *din_full = malloc((size_t)N * tiny.C * 4);
 
   /* the input gradient of a middle stage: rerun without embed to expose dres */
   rp_layer_douts dv[4];
   rp_wstash s;
-  void *smem = rp_alloc(rp_wstash_bytes(&r.m, B, T), RP_MEM_ACTS);
-  rp_wstash_bind(&s, dv, &r.m, smem, B, T);
-  rp_chunk_forward(&r.m, &r.a, &valid, &x);
-  rp_chunk_zero_grads(&r.m);
-  rp_chunk_backward_input(&r.m, &r.a, &r.w, &s, 1.0f / valid, &x);
+  void *smem = forward_then_input(&r, &s, dv, &x);
   memcpy(din_full, r.w.dres, (size_t)N * tiny.C * 4);
   for (size_t i = 0; i < r.m.num_params; i++) assert_true(r.m.grads[i] == 0.0f);
   rp_chunk_backward_weight(&r.m, &r.a, &s, &x);
@@ -226,6 +241,43 @@ static void test_recompute_bitwise(void **state) {
   free(ref);
 }
 
+/* W reads only the KEEP part of the activations (rp_acts_split_bytes), also
+ * under recomputation: with everything I alone reads (DROP) and the recompute
+ * scratch overwritten with NaN between I and W, I then W still gives bitwise
+ * the gradients of the full backward, for every recompute mode. */
+static void test_weights_read_only_keep(void **state) {
+  rp_exec x = {.pool = NULL, .attn = rp_attn_reference()};
+  for (int mode = RP_RECOMPUTE_NONE; mode <= RP_RECOMPUTE_FULL; mode++) {
+    model_run r;
+    assert_int_equal(rp_chunk_init(&r.m, &tiny, &(rp_stage_spec){0, tiny.L, 1, 1}), RP_OK);
+    rp_chunk_init_weights(&r.m, 7);
+    assert_int_equal(rp_chunk_set_recompute(&r.m, (rp_recompute)mode, x.attn, B, T), RP_OK);
+    size_t keep, drop;
+    rp_acts_split_bytes(&r.m, x.attn, B, T, &keep, &drop);
+    assert_int_equal(keep + drop, rp_acts_bytes(&r.m, x.attn, B, T));
+    float *kmem = rp_alloc(keep, RP_MEM_ACTS), *dmem = rp_alloc(drop, RP_MEM_ACTS);
+    r.mem = NULL;
+    rp_acts_bind_split(&r.a, r.lv, &r.m, x.attn, kmem, dmem, B, T);
+    assert_int_equal(rp_grad_ws_init(&r.w, &r.m, B, T), RP_OK);
+    fill_batch(&r.a, 1);
+    float *full = full_backward_grads(&r, &x);
+    rp_layer_douts dv[4];
+    rp_wstash st;
+    void *smem = forward_then_input(&r, &st, dv, &x);
+    for (size_t i = 0; i < drop / 4; i++) dmem[i] = NAN;  /* freed at I */
+    for (size_t i = 0; i < r.m.rc_bytes / 4; i++) ((float *)r.m.rc_scratch)[i] = NAN;
+    rp_chunk_backward_weight(&r.m, &r.a, &st, &x);
+    if (memcmp(r.m.grads, full, r.m.num_params * 4) != 0)
+      fail_msg("recompute %s: I + W with DROP freed differs from B",
+               rp_recompute_name((rp_recompute)mode));
+    free(full);
+    rp_free(smem);
+    rp_free(kmem);
+    rp_free(dmem);
+    run_free(&r);
+  }
+}
+
 static void test_bad_config_messages(void **state) {
   rp_chunk m;
   rp_gpt_config c = tiny;
@@ -242,6 +294,7 @@ int main(void) {
       cmocka_unit_test(test_split_chunks_match_whole),
       cmocka_unit_test(test_input_weight_split_bitwise),
       cmocka_unit_test(test_recompute_bitwise),
+      cmocka_unit_test(test_weights_read_only_keep),
       cmocka_unit_test(test_bad_config_messages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

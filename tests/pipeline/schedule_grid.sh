@@ -36,7 +36,7 @@ refused 4 "zb-v m < p" --pp 4 --vpp 2 --schedule zb-v --microbatches 3
 refused 2 "zb-v without --vpp 2" --pp 2 --schedule zb-v --microbatches 4
 refused 4 "zb-h2 m < p" --pp 4 --schedule zb-h2 --microbatches 2
 refused 4 "2p stages, fewer layers" --pp 4 --vpp 2 --schedule zb-v --microbatches 8 --layers 6
-refused 2 "zb-v with recompute" --pp 2 --vpp 2 --schedule zb-v --microbatches 4 --recompute full
+refused 4 "zb-v with --sp" --pp 2 --vpp 2 --tp 2 --sp --schedule zb-v --microbatches 4
 # the advisor reads a run's measured costs and sizes from its metrics.jsonl
 timeout 60 mpirun -n 2 --oversubscribe --bind-to none "$ringpipe" train $tiny --pp 2 \
   --schedule zb-h1 --microbatches 4 --out "$work/measured" >/dev/null 2>&1
