@@ -105,6 +105,13 @@ rp_status rp_schedule_push(rp_schedule *s, int rank, rp_action a) {
   return RP_OK;
 }
 
+void rp_schedule_swap_lists(rp_schedule *a, rp_schedule *b) {
+  int *n = a->n, *cap = a->cap, lowered = a->lowered;
+  rp_action **acts = a->acts;
+  a->n = b->n, a->cap = b->cap, a->acts = b->acts, a->lowered = b->lowered;
+  b->n = n, b->cap = cap, b->acts = acts, b->lowered = lowered;
+}
+
 void rp_schedule_free(rp_schedule *s) {
   if (!s) return;
   if (s->acts)
@@ -360,7 +367,8 @@ rp_status rp_schedule_generate(const char *name, int p, int v, int m, rp_schedul
   if (k >= K_ZBH2) {
     rp_status st = k == K_DUALPIPEV ? rp_gen_dualpipev(s)
                  : k == K_ZBV_MIN  ? rp_gen_vmin_block(s)
-                                   : rp_gen_zb_list(s, zb_limit(k, p), k == K_ZBV ? p : 0);
+                 : k == K_ZBV      ? rp_gen_zbv(s, zb_limit(k, p))
+                                   : rp_gen_zb_list(s, zb_limit(k, p), 0);
     if (st != RP_OK) {
       rp_schedule_free(s);
       return st;

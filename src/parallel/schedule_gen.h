@@ -9,6 +9,11 @@
  * held per rank from F to W, a deferred W before a new chunk-0 F once w_first
  * are held (0: never); RP_EINVAL when the limit is too small to finish. */
 rp_status rp_gen_zb_list(rp_schedule *s, int limit, int w_first);
+/* ZB-V: the list with w_first = p or without the rule, whichever takes fewer
+ * unit steps. */
+rp_status rp_gen_zbv(rp_schedule *s, int limit);
+/* Exchanges the action lists of two schedules of the same p (schedule.c). */
+void rp_schedule_swap_lists(rp_schedule *a, rp_schedule *b);
 /* V-Min as a repeated building block (schedule_vblock.c): a modulo schedule
  * of one micro-batch with 6 slots per rank; needs v = 2 and the V map, any m. */
 rp_status rp_gen_vmin_block(rp_schedule *s);

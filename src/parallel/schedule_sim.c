@@ -549,7 +549,15 @@ double rp_schedule_bubble_formula(const char *name, int p, int v, int m, const r
             ? "(p-1)max(tF,tF+tI-2tW)/(m(tF+tI+tW))"
             : "(p-1)max(tF,tF+tI-2tW)/(m(tF+tI+tW)), exact only for m >= 2p-1 or tF = tI = tW";
     x = (p - 1) * RP_MAX(c->tF, c->tF + tI - 2 * c->tW) / (m * (c->tF + c->tB));
-  } else if (is_name(name, "zb-v", "zbv") || is_name(name, "dualpipev", "dualpipe-v")) {
+  } else if (is_name(name, "zb-v", "zbv")) {
+    /* the list's steady state is exact when m is a multiple of p; in between
+     * the last m mod p micro-batches leave more (a lower bound there) */
+    int equal = equal_costs(c);
+    t = !equal       ? "(p-1)tF/(2m(tF+tB)), exact only for tF = tI = tW and p | m"
+        : m % p != 0 ? "(p-1)tF/(2m(tF+tB)), a lower bound: exact only for p | m"
+                     : "(p-1)tF/(2m(tF+tB))";
+    x = (p - 1) * c->tF / (2.0 * m * (c->tF + c->tB));
+  } else if (is_name(name, "dualpipev", "dualpipe-v")) {
     int equal = equal_costs(c);
     t = equal ? "(p-1)tF/(2m(tF+tB))" : "(p-1)tF/(2m(tF+tB)), exact only for tF = tI = tW";
     x = (p - 1) * c->tF / (2.0 * m * (c->tF + c->tB));

@@ -91,6 +91,29 @@ static void test_v_forms(void **state) {
       }
 }
 
+/* ZB-V between multiples of p: the formula is a lower bound, and the list
+ * without the W-first rule is taken where it is shorter (p = 6, m = 8: 29.5
+ * unit steps, 31.5 with the rule; p = 8, m = 9: 34.5 against 41.5). */
+static void test_zbv_between_multiples(void **state) {
+  (void)state;
+  rp_costs c = {1, 2, 1, 0};
+  for (int p = 2; p <= 8; p++)
+    for (int m = p + 1; m < 3 * p; m++) {
+      if (m % p == 0) continue;
+      rp_schedule *s = make("zb-v", p, 2, m);
+      rp_sim *sim = simulate(s, c);
+      const char *text;
+      double f = rp_schedule_bubble_formula("zb-v", p, 2, m, &c, &text);
+      if (sim->bubble_ideal < f - 1e-9)
+        fail_msg("zb-v p=%d m=%d: simulated %.6f below the bound %.6f", p, m, sim->bubble_ideal, f);
+      assert_non_null(strstr(text, "lower bound"));
+      if (p == 6 && m == 8) assert_true(fabs(sim->makespan - 29.5) < 1e-9);
+      if (p == 8 && m == 9) assert_true(fabs(sim->makespan - 34.5) < 1e-9);
+      rp_sim_free(sim);
+      rp_schedule_free(s);
+    }
+}
+
 /* The memory closed forms are the buffer plan's peak, exactly. */
 static void test_memory_forms(void **state) {
   (void)state;
@@ -313,7 +336,9 @@ static void test_advisor(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stage_maps),   cmocka_unit_test(test_zbh2_forms),
-      cmocka_unit_test(test_v_forms),      cmocka_unit_test(test_memory_forms),
+      cmocka_unit_test(test_v_forms),
+      cmocka_unit_test(test_zbv_between_multiples),
+      cmocka_unit_test(test_memory_forms),
       cmocka_unit_test(test_csv_stage_rows), cmocka_unit_test(test_constraints),
       cmocka_unit_test(test_advisor),      cmocka_unit_test(test_vmin_paper),
       cmocka_unit_test(test_vhalf_paper),
