@@ -19,21 +19,29 @@
  * exception: vdpbf16ps treats denormal inputs and results as zero, so the
  * AVX512-BF16 kernel differs from the others where a product or a partial sum is
  * below 2^-126 in magnitude (never in practice for weights, activations and
- * gradients of a trained model).
+ * gradients of a trained model). The AMX kernel is the other exception: its
+ * tdpbf16ps sums each block of 16 pairs in its own order (even and odd products
+ * in two chains, then into C; gemm_bf16_amx.c), so its results differ from the
+ * others' by fp32 rounding (at most about 2 (K+2) 2^-24 sum|a b|, what
+ * tests/bf16 checks), but not with the thread count or the operand split.
  *
  * Kernels (rp_bf16_kernel): a portable plain-C kernel, an AVX-512F kernel that
- * widens bf16 to fp32 while packing and runs fp32 FMAs, and an AVX512-BF16 kernel
- * (vdpbf16ps on packed bf16 pairs). AUTO picks, among those the CPU runs under
- * the rp_isa.h ceiling (RINGPIPE_ISA), the one whose measured peak multiply-add
- * rate (rp_isa_peak_gflops, probed once) is higher: vdpbf16ps does twice the work of an fp32 FMA per
- * instruction but on some CPUs (Sapphire Rapids) issues at half the rate. Results
- * do not depend on the choice (see summation order).
+ * widens bf16 to fp32 while packing and runs fp32 FMAs, an AVX512-BF16 kernel
+ * (vdpbf16ps on packed bf16 pairs) and an AMX kernel (tdpbf16ps on 16 x 32
+ * tiles, ceiling amx). AUTO picks, among those the CPU runs under the rp_isa.h
+ * ceiling (RINGPIPE_ISA), the one whose measured peak multiply-add rate
+ * (rp_isa_peak_gflops, probed once) is highest: vdpbf16ps does twice the work
+ * of an fp32 FMA per instruction but on some CPUs (Sapphire Rapids) issues at
+ * half the rate; tdpbf16ps does 8192 multiply-adds per instruction (about 12x
+ * the zmm FMA's rate on Sapphire Rapids). Results do not depend on the choice
+ * except for the AMX kernel's order (see summation order).
  *
  * Packed layout (what rp_bf16_wpack holds and what every call builds for its
  * other operands): GEMM C[M,Nc] += A[M,K] B[K,Nc] works on panels of B, NR = 64
  * columns wide, zero padded past Nc, each holding all K pairs in order:
- *   RP_BF16_FMT_PAIRS: uint32 [K/2 pairs][64 columns], element 2p+1 in the high
- *     half and 2p in the low half (the operand layout vdpbf16ps wants);
+ *   RP_BF16_FMT_PAIRS: uint32 [K/2 pairs, rounded up to a multiple of 16 with
+ *     zero pairs][64 columns], element 2p+1 in the high half and 2p in the low
+ *     half (the operand layout vdpbf16ps wants, and 16-pair AMX B tiles);
  *   RP_BF16_FMT_F32:   float  [K slots][64 columns], slot 2p holding element 2p+1
  *     and slot 2p+1 element 2p, widened to fp32 (so that a plain FMA loop adds
  *     the pair in the order above).
@@ -82,6 +90,7 @@ typedef enum {
   RP_BF16_KERNEL_PORTABLE = 1,    /* plain C, any CPU */
   RP_BF16_KERNEL_AVX512_FMA = 2,  /* AVX-512F: bf16 widened to fp32 when packing */
   RP_BF16_KERNEL_AVX512_BF16 = 3, /* AVX512-BF16: vdpbf16ps on bf16 pairs */
+  RP_BF16_KERNEL_AMX = 4,         /* AMX-BF16: tdpbf16ps on tiles (own summation order) */
 } rp_bf16_kernel;
 
 typedef enum { RP_BF16_FMT_F32 = 0, RP_BF16_FMT_PAIRS = 1 } rp_bf16_fmt;
@@ -147,5 +156,13 @@ void rp_matmul_bf16_forward_ref(float *out, const uint16_t *inp, const uint16_t 
 void rp_matmul_bf16_backward_ref(float *dinp, float *dweight, float *dbias,
                                  const uint16_t *dout, const uint16_t *inp,
                                  const uint16_t *w, int N, int IC, int OC);
+/* The same in the summation order of kernel k: the AMX kernel's own (see
+ * summation order; checked bitwise against the hardware in tests/bf16, without
+ * its denormal flush), rp_bf16.h's for every other. */
+void rp_matmul_bf16_forward_ref_of(rp_bf16_kernel k, float *out, const uint16_t *inp,
+                                   const uint16_t *w, const float *bias, int N, int IC, int OC);
+void rp_matmul_bf16_backward_ref_of(rp_bf16_kernel k, float *dinp, float *dweight,
+                                    float *dbias, const uint16_t *dout, const uint16_t *inp,
+                                    const uint16_t *w, int N, int IC, int OC);
 
 #endif

@@ -32,17 +32,32 @@
 #include "kern_util.h"
 #include "ringpipe/rp_arena.h"
 
-const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {RP_BF16_KERNEL_AVX512_FMA, RP_BF16_FMT_F32,
-                                             RP_BF16_MR_FMA, 192, 120, rp_bf16_ukr_avx512_fma};
-const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {RP_BF16_KERNEL_AVX512_BF16, RP_BF16_FMT_PAIRS,
-                                              RP_BF16_MR_DP, 256, 120, rp_bf16_ukr_avx512_bf16};
+const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {.kernel = RP_BF16_KERNEL_AVX512_FMA,
+                                             .fmt = RP_BF16_FMT_F32, .mr = RP_BF16_MR_FMA,
+                                             .kc = 192, .mc = 120, .ukr = rp_bf16_ukr_avx512_fma};
+const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {.kernel = RP_BF16_KERNEL_AVX512_BF16,
+                                              .fmt = RP_BF16_FMT_PAIRS, .mr = RP_BF16_MR_DP,
+                                              .kc = 256, .mc = 120,
+                                              .ukr = rp_bf16_ukr_avx512_bf16};
+/* AMX: a 32-row A panel of kc = 256 pairs is 32 KiB (L1), a B micro-panel 64 KiB
+ * (L2), the A block of mc = 128 rows 128 KiB. */
+const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF16_FMT_PAIRS,
+                                      .mr = RP_BF16_MR_AMX, .kc = 256, .mc = 128,
+                                      .ukr = rp_bf16_ukr_amx, .kalign = RP_BF16_PAIRS_KALIGN,
+                                      .pack_a = rp_bf16_amx_pack_a, .begin = rp_bf16_amx_begin,
+                                      .end = rp_bf16_amx_end};
 
 #define NR RP_BF16_NR
 
 static long kpairs(long K) { return (K + 1) / 2; }
+static long round_up(long x, long a) { return (x + a - 1) / a * a; }
+/* Pairs per B panel: PAIRS panels are padded for the AMX kernel's k steps. */
+static long panel_pairs(rp_bf16_fmt fmt, long K) {
+  return fmt == RP_BF16_FMT_PAIRS ? round_up(kpairs(K), RP_BF16_PAIRS_KALIGN) : kpairs(K);
+}
 static long npanels(long cols) { return (cols + NR - 1) / NR; }
 static size_t panels_bytes(rp_bf16_fmt fmt, long cols, long K) {
-  return (size_t)(npanels(cols) * kpairs(K) * NR * rp_bf16_slot_bytes(fmt));
+  return (size_t)(npanels(cols) * panel_pairs(fmt, K) * NR * rp_bf16_slot_bytes(fmt));
 }
 static size_t abuf_bytes(const rp_bf16_kdesc *kd) {
   return (size_t)kd->mc * (size_t)kd->kc * (size_t)rp_bf16_slot_bytes(kd->fmt);
@@ -91,8 +106,9 @@ typedef struct {
 static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, int ith,
                       int nth) {
   const int MR = kd->mr;
-  const long kpt = kpairs(g->K), slot = rp_bf16_slot_bytes(kd->fmt);
-  const long panel = kpt * NR * slot, np = npanels(g->Nc);
+  const long kpt = round_up(kpairs(g->K), kd->kalign > 0 ? kd->kalign : 1);
+  const long slot = rp_bf16_slot_bytes(kd->fmt);
+  const long panel = panel_pairs(kd->fmt, g->K) * NR * slot, np = npanels(g->Nc);
   long t0, t1;
   rp_split((g->M + MR - 1) / MR, ith, nth, &t0, &t1);
   const long m0 = t0 * MR, m1 = RP_MIN(t1 * MR, (long)g->M);
@@ -100,7 +116,8 @@ static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, i
     const long mcb = RP_MIN((long)kd->mc, m1 - ic), ntile = (mcb + MR - 1) / MR;
     for (long pc = 0; pc < kpt; pc += kd->kc) {
       const long kcb = RP_MIN((long)kd->kc, kpt - pc), apanel = kcb * MR * slot;
-      rp_bf16_pack_block(kd->fmt, &g->a, (int)ic, (int)mcb, MR, pc, kcb, abuf);
+      if (kd->pack_a) kd->pack_a(&g->a, (int)ic, (int)mcb, pc, kcb, abuf);
+      else rp_bf16_pack_block(kd->fmt, &g->a, (int)ic, (int)mcb, MR, pc, kcb, abuf);
       for (long jr = 0; jr < np; jr++) {
         const char *bp = g->bpack + jr * panel + pc * NR * slot;
         const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
@@ -150,7 +167,7 @@ static void bpack_task(void *vctx, int ith, int nth) {
   rp_split(total, ith, nth, &lo, &hi);
   for (long q = lo; q < hi; q++) {
     const bpack_job *j = &c->job[q < n0 ? 0 : 1];
-    long jr = q < n0 ? q : q - n0, kp = kpairs(j->src.K);
+    long jr = q < n0 ? q : q - n0, kp = panel_pairs(c->fmt, j->src.K);
     rp_bf16_pack_panel(c->fmt, &j->src, (int)(jr * NR), NR, 0, kp,
                        (char *)j->out + jr * kp * NR * rp_bf16_slot_bytes(c->fmt));
   }
@@ -178,7 +195,9 @@ typedef struct {
 static void gemm_task(void *vctx, int ith, int nth) {
   const gemm_ctx *c = vctx;
   char *abuf = c->abufs + (size_t)ith * c->abuf_stride;
+  if (c->kd->begin) c->kd->begin();
   for (int i = 0; i < c->nprob; i++) gemm_part(&c->prob[i], c->kd, abuf, ith, nth);
+  if (c->kd->end) c->kd->end();
   if (c->dbias) {
     long lo, hi;
     rp_kern_split_cols(c->OC, ith, nth, &lo, &hi);

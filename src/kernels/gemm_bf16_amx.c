@@ -1,0 +1,242 @@
+/* AMX micro-kernel of the bf16 GEMM (tdpbf16ps on tiles), its A-panel packer,
+ * the per-thread tile configuration and the AMX peak probe. This file alone is
+ * compiled with -mamx-tile -mamx-bf16 (src/kernels/meson.build, where the
+ * compiler has them; RP_BUILD_AMX says so) and its functions are only called
+ * when the rp_isa.h ceiling allows amx, which implies that isa.c got Linux's
+ * permission for tile data.
+ *
+ * Tiles: 8 registers of up to 16 rows x 64 bytes. The kernel computes a 32 x 64
+ * tile of C in two 32 x 32 halves, each in 4 fp32 accumulator tiles (tmm0-3,
+ * 2 x 2 blocks of 16 x 16) fed by 2 A tiles (tmm4-5: 16 rows x 16 bf16 pairs)
+ * and 2 B tiles (tmm6-7: 16 pairs x 16 columns): every tile loaded serves two
+ * tdpbf16ps, each 16 x 16 x 32 multiply-adds.
+ *
+ * Layouts: B is the PAIRS panel of rp_bf16.h as it is ([pairs][64 columns]
+ * uint32, padded to a multiple of 16 pairs), so a B tile is 16 consecutive
+ * pairs of 16 columns, loaded with a 256-byte row stride. A tiles want rows of
+ * pairs, so A is packed here as [kp/16][32 rows][16 pairs] per 32-row panel,
+ * zero past the matrix.
+ *
+ * Summation order: tdpbf16ps sums, per output and per instruction (16 pairs),
+ * the even and the odd products in two fp32 chains and adds their sum to C
+ * (Intel SDM pseudo-code), with denormals flushed like vdpbf16ps. That is not
+ * the order of rp_bf16.h, so this kernel's results differ from the others' in
+ * the last bits (tests/bf16 bound the difference); they still depend only on
+ * the data, not on the thread count or the row and column split, because the
+ * k blocking always starts at k = 0 in steps of 16 pairs. */
+#include <string.h>
+
+#include "gemm_bf16_internal.h"
+
+#define NR RP_BF16_NR
+#define MR RP_BF16_MR_AMX
+#define KB RP_BF16_PAIRS_KALIGN /* pairs per tile step */
+_Static_assert(MR == 32 && KB == 16, "the kernel below is written for 2 x 16 rows, 16 pairs");
+
+#if defined(RP_BUILD_AMX)
+#include <immintrin.h>
+
+/* ---- tile configuration: per thread (ldtilecfg sets the calling thread's
+ * state only), loaded before a thread's share of a GEMM and released after it,
+ * so no thread keeps the 8 KiB tile state live between GEMMs. */
+
+typedef struct {
+  uint8_t palette, start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+void rp_bf16_amx_begin(void) {
+  tile_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) { /* every tile: 16 rows of 64 bytes */
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  /* not _tile_loadconfig: GCC 12's macro tells the compiler it reads 8 bytes
+   * only, and the stores of rows and colsb above were optimized away */
+  __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+void rp_bf16_amx_end(void) { _tile_release(); }
+
+/* ---- packing A: 32-row panels of [kp/16][32][16] pairs */
+
+/* Pair p of a k-contiguous row: elements 2p (low half) and 2p+1 (high half). */
+static inline uint32_t pair_kcontig(const uint16_t *row, long p, int K) {
+  long k = 2 * p;
+  uint32_t lo = k < K ? row[k] : 0, hi = k + 1 < K ? row[k + 1] : 0;
+  return hi << 16 | lo;
+}
+
+/* One row of 16 pairs from p: a 64-byte copy inside the matrix, the tail and
+ * past-K pairs one by one. */
+static void row16_kcontig(const rp_bf16_src *s, int r, long p, uint32_t *dst) {
+  if (r >= s->rows) {
+    memset(dst, 0, KB * 4);
+    return;
+  }
+  const uint16_t *row = s->src + (long)r * s->ld;
+  if (2 * (p + KB) <= s->K) {
+    memcpy(dst, row + 2 * p, KB * 4);
+    return;
+  }
+  for (int q = 0; q < KB; q++) dst[q] = pair_kcontig(row, p + q, s->K);
+}
+
+/* Pairs from rows k, k+1 of the source (A(m, k) = src[k * ld + m]): the two
+ * rows are interleaved into column q of the 32-row panels. */
+static void pairs_rowpair(const rp_bf16_src *s, int r0, int nrows, long p, int q,
+                          uint32_t *out, long panel_stride, long kb) {
+  static const uint16_t zeros[MR] = {0};
+  const long k = 2 * p;
+  for (int t = 0; t * MR < nrows; t++) {
+    uint32_t *dst = out + t * panel_stride + kb * MR * KB + q;
+    const int rb = r0 + t * MR, nv = s->rows - rb < MR ? s->rows - rb : MR;
+    const uint16_t *lo = k < s->K && nv > 0 ? s->src + k * s->ld + rb : zeros;
+    const uint16_t *hi = k + 1 < s->K && nv > 0 ? s->src + (k + 1) * s->ld + rb : zeros;
+    int w = 0;
+    for (; w < nv; w++) dst[w * KB] = (uint32_t)hi[w] << 16 | lo[w];
+    for (; w < MR; w++) dst[w * KB] = 0;
+  }
+}
+
+void rp_bf16_amx_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                        void *out_) {
+  uint32_t *out = out_;
+  const long nkb = kp / KB, panel_stride = kp * MR;
+  if (s->kcontig) {
+    for (int t = 0; t * MR < nrows; t++)
+      for (long kb = 0; kb < nkb; kb++)
+        for (int w = 0; w < MR; w++)
+          row16_kcontig(s, r0 + t * MR + w, p0 + kb * KB,
+                        out + t * panel_stride + (kb * MR + w) * KB);
+    return;
+  }
+  for (long kb = 0; kb < nkb; kb++)
+    for (int q = 0; q < KB; q++) pairs_rowpair(s, r0, nrows, p0 + kb * KB + q, q, out,
+                                               panel_stride, kb);
+}
+
+/* ---- the micro-kernel */
+
+/* A 16 x 16 block of C at (r0, c0) of the tile lies wholly inside mr x nr. */
+#define FULL(r0, c0) ((r0) + 16 <= mr && (c0) + 16 <= nr)
+
+/* Start values of accumulator tile T: C itself (load_c), the init row, or 0.
+ * Blocks that cross the edge of C go through a 16 x 16 scratch. */
+#define TILE_START(T, r0, c0)                                                          \
+  do {                                                                                 \
+    if (load_c && FULL(r0, c0)) {                                                      \
+      _tile_loadd(T, c + (long)(r0) * ldc + (c0), ldc * 4);                            \
+    } else if (load_c || init) {                                                       \
+      start_scratch(scratch, c, ldc, mr, nr, init, load_c, r0, c0);                    \
+      _tile_loadd(T, scratch, 64);                                                     \
+    } else {                                                                           \
+      _tile_zero(T);                                                                   \
+    }                                                                                  \
+  } while (0)
+
+#define TILE_STORE(T, r0, c0)                                                          \
+  do {                                                                                 \
+    if (FULL(r0, c0)) {                                                                \
+      _tile_stored(T, c + (long)(r0) * ldc + (c0), ldc * 4);                           \
+    } else if ((r0) < mr && (c0) < nr) {                                               \
+      _tile_stored(T, scratch, 64);                                                    \
+      store_scratch(scratch, c, ldc, mr, nr, r0, c0);                                  \
+    }                                                                                  \
+  } while (0)
+
+static void start_scratch(float *scratch, const float *c, long ldc, int mr, int nr,
+                          const float *init, int load_c, int r0, int c0) {
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      const int r = r0 + i, col = c0 + j;
+      scratch[i * 16 + j] = col >= nr ? 0.0f
+                            : load_c  ? (r < mr ? c[(long)r * ldc + col] : 0.0f)
+                                      : init[col];
+    }
+}
+
+static void store_scratch(const float *scratch, float *c, long ldc, int mr, int nr, int r0,
+                          int c0) {
+  for (int i = 0; i < 16 && r0 + i < mr; i++)
+    for (int j = 0; j < 16 && c0 + j < nr; j++)
+      c[(long)(r0 + i) * ldc + c0 + j] = scratch[i * 16 + j];
+}
+
+void rp_bf16_ukr_amx(long kp, const void *a_, const void *b_, float *c, long ldc, int mr,
+                     int nr, const float *init, int load_c) {
+  const uint32_t *a = a_, *b = b_;
+  float scratch[256] __attribute__((aligned(64)));
+  for (int col = 0; col < nr; col += 32) { /* the two 32-column halves */
+    TILE_START(0, 0, col);
+    TILE_START(1, 0, col + 16);
+    TILE_START(2, 16, col);
+    TILE_START(3, 16, col + 16);
+    const uint32_t *ak = a, *bk = b + col;
+    for (long kb = 0; kb < kp / KB; kb++, ak += MR * KB, bk += KB * NR) {
+      _tile_loadd(4, ak, KB * 4);
+      _tile_loadd(6, bk, NR * 4);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_loadd(7, bk + 16, NR * 4);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_loadd(5, ak + 16 * KB, KB * 4);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    TILE_STORE(0, 0, col);
+    TILE_STORE(1, 0, col + 16);
+    TILE_STORE(2, 16, col);
+    TILE_STORE(3, 16, col + 16);
+  }
+}
+
+/* ---- peak probe: the kernel's inner step on tiles that stay loaded, so no
+ * memory traffic: 4 independent accumulators, 2 x 2 operand tiles. */
+double rp_bf16_amx_probe_flops(long iters) {
+  static uint16_t ops[2][16 * 32] __attribute__((aligned(64)));
+  for (int i = 0; i < 16 * 32; i++) {
+    ops[0][i] = 0x3280; /* small values: the sums stay finite */
+    ops[1][i] = 0x3f00;
+  }
+  rp_bf16_amx_begin();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ops[0], 64);
+  _tile_loadd(5, ops[1], 64);
+  _tile_loadd(6, ops[1], 64);
+  _tile_loadd(7, ops[0], 64);
+  for (long it = 0; it < iters; it++) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  float sink[256] __attribute__((aligned(64)));
+  _tile_stored(0, sink, 64);
+  rp_bf16_amx_end();
+  volatile float keep = sink[0];
+  (void)keep;
+  return 4.0 * 16 * 16 * 32 * 2 * (double)iters; /* 2 flops per multiply-add */
+}
+
+#else /* a compiler without AMX: the amx level does not exist in this build */
+
+void rp_bf16_amx_begin(void) { rp_fatal("AMX tile code called on a build without AMX"); }
+void rp_bf16_amx_end(void) { rp_fatal("AMX tile code called on a build without AMX"); }
+void rp_bf16_amx_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                        void *out) {
+  rp_fatal("rp_bf16_amx_pack_a called on a build without AMX");
+}
+void rp_bf16_ukr_amx(long kp, const void *a, const void *b, float *c, long ldc, int mr,
+                     int nr, const float *init, int load_c) {
+  rp_fatal("rp_bf16_ukr_amx called on a build without AMX");
+}
+double rp_bf16_amx_probe_flops(long iters) { return 0.0; }
+
+#endif
