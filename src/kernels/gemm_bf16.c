@@ -42,7 +42,7 @@ const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {.kernel = RP_BF16_KERNEL_AVX512_BF
 /* AMX: a 32-row A panel of kc = 256 pairs is 32 KiB (L1), a B micro-panel 64 KiB
  * (L2), the A block of mc = 128 rows 128 KiB. */
 const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF16_FMT_PAIRS,
-                                      .mr = RP_BF16_MR_AMX, .kc = 256, .mc = 128,
+                                      .mr = RP_BF16_MR_AMX, .kc = RP_BF16_AMX_KC, .mc = 128,
                                       .ukr = rp_bf16_ukr_amx, .kalign = RP_BF16_PAIRS_KALIGN,
                                       .pack_a = rp_bf16_amx_pack_a, .begin = rp_bf16_amx_begin,
                                       .end = rp_bf16_amx_end};

@@ -18,12 +18,15 @@
  * zero past the matrix.
  *
  * Summation order: tdpbf16ps sums, per output and per instruction (16 pairs),
- * the even and the odd products in two fp32 chains and adds their sum to C
- * (Intel SDM pseudo-code), with denormals flushed like vdpbf16ps. That is not
- * the order of rp_bf16.h, so this kernel's results differ from the others' in
- * the last bits (tests/bf16 bound the difference); they still depend only on
- * the data, not on the thread count or the row and column split, because the
- * k blocking always starts at k = 0 in steps of 16 pairs. */
+ * the even and the odd products in two fp32 chains and adds their sum to the
+ * accumulator (Intel SDM pseudo-code), with denormals flushed like vdpbf16ps.
+ * The accumulator starts at +0 for each block of kc pairs (the driver's k
+ * blocks, RP_BF16_AMX_KC) and its sum is added to C (or the bias) at the end of
+ * the block. That is not the order of rp_bf16.h, so this kernel's results
+ * differ from the others' in the last bits; rp_matmul_bf16_*_ref_of(AMX) loops
+ * in this order, and tests/bf16 hold the kernel to it bit for bit. Results
+ * depend only on the data, not on the thread count or the row and column
+ * split, because the k blocking always starts at k = 0. */
 #include <string.h>
 
 #include "gemm_bf16_internal.h"
@@ -120,62 +123,46 @@ void rp_bf16_amx_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long k
                                                panel_stride, kb);
 }
 
-/* ---- the micro-kernel */
+/* ---- the micro-kernel
+ *
+ * The accumulators start at zero and the start value (C itself, the init row,
+ * or +0) is added when the tile is stored: C = start + S, S the tile's sum over
+ * this call's kp pairs. Loading C or a bias block into a tile instead would
+ * read memory just written by vector stores, which a tile load cannot take
+ * from the store buffer: on Sapphire Rapids that stall was 20-25% of the
+ * kernel's time in training. */
 
-/* A 16 x 16 block of C at (r0, c0) of the tile lies wholly inside mr x nr. */
-#define FULL(r0, c0) ((r0) + 16 <= mr && (c0) + 16 <= nr)
-
-/* Start values of accumulator tile T: C itself (load_c), the init row, or 0.
- * Blocks that cross the edge of C go through a 16 x 16 scratch. */
-#define TILE_START(T, r0, c0)                                                          \
-  do {                                                                                 \
-    if (load_c && FULL(r0, c0)) {                                                      \
-      _tile_loadd(T, c + (long)(r0) * ldc + (c0), ldc * 4);                            \
-    } else if (load_c || init) {                                                       \
-      start_scratch(scratch, c, ldc, mr, nr, init, load_c, r0, c0);                    \
-      _tile_loadd(T, scratch, 64);                                                     \
-    } else {                                                                           \
-      _tile_zero(T);                                                                   \
-    }                                                                                  \
-  } while (0)
-
-#define TILE_STORE(T, r0, c0)                                                          \
-  do {                                                                                 \
-    if (FULL(r0, c0)) {                                                                \
-      _tile_stored(T, c + (long)(r0) * ldc + (c0), ldc * 4);                           \
-    } else if ((r0) < mr && (c0) < nr) {                                               \
-      _tile_stored(T, scratch, 64);                                                    \
-      store_scratch(scratch, c, ldc, mr, nr, r0, c0);                                  \
-    }                                                                                  \
-  } while (0)
-
-static void start_scratch(float *scratch, const float *c, long ldc, int mr, int nr,
-                          const float *init, int load_c, int r0, int c0) {
-  for (int i = 0; i < 16; i++)
-    for (int j = 0; j < 16; j++) {
-      const int r = r0 + i, col = c0 + j;
-      scratch[i * 16 + j] = col >= nr ? 0.0f
-                            : load_c  ? (r < mr ? c[(long)r * ldc + col] : 0.0f)
-                                      : init[col];
-    }
+/* C[r0.., c0..] (16 x 16, clipped to mr x nr) = start + the stored tile s. */
+static inline void add_store(const float *s, float *c, long ldc, int mr, int nr,
+                             const float *init, int load_c, int r0, int c0) {
+  const int ncol = nr - c0 < 16 ? nr - c0 : 16;
+  const __mmask16 mk = (__mmask16)((1u << ncol) - 1u);
+  const __m512 bias = init && !load_c ? _mm512_maskz_loadu_ps(mk, init + c0)
+                                      : _mm512_setzero_ps();
+  for (int i = 0; i < 16 && r0 + i < mr; i++) {
+    float *row = c + (long)(r0 + i) * ldc + c0;
+    __m512 start = load_c ? _mm512_maskz_loadu_ps(mk, row) : bias;
+    _mm512_mask_storeu_ps(row, mk, _mm512_add_ps(start, _mm512_load_ps(s + 16 * i)));
+  }
 }
 
-static void store_scratch(const float *scratch, float *c, long ldc, int mr, int nr, int r0,
-                          int c0) {
-  for (int i = 0; i < 16 && r0 + i < mr; i++)
-    for (int j = 0; j < 16 && c0 + j < nr; j++)
-      c[(long)(r0 + i) * ldc + c0 + j] = scratch[i * 16 + j];
-}
+#define TILE_FINISH(T, r0, c0)                                                         \
+  do {                                                                                 \
+    if ((r0) < mr && (c0) < nr) {                                                      \
+      _tile_stored(T, sum, 64);                                                        \
+      add_store(sum, c, ldc, mr, nr, init, load_c, r0, c0);                            \
+    }                                                                                  \
+  } while (0)
 
 void rp_bf16_ukr_amx(long kp, const void *a_, const void *b_, float *c, long ldc, int mr,
                      int nr, const float *init, int load_c) {
   const uint32_t *a = a_, *b = b_;
-  float scratch[256] __attribute__((aligned(64)));
+  float sum[256] __attribute__((aligned(64)));
   for (int col = 0; col < nr; col += 32) { /* the two 32-column halves */
-    TILE_START(0, 0, col);
-    TILE_START(1, 0, col + 16);
-    TILE_START(2, 16, col);
-    TILE_START(3, 16, col + 16);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
     const uint32_t *ak = a, *bk = b + col;
     for (long kb = 0; kb < kp / KB; kb++, ak += MR * KB, bk += KB * NR) {
       _tile_loadd(4, ak, KB * 4);
@@ -187,10 +174,10 @@ void rp_bf16_ukr_amx(long kp, const void *a_, const void *b_, float *c, long ldc
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
-    TILE_STORE(0, 0, col);
-    TILE_STORE(1, 0, col + 16);
-    TILE_STORE(2, 16, col);
-    TILE_STORE(3, 16, col + 16);
+    TILE_FINISH(0, 0, col);
+    TILE_FINISH(1, 0, col + 16);
+    TILE_FINISH(2, 16, col);
+    TILE_FINISH(3, 16, col + 16);
   }
 }
 

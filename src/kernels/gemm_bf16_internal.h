@@ -81,6 +81,7 @@ void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, lo
 
 /* gemm_bf16_amx.c (compiled with the AMX flags where the compiler has them) */
 #define RP_BF16_MR_AMX 32
+#define RP_BF16_AMX_KC 256 /* pairs per k block; the summation order depends on it */
 void rp_bf16_ukr_amx(long kp, const void *a, const void *b, float *c, long ldc, int mr,
                      int nr, const float *init, int load_c);
 void rp_bf16_amx_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out);

@@ -232,18 +232,24 @@ static float dot_pairs(float acc, const uint16_t *x, long xs, const uint16_t *y,
   return acc;
 }
 
-/* tdpbf16ps's order (gemm_bf16_amx.c): blocks of 16 pairs from k = 0, each
- * summing the products of the even elements and of the odd ones in two chains
- * from +0, their sum then added to acc. */
+/* The AMX kernel's order (gemm_bf16_amx.c): per block of RP_BF16_AMX_KC pairs
+ * from k = 0, a sum from +0 of tdpbf16ps steps, each adding to it the sum of
+ * two chains from +0 over 16 pairs (the even elements' products and the odd
+ * ones'); the block's sum is then added to acc. */
 static float dot_amx(float acc, const uint16_t *x, long xs, const uint16_t *y, long ys,
                      long K) {
-  for (long p0 = 0; 2 * p0 < K; p0 += RP_BF16_PAIRS_KALIGN) {
-    float even = 0.0f, odd = 0.0f;
-    for (long k = 2 * p0; k < 2 * (p0 + RP_BF16_PAIRS_KALIGN) && k < K; k += 2) {
-      even += rp_bf16_to_f32(x[k * xs]) * rp_bf16_to_f32(y[k * ys]);
-      if (k + 1 < K) odd += rp_bf16_to_f32(x[(k + 1) * xs]) * rp_bf16_to_f32(y[(k + 1) * ys]);
+  const long step = 2 * RP_BF16_PAIRS_KALIGN, block = 2 * RP_BF16_AMX_KC;
+  for (long k0 = 0; k0 < K; k0 += block) {
+    float sum = 0.0f;
+    for (long k1 = k0; k1 < k0 + block && k1 < K; k1 += step) {
+      float even = 0.0f, odd = 0.0f;
+      for (long k = k1; k < k1 + step && k < K; k += 2) {
+        even += rp_bf16_to_f32(x[k * xs]) * rp_bf16_to_f32(y[k * ys]);
+        if (k + 1 < K) odd += rp_bf16_to_f32(x[(k + 1) * xs]) * rp_bf16_to_f32(y[(k + 1) * ys]);
+      }
+      sum += even + odd;
     }
-    acc += even + odd;
+    acc += sum;
   }
   return acc;
 }
