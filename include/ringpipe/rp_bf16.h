@@ -21,9 +21,11 @@
  * below 2^-126 in magnitude (never in practice for weights, activations and
  * gradients of a trained model). The AMX kernel is the other exception: its
  * tdpbf16ps sums each block of 16 pairs in its own order (even and odd products
- * in two chains, then into C; gemm_bf16_amx.c), so its results differ from the
- * others' by fp32 rounding (at most about 2 (K+2) 2^-24 sum|a b|, what
- * tests/bf16 checks), but not with the thread count or the operand split.
+ * in two chains), these into an accumulator that starts at +0 for every block
+ * of 256 pairs and is then added to the output (gemm_bf16_amx.c), so its
+ * results differ from the others' by fp32 rounding, never with the thread
+ * count or the operand split; rp_matmul_bf16_*_ref_of(RP_BF16_KERNEL_AMX) is
+ * that order, equal to the kernel bit for bit (tests/bf16), denormals aside.
  *
  * Kernels (rp_bf16_kernel): a portable plain-C kernel, an AVX-512F kernel that
  * widens bf16 to fp32 while packing and runs fp32 FMAs, an AVX512-BF16 kernel
@@ -123,6 +125,11 @@ void rp_matmul_bf16_forward(float *out, const uint16_t *inp, const uint16_t *w,
 void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
                              const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                              int N, int IC, int OC, rp_pool *pool);
+/* The same with dinp overwritten (=, bitwise what a memset to 0 before
+ * rp_matmul_bf16_backward gives, without that pass); dweight, dbias accumulate. */
+void rp_matmul_bf16_backward_set(float *dinp, float *dweight, float *dbias,
+                                 const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                                 int N, int IC, int OC, rp_pool *pool);
 
 /* ---- pre-packed weights: pack once per optimizer step, use for every
  * micro-batch. The trainer keeps fp32 master weights; after each step:

@@ -242,15 +242,17 @@ void rp_matmul_bf16_forward(float *out, const uint16_t *inp, const uint16_t *w,
   ws_release();
 }
 
+/* dinp_set: dinp is overwritten (the product starts from +0, as after a memset,
+ * without the pass over dinp); else it accumulates. */
 static void backward_with(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
                           const uint16_t *inp, const char *bdinp, const char *bdw,
                           char *abufs, const rp_bf16_kdesc *kd, int N, int IC, int OC,
-                          rp_pool *pool) {
+                          int dinp_set, rp_pool *pool) {
   gemm_ctx c = {.kd = kd, .abufs = abufs, .abuf_stride = align64(abuf_bytes(kd)),
                 .dbias = dbias, .dout = dout, .N = N, .OC = OC};
   if (dinp)
     c.prob[c.nprob++] =
-        (gemm_prob){dinp, IC, N, IC, OC, src_of(dout, OC, 1, N, OC), bdinp, NULL, 1};
+        (gemm_prob){dinp, IC, N, IC, OC, src_of(dout, OC, 1, N, OC), bdinp, NULL, !dinp_set};
   if (dweight)
     c.prob[c.nprob++] =
         (gemm_prob){dweight, IC, OC, IC, N, src_of(dout, OC, 0, OC, N), bdw, NULL, 1};
@@ -258,9 +260,9 @@ static void backward_with(float *dinp, float *dweight, float *dbias, const uint1
   gemm_run(&c, pool, (long)N * OC * (IC * c.nprob + 1));
 }
 
-void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
-                             const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
-                             int N, int IC, int OC, rp_pool *pool) {
+static void backward_unpacked(float *dinp, float *dweight, float *dbias,
+                              const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                              int N, int IC, int OC, int dinp_set, rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
   size_t b1 = dinp ? align64(panels_bytes(kd->fmt, IC, OC)) : 0;
   size_t b2 = dweight ? align64(panels_bytes(kd->fmt, IC, N)) : 0;
@@ -271,8 +273,20 @@ void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
   if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws + b1};
   bpack_run(&bc, pool);
   backward_with(dinp, dweight, dbias, dout, inp, ws, ws + b1, ws + b1 + b2, kd, N, IC, OC,
-                pool);
+                dinp_set, pool);
   ws_release();
+}
+
+void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
+                             const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                             int N, int IC, int OC, rp_pool *pool) {
+  backward_unpacked(dinp, dweight, dbias, dout, inp, w, N, IC, OC, 0, pool);
+}
+
+void rp_matmul_bf16_backward_set(float *dinp, float *dweight, float *dbias,
+                                 const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                                 int N, int IC, int OC, rp_pool *pool) {
+  backward_unpacked(dinp, dweight, dbias, dout, inp, w, N, IC, OC, 1, pool);
 }
 
 /* ---- pre-packed weights */
@@ -324,6 +338,6 @@ void rp_matmul_bf16_backward_packed(float *dinp, float *dweight, float *dbias,
   bpack_ctx bc = {.fmt = kd->fmt};
   if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws};
   bpack_run(&bc, pool);
-  backward_with(dinp, dweight, dbias, dout, inp, wp->bwd, ws, ws + b2, kd, N, IC, OC, pool);
+  backward_with(dinp, dweight, dbias, dout, inp, wp->bwd, ws, ws + b2, kd, N, IC, OC, 0, pool);
   ws_release();
 }

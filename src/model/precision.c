@@ -56,30 +56,33 @@ void rp_mm_forward_residual(float *out, const float *inp, const float *w, const 
   }
 }
 
-void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                    const float *w, int N, int IC, int OC, const rp_exec *x) {
+/* The bf16 backward of a weight in the context (w16): dinp accumulates, or is
+ * overwritten when dinp_set (no memset pass: the GEMM starts from +0). */
+static void bf16_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, const uint16_t *w16, int N, int IC, int OC,
+                          int dinp_set, const rp_exec *x) {
   const rp_bf16_ctx *ctx = x->bf16;
   rp_pool *pool = x->pool;
-  const uint16_t *w16 = bf16_weight(ctx, w);
-  if (!w16) {
-    rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
-    return;
-  }
   uint16_t *d16 = to_bf16(ctx, ctx->scratch_a, dout, (long)N * OC, pool);
-  uint16_t *i16 = dw ? to_bf16(ctx, ctx->scratch_b, inp, (long)N * IC, pool) : NULL;
+  uint16_t *i16 = dw ? to_bf16(ctx, ctx->scratch_b, inp, (long)N * IC, pool) : ctx->scratch_b;
   /* the bias gradient is a plain fp32 row sum of the fp32 output gradient */
-  rp_matmul_bf16_backward(dinp, dw, NULL, d16, i16 ? i16 : ctx->scratch_b, w16, N, IC, OC, pool);
+  if (dinp_set) rp_matmul_bf16_backward_set(dinp, dw, NULL, d16, i16, w16, N, IC, OC, pool);
+  else rp_matmul_bf16_backward(dinp, dw, NULL, d16, i16, w16, N, IC, OC, pool);
   if (db) rp_matmul_backward(NULL, NULL, db, dout, inp, w, N, IC, OC, pool);
+}
+
+void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                    const float *w, int N, int IC, int OC, const rp_exec *x) {
+  const uint16_t *w16 = bf16_weight(x->bf16, w);
+  if (!w16) rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
+  else bf16_backward(dinp, dw, db, dout, inp, w, w16, N, IC, OC, 0, x);
 }
 
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x) {
-  if (!bf16_weight(x->bf16, w)) {
-    rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
-    return;
-  }
-  if (dinp) memset(dinp, 0, (size_t)N * IC * sizeof(float));
-  rp_mm_backward(dinp, dw, db, dout, inp, w, N, IC, OC, x);
+  const uint16_t *w16 = bf16_weight(x->bf16, w);
+  if (!w16) rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
+  else bf16_backward(dinp, dw, db, dout, inp, w, w16, N, IC, OC, 1, x);
 }
 
 rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B, int T) {

@@ -127,6 +127,47 @@ static void test_backward_equals_ref(void **state) {
   rp_pool_destroy(p2);
 }
 
+/* backward_set overwrites dinp whatever it held (here NaN-like garbage) and gives
+ * the bits of a memset to 0 followed by the accumulating backward; dweight and
+ * dbias still accumulate. */
+static void test_backward_set_equals_memset(void **state) {
+  (void)state;
+  rp_pool *p2 = bt_pool(2);
+  rp_rng rng;
+  rp_rng_seed(&rng, 26);
+  const shp cases[3] = {{37, 129, 70}, {130, 257, 200}, {5, 3, 1}};
+  for (int si = 0; si < 3; si++) {
+    const shp *s = &cases[si];
+    long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
+    uint16_t *inp = bt_halves(ni), *w = bt_halves(nw), *dout = bt_halves(no);
+    float *dw0 = bt_floats(nw), *want[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
+    float *got[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
+    bt_fill16(inp, ni, &rng);
+    bt_fill16(w, nw, &rng);
+    bt_fill16(dout, no, &rng);
+    bt_fill(dw0, nw, &rng, -1, 1);
+    const char *kn;
+    for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++) {
+      memset(want[0], 0, sizeof(float) * (size_t)ni);
+      fill_const(got[0], ni, NANF_BITS_FILL);
+      for (int q = 1; q < 3; q++) {
+        long n = q == 1 ? nw : s->OC;
+        memcpy(want[q], q == 1 ? dw0 : got[0], sizeof(float) * (size_t)n); /* any start */
+        memcpy(got[q], want[q], sizeof(float) * (size_t)n);
+      }
+      rp_matmul_bf16_backward(want[0], want[1], want[2], dout, inp, w, s->N, s->IC, s->OC, p2);
+      rp_matmul_bf16_backward_set(got[0], got[1], got[2], dout, inp, w, s->N, s->IC, s->OC, p2);
+      assert_true(check_equal("dinp_set", kn, 2, s, got[0], want[0], ni));
+      assert_true(check_equal("dweight_set", kn, 2, s, got[1], want[1], nw));
+      assert_true(check_equal("dbias_set", kn, 2, s, got[2], want[2], s->OC));
+    }
+    bt_kernel_reset();
+    for (int q = 0; q < 3; q++) free(want[q]), free(got[q]);
+    free(inp), free(w), free(dout), free(dw0);
+  }
+  rp_pool_destroy(p2);
+}
+
 /* Which summation order a GEMM on packed weights follows: the pack is read by the
  * active kernel when the formats match, else by the best kernel of its format
  * (AMX for PAIRS where it runs), and forced-portable reads either portably. */
@@ -371,6 +412,7 @@ int main(void) {
       cmocka_unit_test(test_forward_equals_ref),
       cmocka_unit_test(test_backward_equals_ref),
       cmocka_unit_test(test_packed_equals_ref),
+      cmocka_unit_test(test_backward_set_equals_memset),
       cmocka_unit_test(test_order_is_visible),
       cmocka_unit_test(test_within_bf16_bound_of_fp32),
   };
