@@ -131,6 +131,18 @@ void rp_matmul_bf16_backward_set(float *dinp, float *dweight, float *dbias,
                                  const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                                  int N, int IC, int OC, rp_pool *pool);
 
+/* The same products with the activation operand in fp32, rounded to bf16 (RNE,
+ * as rp_bf16_from_f32_array) inside the call: bitwise the results of rounding
+ * first and calling the functions above. The AMX kernel rounds while it packs
+ * (no separate pass over the operand); the others round into workspace first.
+ * backward: dout in fp32; dinp overwritten when dinp_set, else accumulated;
+ * dweight accumulates; no dbias (sum the fp32 dout for it). */
+void rp_matmul_bf16_forward_f32in(float *out, const float *inp, const uint16_t *w,
+                                  const float *bias, int N, int IC, int OC, rp_pool *pool);
+void rp_matmul_bf16_backward_f32dout(float *dinp, float *dweight, const float *dout,
+                                     const uint16_t *inp, const uint16_t *w, int N, int IC,
+                                     int OC, int dinp_set, rp_pool *pool);
+
 /* ---- pre-packed weights: pack once per optimizer step, use for every
  * micro-batch. The trainer keeps fp32 master weights; after each step:
  *   rp_bf16_from_f32_array(w16, w32, OC*IC, pool);   (or _stochastic)

@@ -20,11 +20,7 @@
 
 /* ---- element rules (also the scalar rp_bf16_from_f32 in the header) */
 
-static inline uint16_t rne_bits(uint32_t u) {
-  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  uint32_t q = (u >> 16) | 0x40u; /* NaN: keep sign and payload top, make it quiet */
-  return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? q : r);
-}
+#define rne_bits rp_bf16_rne_bits /* gemm_bf16_internal.h: also the AMX packer's */
 
 /* Adding 16 uniform bits below the kept ones carries into them with probability
  * (dropped bits)/2^16: magnitude rounds up that often, down otherwise, so the

@@ -45,7 +45,7 @@ const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF
                                       .mr = RP_BF16_MR_AMX, .kc = RP_BF16_AMX_KC, .mc = 128,
                                       .ukr = rp_bf16_ukr_amx, .kalign = RP_BF16_PAIRS_KALIGN,
                                       .pack_a = rp_bf16_amx_pack_a, .begin = rp_bf16_amx_begin,
-                                      .end = rp_bf16_amx_end};
+                                      .end = rp_bf16_amx_end, .a32 = 1};
 
 #define NR RP_BF16_NR
 
@@ -217,62 +217,108 @@ static void gemm_run(gemm_ctx *c, rp_pool *pool, long work) {
 /* ---- public entry points */
 
 static rp_bf16_src src_of(const uint16_t *p, long ld, int kcontig, int rows, int K) {
-  rp_bf16_src s = {p, ld, kcontig, rows, K};
+  rp_bf16_src s = {p, ld, kcontig, rows, K, NULL};
   return s;
 }
 
-static void forward_with(float *out, const uint16_t *inp, const char *bpack, char *ws,
-                         const rp_bf16_kdesc *kd, const float *bias, int N, int IC, int OC,
-                         rp_pool *pool) {
+/* s reading fp32 elements from p32 instead, when p32 is given. */
+static rp_bf16_src src32_or(rp_bf16_src s, const float *p32) {
+  if (p32) {
+    s.src = NULL;
+    s.src32 = p32;
+  }
+  return s;
+}
+
+/* inp32: the A operand in fp32 (only for a kernel with a32), else inp. */
+static void forward_with(float *out, const uint16_t *inp, const float *inp32,
+                         const char *bpack, char *ws, const rp_bf16_kdesc *kd,
+                         const float *bias, int N, int IC, int OC, rp_pool *pool) {
   gemm_ctx c = {.kd = kd, .nprob = 1, .abufs = ws, .abuf_stride = align64(abuf_bytes(kd))};
-  c.prob[0] = (gemm_prob){out, OC, N, OC, IC, src_of(inp, IC, 1, N, IC), bpack, bias, 0};
+  c.prob[0] = (gemm_prob){out, OC, N, OC, IC, src32_or(src_of(inp, IC, 1, N, IC), inp32),
+                          bpack, bias, 0};
   gemm_run(&c, pool, (long)N * OC * (IC + 1));
+}
+
+/* An fp32 operand of n elements for kernel kd: kept as it is when kd packs
+ * fp32 itself (*x32 stays), else rounded into tmp (workspace) and *x32 cleared. */
+static const uint16_t *round_unless_a32(const rp_bf16_kdesc *kd, const float **x32, long n,
+                                        uint16_t *tmp, rp_pool *pool) {
+  if (!*x32 || kd->a32) return NULL;
+  rp_bf16_from_f32_array(tmp, *x32, n, pool);
+  *x32 = NULL;
+  return tmp;
+}
+
+static size_t round_bytes(const rp_bf16_kdesc *kd, const float *x32, long n) {
+  return x32 && !kd->a32 ? align64((size_t)n * sizeof(uint16_t)) : 0;
+}
+
+static void forward_unpacked(float *out, const uint16_t *inp, const float *inp32,
+                             const uint16_t *w, const float *bias, int N, int IC, int OC,
+                             rp_pool *pool) {
+  const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
+  size_t bbytes = align64(panels_bytes(kd->fmt, OC, IC));
+  size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
+  size_t tbytes = round_bytes(kd, inp32, (long)N * IC);
+  char *ws = ws_acquire(bbytes + abytes + tbytes);
+  const uint16_t *r = round_unless_a32(kd, &inp32, (long)N * IC,
+                                       (uint16_t *)(ws + bbytes + abytes), pool);
+  bpack_ctx bc = {.fmt = kd->fmt, .njobs = 1};
+  bc.job[0] = (bpack_job){src_of(w, IC, 1, OC, IC), OC, ws};
+  bpack_run(&bc, pool);
+  forward_with(out, r ? r : inp, inp32, ws, ws + bbytes, kd, bias, N, IC, OC, pool);
+  ws_release();
 }
 
 void rp_matmul_bf16_forward(float *out, const uint16_t *inp, const uint16_t *w,
                             const float *bias, int N, int IC, int OC, rp_pool *pool) {
-  const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
-  size_t bbytes = align64(panels_bytes(kd->fmt, OC, IC));
-  size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
-  char *ws = ws_acquire(bbytes + abytes);
-  bpack_ctx bc = {.fmt = kd->fmt, .njobs = 1};
-  bc.job[0] = (bpack_job){src_of(w, IC, 1, OC, IC), OC, ws};
-  bpack_run(&bc, pool);
-  forward_with(out, inp, ws, ws + bbytes, kd, bias, N, IC, OC, pool);
-  ws_release();
+  forward_unpacked(out, inp, NULL, w, bias, N, IC, OC, pool);
+}
+
+void rp_matmul_bf16_forward_f32in(float *out, const float *inp, const uint16_t *w,
+                                  const float *bias, int N, int IC, int OC, rp_pool *pool) {
+  forward_unpacked(out, NULL, inp, w, bias, N, IC, OC, pool);
 }
 
 /* dinp_set: dinp is overwritten (the product starts from +0, as after a memset,
  * without the pass over dinp); else it accumulates. */
 static void backward_with(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
-                          const uint16_t *inp, const char *bdinp, const char *bdw,
+                          const float *dout32, const char *bdinp, const char *bdw,
                           char *abufs, const rp_bf16_kdesc *kd, int N, int IC, int OC,
                           int dinp_set, rp_pool *pool) {
   gemm_ctx c = {.kd = kd, .abufs = abufs, .abuf_stride = align64(abuf_bytes(kd)),
                 .dbias = dbias, .dout = dout, .N = N, .OC = OC};
   if (dinp)
     c.prob[c.nprob++] =
-        (gemm_prob){dinp, IC, N, IC, OC, src_of(dout, OC, 1, N, OC), bdinp, NULL, !dinp_set};
+        (gemm_prob){dinp, IC, N, IC, OC, src32_or(src_of(dout, OC, 1, N, OC), dout32), bdinp,
+                    NULL, !dinp_set};
   if (dweight)
-    c.prob[c.nprob++] =
-        (gemm_prob){dweight, IC, OC, IC, N, src_of(dout, OC, 0, OC, N), bdw, NULL, 1};
+    c.prob[c.nprob++] = (gemm_prob){dweight, IC, OC, IC, N,
+                                    src32_or(src_of(dout, OC, 0, OC, N), dout32), bdw, NULL, 1};
   if (c.nprob == 0 && !dbias) return;
   gemm_run(&c, pool, (long)N * OC * (IC * c.nprob + 1));
 }
 
+/* dout32: the output gradient in fp32 (then dout and dbias are unused). */
 static void backward_unpacked(float *dinp, float *dweight, float *dbias,
-                              const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
-                              int N, int IC, int OC, int dinp_set, rp_pool *pool) {
+                              const uint16_t *dout, const float *dout32, const uint16_t *inp,
+                              const uint16_t *w, int N, int IC, int OC, int dinp_set,
+                              rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
   size_t b1 = dinp ? align64(panels_bytes(kd->fmt, IC, OC)) : 0;
   size_t b2 = dweight ? align64(panels_bytes(kd->fmt, IC, N)) : 0;
   size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
-  char *ws = ws_acquire(b1 + b2 + abytes);
+  size_t tbytes = round_bytes(kd, dout32, (long)N * OC);
+  char *ws = ws_acquire(b1 + b2 + abytes + tbytes);
+  const uint16_t *r = round_unless_a32(kd, &dout32, (long)N * OC,
+                                       (uint16_t *)(ws + b1 + b2 + abytes), pool);
+  if (r) dout = r;
   bpack_ctx bc = {.fmt = kd->fmt};
   if (dinp) bc.job[bc.njobs++] = (bpack_job){src_of(w, IC, 0, IC, OC), IC, ws};
   if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws + b1};
   bpack_run(&bc, pool);
-  backward_with(dinp, dweight, dbias, dout, inp, ws, ws + b1, ws + b1 + b2, kd, N, IC, OC,
+  backward_with(dinp, dweight, dbias, dout, dout32, ws, ws + b1, ws + b1 + b2, kd, N, IC, OC,
                 dinp_set, pool);
   ws_release();
 }
@@ -280,13 +326,19 @@ static void backward_unpacked(float *dinp, float *dweight, float *dbias,
 void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
                              const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                              int N, int IC, int OC, rp_pool *pool) {
-  backward_unpacked(dinp, dweight, dbias, dout, inp, w, N, IC, OC, 0, pool);
+  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, w, N, IC, OC, 0, pool);
 }
 
 void rp_matmul_bf16_backward_set(float *dinp, float *dweight, float *dbias,
                                  const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                                  int N, int IC, int OC, rp_pool *pool) {
-  backward_unpacked(dinp, dweight, dbias, dout, inp, w, N, IC, OC, 1, pool);
+  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, w, N, IC, OC, 1, pool);
+}
+
+void rp_matmul_bf16_backward_f32dout(float *dinp, float *dweight, const float *dout,
+                                     const uint16_t *inp, const uint16_t *w, int N, int IC,
+                                     int OC, int dinp_set, rp_pool *pool) {
+  backward_unpacked(dinp, dweight, NULL, NULL, dout, inp, w, N, IC, OC, dinp_set, pool);
 }
 
 /* ---- pre-packed weights */
@@ -323,7 +375,7 @@ void rp_matmul_bf16_forward_packed(float *out, const uint16_t *inp, const rp_bf1
                                    const float *bias, int N, rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_for_fmt(wp->fmt);
   char *ws = ws_acquire(align64(abuf_bytes(kd)) * (size_t)pool_nth(pool));
-  forward_with(out, inp, wp->fwd, ws, kd, bias, N, wp->IC, wp->OC, pool);
+  forward_with(out, inp, NULL, wp->fwd, ws, kd, bias, N, wp->IC, wp->OC, pool);
   ws_release();
 }
 
@@ -338,6 +390,6 @@ void rp_matmul_bf16_backward_packed(float *dinp, float *dweight, float *dbias,
   bpack_ctx bc = {.fmt = kd->fmt};
   if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws};
   bpack_run(&bc, pool);
-  backward_with(dinp, dweight, dbias, dout, inp, wp->bwd, ws, ws + b2, kd, N, IC, OC, 0, pool);
+  backward_with(dinp, dweight, dbias, dout, NULL, wp->bwd, ws, ws + b2, kd, N, IC, OC, 0, pool);
   ws_release();
 }

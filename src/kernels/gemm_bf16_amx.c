@@ -89,8 +89,33 @@ static void row16_kcontig(const rp_bf16_src *s, int r, long p, uint32_t *dst) {
   for (int q = 0; q < KB; q++) dst[q] = pair_kcontig(row, p + q, s->K);
 }
 
+/* The same from an fp32 row, each element rounded to bf16 (RNE) as it is read:
+ * the model's activations go into the tiles without a separate conversion
+ * pass. 32 floats -> 32 bf16 in order are 16 pairs, element 2p low. */
+static inline uint16_t f32_rne(const float *x) {
+  uint32_t u;
+  memcpy(&u, x, 4);
+  return rp_bf16_rne_bits(u);
+}
+
+static void row16_kcontig32(const rp_bf16_src *s, int r, long p, uint32_t *dst) {
+  if (r >= s->rows) {
+    memset(dst, 0, KB * 4);
+    return;
+  }
+  const float *row = s->src32 + (long)r * s->ld;
+  uint16_t h[2 * KB];
+  if (2 * (p + KB) <= s->K) {
+    for (int e = 0; e < 2 * KB; e++) h[e] = f32_rne(row + 2 * p + e);
+  } else {
+    for (int e = 0; e < 2 * KB; e++) h[e] = 2 * p + e < s->K ? f32_rne(row + 2 * p + e) : 0;
+  }
+  memcpy(dst, h, sizeof h);
+}
+
 /* Pairs from rows k, k+1 of the source (A(m, k) = src[k * ld + m]): the two
- * rows are interleaved into column q of the 32-row panels. */
+ * rows are interleaved into column q of the 32-row panels (fp32 sources are
+ * rounded first, one contiguous row segment at a time). */
 static void pairs_rowpair(const rp_bf16_src *s, int r0, int nrows, long p, int q,
                           uint32_t *out, long panel_stride, long kb) {
   static const uint16_t zeros[MR] = {0};
@@ -98,8 +123,19 @@ static void pairs_rowpair(const rp_bf16_src *s, int r0, int nrows, long p, int q
   for (int t = 0; t * MR < nrows; t++) {
     uint32_t *dst = out + t * panel_stride + kb * MR * KB + q;
     const int rb = r0 + t * MR, nv = s->rows - rb < MR ? s->rows - rb : MR;
-    const uint16_t *lo = k < s->K && nv > 0 ? s->src + k * s->ld + rb : zeros;
-    const uint16_t *hi = k + 1 < s->K && nv > 0 ? s->src + (k + 1) * s->ld + rb : zeros;
+    uint16_t lo32[MR], hi32[MR];
+    const uint16_t *lo = zeros, *hi = zeros;
+    if (nv > 0 && s->src32) {
+      if (k < s->K)
+        for (int w = 0; w < nv; w++) lo32[w] = f32_rne(s->src32 + k * s->ld + rb + w);
+      if (k + 1 < s->K)
+        for (int w = 0; w < nv; w++) hi32[w] = f32_rne(s->src32 + (k + 1) * s->ld + rb + w);
+      lo = k < s->K ? lo32 : zeros;
+      hi = k + 1 < s->K ? hi32 : zeros;
+    } else if (nv > 0) {
+      lo = k < s->K ? s->src + k * s->ld + rb : zeros;
+      hi = k + 1 < s->K ? s->src + (k + 1) * s->ld + rb : zeros;
+    }
     int w = 0;
     for (; w < nv; w++) dst[w * KB] = (uint32_t)hi[w] << 16 | lo[w];
     for (; w < MR; w++) dst[w * KB] = 0;
@@ -114,8 +150,8 @@ void rp_bf16_amx_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long k
     for (int t = 0; t * MR < nrows; t++)
       for (long kb = 0; kb < nkb; kb++)
         for (int w = 0; w < MR; w++)
-          row16_kcontig(s, r0 + t * MR + w, p0 + kb * KB,
-                        out + t * panel_stride + (kb * MR + w) * KB);
+          (s->src32 ? row16_kcontig32 : row16_kcontig)(s, r0 + t * MR + w, p0 + kb * KB,
+                                                       out + t * panel_stride + (kb * MR + w) * KB);
     return;
   }
   for (long kb = 0; kb < nkb; kb++)

@@ -42,7 +42,16 @@ typedef struct {
   rp_bf16_pack_a_fn pack_a;   /* A panels in another layout than rp_bf16_pack_block's */
   void (*begin)(void);        /* before a thread's share of a GEMM (AMX tile config) */
   void (*end)(void);          /* after it (AMX tile release) */
+  int a32;                    /* pack_a reads fp32 sources (rp_bf16_src.src32) */
 } rp_bf16_kdesc;
+
+/* fp32 bits -> bf16, round to nearest even; NaN stays a quiet NaN (the rule of
+ * rp_bf16_from_f32, branch-free so that loops over it vectorize). */
+static inline uint16_t rp_bf16_rne_bits(uint32_t u) {
+  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  uint32_t q = (u >> 16) | 0x40u; /* NaN: keep sign and payload top, make it quiet */
+  return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? q : r);
+}
 
 /* Bytes per (pair, row or column) of a packed panel. */
 static inline long rp_bf16_slot_bytes(rp_bf16_fmt fmt) { return fmt == RP_BF16_FMT_PAIRS ? 4 : 8; }
@@ -54,6 +63,8 @@ struct rp_bf16_src_s {
   long ld;
   int kcontig;
   int rows, K;
+  const float *src32; /* non-NULL: elements are fp32 here, rounded (RNE) as packed;
+                         only kernels with a32 take it */
 };
 
 /* Packs rows [r0, r0 + width) (zero past rows) by pairs [p0, p0 + kp) (zero past

@@ -168,6 +168,59 @@ static void test_backward_set_equals_memset(void **state) {
   rp_pool_destroy(p2);
 }
 
+/* fp32 activations rounded inside the GEMM (while packing, on AMX) give the bits
+ * of rounding them first with rp_bf16_from_f32_array: forward with bias, and
+ * backward with dinp set and accumulated, on shapes crossing the packers' edges
+ * (odd K, K past a kc block, rows past a 32-row panel). Values include halfway
+ * cases, where RNE must round to even, and a NaN. */
+static void test_f32_operands_equal_rounded(void **state) {
+  (void)state;
+  rp_pool *p2 = bt_pool(2);
+  rp_rng rng;
+  rp_rng_seed(&rng, 27);
+  const shp cases[4] = {{37, 129, 70}, {130, 517, 33}, {5, 3, 1}, {65, 64, 515}};
+  for (int si = 0; si < 4; si++) {
+    const shp *s = &cases[si];
+    long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
+    float *inp = bt_floats(ni), *dout = bt_floats(no), *bias = bt_floats(s->OC);
+    uint16_t *inp16 = bt_halves(ni), *w = bt_halves(nw), *dout16 = bt_halves(no);
+    float *want[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
+    float *got[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
+    bt_fill(inp, ni, &rng, -2, 2);
+    bt_fill(dout, no, &rng, -1e-2f, 1e-2f);
+    bt_fill(bias, s->OC, &rng, -1, 1);
+    inp[0] = 1.0f + ldexpf(1.0f, -8); /* halfway: rounds to even, 1.0 */
+    if (ni > 1) inp[1] = 1.0f + 3 * ldexpf(1.0f, -8); /* halfway: rounds up */
+    bt_fill16(w, nw, &rng);
+    rp_bf16_from_f32_array(inp16, inp, ni, NULL);
+    rp_bf16_from_f32_array(dout16, dout, no, NULL);
+    const char *kn;
+    for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++)
+      for (int set = 0; set < 2; set++) {
+        rp_matmul_bf16_forward(want[0], inp16, w, bias, s->N, s->IC, s->OC, p2);
+        rp_matmul_bf16_forward_f32in(got[0], inp, w, bias, s->N, s->IC, s->OC, p2);
+        assert_true(check_equal("forward_f32in", kn, 2, s, got[0], want[0], no));
+        fill_const(want[1], ni, 0.5f), fill_const(got[1], ni, set ? NANF_BITS_FILL : 0.5f);
+        fill_const(want[2], nw, 0.25f), fill_const(got[2], nw, 0.25f);
+        if (set) memset(want[1], 0, sizeof(float) * (size_t)ni);
+        rp_matmul_bf16_backward(want[1], want[2], NULL, dout16, inp16, w, s->N, s->IC, s->OC,
+                                p2);
+        rp_matmul_bf16_backward_f32dout(got[1], got[2], dout, inp16, w, s->N, s->IC, s->OC,
+                                        set, p2);
+        assert_true(check_equal("dinp_f32dout", kn, 2, s, got[1], want[1], ni));
+        assert_true(check_equal("dweight_f32dout", kn, 2, s, got[2], want[2], nw));
+      }
+    bt_kernel_reset();
+    /* a NaN in the activations stays a NaN in the products */
+    inp[0] = nanf("");
+    rp_matmul_bf16_forward_f32in(got[0], inp, w, NULL, s->N, s->IC, s->OC, p2);
+    for (int o = 0; o < s->OC; o++) assert_true(isnan(got[0][o]));
+    for (int q = 0; q < 3; q++) free(want[q]), free(got[q]);
+    free(inp), free(dout), free(bias), free(inp16), free(w), free(dout16);
+  }
+  rp_pool_destroy(p2);
+}
+
 /* Which summation order a GEMM on packed weights follows: the pack is read by the
  * active kernel when the formats match, else by the best kernel of its format
  * (AMX for PAIRS where it runs), and forced-portable reads either portably. */
@@ -413,6 +466,7 @@ int main(void) {
       cmocka_unit_test(test_backward_equals_ref),
       cmocka_unit_test(test_packed_equals_ref),
       cmocka_unit_test(test_backward_set_equals_memset),
+      cmocka_unit_test(test_f32_operands_equal_rounded),
       cmocka_unit_test(test_order_is_visible),
       cmocka_unit_test(test_within_bf16_bound_of_fp32),
   };
