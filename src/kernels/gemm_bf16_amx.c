@@ -146,10 +146,10 @@ void rp_bf16_amx_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long k
                         void *out_) {
   uint32_t *out = out_;
   const long nkb = kp / KB, panel_stride = kp * MR;
-  if (s->kcontig) {
+  if (s->kcontig) { /* each source row read front to back: the prefetchers stream it */
     for (int t = 0; t * MR < nrows; t++)
-      for (long kb = 0; kb < nkb; kb++)
-        for (int w = 0; w < MR; w++)
+      for (int w = 0; w < MR; w++)
+        for (long kb = 0; kb < nkb; kb++)
           (s->src32 ? row16_kcontig32 : row16_kcontig)(s, r0 + t * MR + w, p0 + kb * KB,
                                                        out + t * panel_stride + (kb * MR + w) * KB);
     return;
