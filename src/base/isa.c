@@ -127,8 +127,13 @@ rp_status rp_isa_check_cpu(rp_isa level, rp_isa cpu, const char *source) {
                 source, rp_isa_name(level), rp_isa_name(cpu), rp_isa_name(cpu));
 }
 
+/* The real CPU's check; a refused amx also says which of its parts failed. */
 static rp_status check_runs(rp_isa level, const char *source) {
-  return rp_isa_check_cpu(level, rp_isa_cpu(), source);
+  rp_status s = rp_isa_check_cpu(level, rp_isa_cpu(), source);
+  if (s == RP_OK || level != RP_ISA_AMX || !g_amx_why[0]) return s;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", rp_errmsg());
+  return rp_err(s, "%s (amx: %s)", msg, g_amx_why);
 }
 
 static void apply_env(void) {
