@@ -13,7 +13,7 @@
  * and the ratio best bf16 / sgemm. Every variant runs once per round, in an order
  * that rotates per round, so load from other processes hits all alike; the best
  * round counts. The peak multiply-add rates of each SIMD level (register-only
- * loops: ymm FMA, zmm FMA, vdpbf16ps) are printed first: they bound what each
+ * loops: ymm FMA, zmm FMA, vdpbf16ps, tdpbf16ps) are printed first: they bound what each
  * kernel can reach. A level the CPU or RINGPIPE_ISA excludes is n/a, with why;
  * so are the kernels that need it.
  *
@@ -43,7 +43,7 @@ typedef struct {
   int N, IC, OC;
 } shape;
 
-enum { NSHAPES = 5, MAXV = 5 };
+enum { NSHAPES = 5, MAXV = 6 };
 static const shape shapes[NSHAPES] = {{"qkv", 1024, 384, 1152},
                                       {"attproj", 1024, 384, 384},
                                       {"fc", 1024, 384, 1536},
@@ -119,7 +119,8 @@ static double run(const variant *v, const shape *s, bufs *m, rp_bf16_wpack *wp,
 static void print_peaks(void) {
   static const char *const what[RP_ISA_LEVELS] = {"", "fp32 FMA ymm (avx2)",
                                                   "fp32 FMA zmm (avx512)",
-                                                  "vdpbf16ps zmm (avx512bf16)"};
+                                                  "vdpbf16ps zmm (avx512bf16)",
+                                                  "tdpbf16ps tiles (amx)"};
   printf("peak multiply-add rate, one thread (register-only loops):\n");
   for (int l = RP_ISA_AVX2; l < RP_ISA_LEVELS; l++) {
     double g = rp_isa_peak_gflops((rp_isa)l);
@@ -133,12 +134,14 @@ static void print_peaks(void) {
 /* Which code each bf16 column measures, and the kernels that cannot run. */
 static void print_kernels(rp_bf16_kernel autok) {
   printf("bf16 kernels (ceiling %s from %s): portable = plain C compiled for %s; avx512-fma = "
-         "zmm FMA on widened operands; avx512-bf16 = vdpbf16ps\n",
+         "zmm FMA on widened operands; avx512-bf16 = vdpbf16ps; amx-bf16 = tdpbf16ps tiles\n",
          rp_isa_name(rp_isa_active()), rp_isa_source(), rp_isa_build_target());
   if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_FMA))
     printf("  avx512-fma: n/a (%s)\n", rp_isa_why_not(RP_ISA_AVX512));
   if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16))
     printf("  avx512-bf16: n/a (%s)\n", rp_isa_why_not(RP_ISA_AVX512BF16));
+  if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AMX))
+    printf("  amx-bf16: n/a (%s)\n", rp_isa_why_not(RP_ISA_AMX));
   printf("  auto kernel (what training uses, and the 'packed' column): %s; conversions: %s\n",
          rp_bf16_kernel_name(autok), rp_bf16_conversions_name());
 }
@@ -169,9 +172,9 @@ int main(int argc, char **argv) {
   variant vs[MAXV];
   int nv = 0;
   vs[nv++] = (variant){"sgemm", V_SGEMM, RP_BF16_KERNEL_AUTO};
-  const rp_bf16_kernel ks[3] = {RP_BF16_KERNEL_AVX512_FMA, RP_BF16_KERNEL_AVX512_BF16,
-                                RP_BF16_KERNEL_PORTABLE};
-  for (int k = 0; k < 3; k++)
+  const rp_bf16_kernel ks[4] = {RP_BF16_KERNEL_AVX512_FMA, RP_BF16_KERNEL_AVX512_BF16,
+                                RP_BF16_KERNEL_AMX, RP_BF16_KERNEL_PORTABLE};
+  for (int k = 0; k < 4; k++)
     if (rp_bf16_kernel_supported(ks[k]))
       vs[nv++] = (variant){rp_bf16_kernel_name(ks[k]), V_KERNEL, ks[k]};
   vs[nv++] = (variant){"packed", V_PACKED, RP_BF16_KERNEL_AUTO};

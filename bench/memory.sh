@@ -135,8 +135,8 @@ def formula(flags, dp):
         "grads": f * P + (f * shard if zero else 0),
         "optimizer": 2 * f * (shard if zero else P),
         "activations": f * (L * layer + scratch + outside),
-        # + bf16 scratch: two bf16 and one fp32 matrix of N x max(4C, Vp)
-        "workspace": f * ws + (8 * N * max(4 * C, Vp) if bf16 else 0),
+        # + bf16 scratch: one bf16 and one fp32 matrix of N x max(4C, Vp)
+        "workspace": f * ws + (6 * N * max(4 * C, Vp) if bf16 else 0),
     }, dict(L=L, C=C, NH=NH, T=T, B=B, N=N, S=S, attn=attn, rc=rc, zero=zero, prec=prec,
             m=flag(flags, "--microbatches", 1), layer=f * layer, scratch=f * scratch)
 

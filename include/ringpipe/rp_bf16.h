@@ -19,21 +19,31 @@
  * exception: vdpbf16ps treats denormal inputs and results as zero, so the
  * AVX512-BF16 kernel differs from the others where a product or a partial sum is
  * below 2^-126 in magnitude (never in practice for weights, activations and
- * gradients of a trained model).
+ * gradients of a trained model). The AMX kernel is the other exception: its
+ * tdpbf16ps sums each block of 16 pairs in its own order (even and odd products
+ * in two chains), these into an accumulator that starts at +0 for every block
+ * of 256 pairs and is then added to the output (gemm_bf16_amx.c), so its
+ * results differ from the others' by fp32 rounding, never with the thread
+ * count or the operand split; rp_matmul_bf16_*_ref_of(RP_BF16_KERNEL_AMX) is
+ * that order, equal to the kernel bit for bit (tests/bf16), denormals aside.
  *
  * Kernels (rp_bf16_kernel): a portable plain-C kernel, an AVX-512F kernel that
- * widens bf16 to fp32 while packing and runs fp32 FMAs, and an AVX512-BF16 kernel
- * (vdpbf16ps on packed bf16 pairs). AUTO picks, among those the CPU runs under
- * the rp_isa.h ceiling (RINGPIPE_ISA), the one whose measured peak multiply-add
- * rate (rp_isa_peak_gflops, probed once) is higher: vdpbf16ps does twice the work of an fp32 FMA per
- * instruction but on some CPUs (Sapphire Rapids) issues at half the rate. Results
- * do not depend on the choice (see summation order).
+ * widens bf16 to fp32 while packing and runs fp32 FMAs, an AVX512-BF16 kernel
+ * (vdpbf16ps on packed bf16 pairs) and an AMX kernel (tdpbf16ps on 16 x 32
+ * tiles, ceiling amx). AUTO picks, among those the CPU runs under the rp_isa.h
+ * ceiling (RINGPIPE_ISA), the one whose measured peak multiply-add rate
+ * (rp_isa_peak_gflops, probed once) is highest: vdpbf16ps does twice the work
+ * of an fp32 FMA per instruction but on some CPUs (Sapphire Rapids) issues at
+ * half the rate; tdpbf16ps does 8192 multiply-adds per instruction (about 12x
+ * the zmm FMA's rate on Sapphire Rapids). Results do not depend on the choice
+ * except for the AMX kernel's order (see summation order).
  *
  * Packed layout (what rp_bf16_wpack holds and what every call builds for its
  * other operands): GEMM C[M,Nc] += A[M,K] B[K,Nc] works on panels of B, NR = 64
  * columns wide, zero padded past Nc, each holding all K pairs in order:
- *   RP_BF16_FMT_PAIRS: uint32 [K/2 pairs][64 columns], element 2p+1 in the high
- *     half and 2p in the low half (the operand layout vdpbf16ps wants);
+ *   RP_BF16_FMT_PAIRS: uint32 [K/2 pairs, rounded up to a multiple of 16 with
+ *     zero pairs][64 columns], element 2p+1 in the high half and 2p in the low
+ *     half (the operand layout vdpbf16ps wants, and 16-pair AMX B tiles);
  *   RP_BF16_FMT_F32:   float  [K slots][64 columns], slot 2p holding element 2p+1
  *     and slot 2p+1 element 2p, widened to fp32 (so that a plain FMA loop adds
  *     the pair in the order above).
@@ -82,6 +92,7 @@ typedef enum {
   RP_BF16_KERNEL_PORTABLE = 1,    /* plain C, any CPU */
   RP_BF16_KERNEL_AVX512_FMA = 2,  /* AVX-512F: bf16 widened to fp32 when packing */
   RP_BF16_KERNEL_AVX512_BF16 = 3, /* AVX512-BF16: vdpbf16ps on bf16 pairs */
+  RP_BF16_KERNEL_AMX = 4,         /* AMX-BF16: tdpbf16ps on tiles (own summation order) */
 } rp_bf16_kernel;
 
 typedef enum { RP_BF16_FMT_F32 = 0, RP_BF16_FMT_PAIRS = 1 } rp_bf16_fmt;
@@ -114,6 +125,23 @@ void rp_matmul_bf16_forward(float *out, const uint16_t *inp, const uint16_t *w,
 void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
                              const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                              int N, int IC, int OC, rp_pool *pool);
+/* The same with dinp overwritten (=, bitwise what a memset to 0 before
+ * rp_matmul_bf16_backward gives, without that pass); dweight, dbias accumulate. */
+void rp_matmul_bf16_backward_set(float *dinp, float *dweight, float *dbias,
+                                 const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                                 int N, int IC, int OC, rp_pool *pool);
+
+/* The same products with the activation operand in fp32, rounded to bf16 (RNE,
+ * as rp_bf16_from_f32_array) inside the call: bitwise the results of rounding
+ * first and calling the functions above. The AMX kernel rounds while it packs
+ * (no separate pass over the operand); the others round into workspace first.
+ * backward: dout in fp32; dinp overwritten when dinp_set, else accumulated;
+ * dweight accumulates; no dbias (sum the fp32 dout for it). */
+void rp_matmul_bf16_forward_f32in(float *out, const float *inp, const uint16_t *w,
+                                  const float *bias, int N, int IC, int OC, rp_pool *pool);
+void rp_matmul_bf16_backward_f32dout(float *dinp, float *dweight, const float *dout,
+                                     const uint16_t *inp, const uint16_t *w, int N, int IC,
+                                     int OC, int dinp_set, rp_pool *pool);
 
 /* ---- pre-packed weights: pack once per optimizer step, use for every
  * micro-batch. The trainer keeps fp32 master weights; after each step:
@@ -147,5 +175,13 @@ void rp_matmul_bf16_forward_ref(float *out, const uint16_t *inp, const uint16_t 
 void rp_matmul_bf16_backward_ref(float *dinp, float *dweight, float *dbias,
                                  const uint16_t *dout, const uint16_t *inp,
                                  const uint16_t *w, int N, int IC, int OC);
+/* The same in the summation order of kernel k: the AMX kernel's own (see
+ * summation order; checked bitwise against the hardware in tests/bf16, without
+ * its denormal flush), rp_bf16.h's for every other. */
+void rp_matmul_bf16_forward_ref_of(rp_bf16_kernel k, float *out, const uint16_t *inp,
+                                   const uint16_t *w, const float *bias, int N, int IC, int OC);
+void rp_matmul_bf16_backward_ref_of(rp_bf16_kernel k, float *dinp, float *dweight,
+                                    float *dbias, const uint16_t *dout, const uint16_t *inp,
+                                    const uint16_t *w, int N, int IC, int OC);
 
 #endif

@@ -9,6 +9,15 @@
  *   avx512      AVX-512 F, BW, VL and DQ                 (Skylake-X, Zen 4)
  *   avx512bf16  avx512 + AVX512-BF16 (vdpbf16ps)         (Cooper Lake, Sapphire
  *               Rapids, Zen 4/5)
+ *   amx         avx512bf16 + AMX-TILE and AMX-BF16 (tdpbf16ps on 16 x 32 bf16
+ *               tiles)                                   (Sapphire Rapids and later)
+ *
+ * amx also needs the OS: XCR0 must enable the tile state, and Linux hands the
+ * 8 KiB of tile data to a process only after it asks (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, done once here at detection, for the whole process).
+ * Where any of that fails the CPU's level stays avx512bf16 and rp_isa_why_not
+ * (RP_ISA_AMX) says which part failed. A build whose compiler cannot emit AMX
+ * (no -mamx-tile) has no amx level either.
  *
  * The ceiling is the CPU's level unless RINGPIPE_ISA (or the CLI's --isa) names
  * a lower one; dispatchers use the best path at or below it. A request above
@@ -30,8 +39,9 @@ typedef enum {
   RP_ISA_AVX2 = 1,
   RP_ISA_AVX512 = 2,
   RP_ISA_AVX512BF16 = 3,
+  RP_ISA_AMX = 4,
 } rp_isa;
-#define RP_ISA_LEVELS 4
+#define RP_ISA_LEVELS 5
 
 /* The environment variable that sets the ceiling. */
 #define RP_ISA_ENV "RINGPIPE_ISA"
@@ -80,7 +90,8 @@ const char *rp_isa_build_target(void);
 
 /* One thread's peak multiply-add rate in GFLOP/s (2 flops per multiply-add) at a
  * SIMD level, from a register-only loop measured once: avx2 = ymm FMA, avx512 =
- * zmm FMA, avx512bf16 = vdpbf16ps. 0 (not measured) for scalar and for a level
+ * zmm FMA, avx512bf16 = vdpbf16ps, amx = tdpbf16ps (4 tile accumulators). 0
+ * (not measured) for scalar and for a level
  * the CPU or the ceiling excludes (rp_isa_why_not says which). */
 double rp_isa_peak_gflops(rp_isa level);
 

@@ -369,7 +369,8 @@ void rp_chunk_backward_weight(rp_chunk *m, rp_acts *a, const rp_wstash *s,
 
 /* ---- bf16 mixed precision (src/model/precision.c): bf16 copies of the chunks'
  * parameters (refreshed from the fp32 masters after each optimizer step) are what
- * the matmuls read; activations are rounded to bf16 on the way into each matmul;
+ * the matmuls read; activations are rounded to bf16 on the way into each matmul
+ * (inside the bf16 GEMM's packing where the kernel can, rp_bf16.h _f32 calls);
  * accumulation and every other computation stay fp32. A run hands its context
  * to the model in rp_exec.bf16 (NULL: fp32). */
 #define RP_BF16_MAX_CHUNKS 16
@@ -378,7 +379,7 @@ typedef struct rp_bf16_ctx_s {
   const float *base[RP_BF16_MAX_CHUNKS];
   size_t len[RP_BF16_MAX_CHUNKS];
   uint16_t *base16[RP_BF16_MAX_CHUNKS];
-  uint16_t *scratch_a, *scratch_b;
+  uint16_t *scratch_b; /* a matmul input rounded to bf16 (dweight's operand) */
   float *scratch_f;
   size_t scratch_floats;
 } rp_bf16_ctx;

@@ -1,15 +1,24 @@
 /* Instruction-set detection and the ceiling (see rp_isa.h): the one place that
  * asks the CPU what it runs, so that every dispatcher agrees and RINGPIPE_ISA
  * can force any path the machine has. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "ringpipe/rp_isa.h"
 
-static const char *const level_names[RP_ISA_LEVELS] = {"scalar", "avx2", "avx512", "avx512bf16"};
-#define VALID_NAMES "scalar|avx2|avx512|avx512bf16"
+static const char *const level_names[RP_ISA_LEVELS] = {"scalar", "avx2", "avx512",
+                                                        "avx512bf16", "amx"};
+#define VALID_NAMES "scalar|avx2|avx512|avx512bf16|amx"
 
 const char *rp_isa_name(rp_isa level) {
   return level >= RP_ISA_SCALAR && level < RP_ISA_LEVELS ? level_names[level] : "?";
@@ -28,7 +37,57 @@ rp_status rp_isa_parse(const char *name, const char *source, rp_isa *level) {
 /* ---- what the CPU runs. __builtin_cpu_supports also checks that the OS saves
  * the ymm/zmm state (XGETBV), so a level reported here is safe to execute. */
 
+/* Why AMX cannot run (set once by detect; "" when it can). */
+static char g_amx_why[128] = "not detected yet";
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(RP_BUILD_AMX)
+#define AMX_XCR0_TILE (3ull << 17) /* XTILECFG and XTILEDATA state components */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static unsigned long long xgetbv0(void) {
+  unsigned int lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (unsigned long long)hi << 32 | lo;
+}
+
+/* CPUID (7.0: EDX bit 22 AMX-BF16, bit 24 AMX-TILE), the OS's XCR0 (tile state
+ * enabled) and Linux's permission for tile data, requested for the process:
+ * without it the first tile instruction dies with SIGILL. */
+static int amx_usable(void) {
+  unsigned int a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) {
+    snprintf(g_amx_why, sizeof g_amx_why, "the OS does not enable XSAVE (no XGETBV)");
+    return 0;
+  }
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) {
+    snprintf(g_amx_why, sizeof g_amx_why, "the CPU lacks AMX-TILE/AMX-BF16");
+    return 0;
+  }
+  if ((xgetbv0() & AMX_XCR0_TILE) != AMX_XCR0_TILE) {
+    snprintf(g_amx_why, sizeof g_amx_why, "the OS does not enable the AMX tile state (XCR0)");
+    return 0;
+  }
+#if defined(__linux__)
+  if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+    snprintf(g_amx_why, sizeof g_amx_why,
+             "Linux refused AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM: %s)", strerror(errno));
+    return 0;
+  }
+#endif
+  g_amx_why[0] = '\0';
+  return 1;
+}
+#else
+static int amx_usable(void) {
+  snprintf(g_amx_why, sizeof g_amx_why,
+           "this build has no AMX kernels (its compiler lacks -mamx-tile/-mamx-bf16)");
+  return 0;
+}
+#endif
+
 static rp_isa detect(void) {
+  int amx = amx_usable(); /* sets g_amx_why either way */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return RP_ISA_SCALAR;
@@ -36,8 +95,9 @@ static rp_isa detect(void) {
       !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
     return RP_ISA_AVX2;
   if (!__builtin_cpu_supports("avx512bf16")) return RP_ISA_AVX512;
-  return RP_ISA_AVX512BF16;
+  return amx ? RP_ISA_AMX : RP_ISA_AVX512BF16;
 #else
+  (void)amx;
   return RP_ISA_SCALAR;
 #endif
 }
@@ -67,8 +127,13 @@ rp_status rp_isa_check_cpu(rp_isa level, rp_isa cpu, const char *source) {
                 source, rp_isa_name(level), rp_isa_name(cpu), rp_isa_name(cpu));
 }
 
+/* The real CPU's check; a refused amx also says which of its parts failed. */
 static rp_status check_runs(rp_isa level, const char *source) {
-  return rp_isa_check_cpu(level, rp_isa_cpu(), source);
+  rp_status s = rp_isa_check_cpu(level, rp_isa_cpu(), source);
+  if (s == RP_OK || level != RP_ISA_AMX || !g_amx_why[0]) return s;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", rp_errmsg());
+  return rp_err(s, "%s (amx: %s)", msg, g_amx_why);
 }
 
 static void apply_env(void) {
@@ -129,10 +194,11 @@ const char *rp_isa_source(void) {
 const char *rp_isa_why_not(rp_isa level) {
   static const char *const cpu_lacks[RP_ISA_LEVELS] = {
       "", "the CPU lacks AVX2/FMA", "the CPU lacks AVX-512 F/BW/VL/DQ",
-      "the CPU lacks AVX512-BF16"};
+      "the CPU lacks AVX512-BF16", "the CPU lacks AVX512-BF16 (amx builds on it)"};
   static _Thread_local char buf[96];
   if (level < RP_ISA_SCALAR || level >= RP_ISA_LEVELS) return "unknown level";
-  if (level > rp_isa_cpu()) return cpu_lacks[level];
+  if (level > rp_isa_cpu()) return level == RP_ISA_AMX && g_amx_why[0] ? g_amx_why
+                                                                        : cpu_lacks[level];
   if (level > rp_isa_active()) {
     snprintf(buf, sizeof buf, "above the ceiling %s (from %s)", rp_isa_name(rp_isa_active()),
              rp_isa_source());

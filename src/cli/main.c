@@ -44,7 +44,7 @@ int rp_cli_fail(const char *cmd, rp_status s) {
 /* --isa is taken by main() for every subcommand, before its own options. */
 static void print_isa_help(FILE *f) {
   fprintf(f, "\noptions of every command:\n"
-             "  --isa LEVEL  ceiling for the SIMD kernels, scalar|avx2|avx512|avx512bf16 (also\n"
+             "  --isa LEVEL  ceiling for the SIMD kernels, scalar|avx2|avx512|avx512bf16|amx (also\n"
              "               %s=LEVEL); default: this CPU's best, %s; above it is an error\n",
           RP_ISA_ENV, rp_isa_name(rp_isa_cpu()));
 }
@@ -86,7 +86,7 @@ static rp_status take_isa_flag(int *argc, char **argv, const char **level) {
   for (int i = 2; i < *argc; i++) {
     if (strcmp(argv[i], "--isa") == 0) {
       if (i + 1 >= *argc)
-        return rp_err(RP_EINVAL, "--isa needs a value: scalar|avx2|avx512|avx512bf16");
+        return rp_err(RP_EINVAL, "--isa needs a value: scalar|avx2|avx512|avx512bf16|amx");
       *level = argv[++i];
     } else if (strncmp(argv[i], "--isa=", 6) == 0) {
       *level = argv[i] + 6;

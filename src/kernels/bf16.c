@@ -20,11 +20,7 @@
 
 /* ---- element rules (also the scalar rp_bf16_from_f32 in the header) */
 
-static inline uint16_t rne_bits(uint32_t u) {
-  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  uint32_t q = (u >> 16) | 0x40u; /* NaN: keep sign and payload top, make it quiet */
-  return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? q : r);
-}
+#define rne_bits rp_bf16_rne_bits /* gemm_bf16_internal.h: also the AMX packer's */
 
 /* Adding 16 uniform bits below the kept ones carries into them with probability
  * (dropped bits)/2^16: magnitude rounds up that often, down otherwise, so the
@@ -173,12 +169,13 @@ static int allows(rp_bf16_kernel k) {
   switch (k) {
   case RP_BF16_KERNEL_AVX512_FMA: return rp_isa_allows(RP_ISA_AVX512);
   case RP_BF16_KERNEL_AVX512_BF16: return rp_isa_allows(RP_ISA_AVX512BF16);
+  case RP_BF16_KERNEL_AMX: return rp_isa_allows(RP_ISA_AMX);
   default: return 1;
   }
 }
 
 int rp_bf16_kernel_supported(rp_bf16_kernel k) {
-  return k >= RP_BF16_KERNEL_AUTO && k <= RP_BF16_KERNEL_AVX512_BF16 && allows(k);
+  return k >= RP_BF16_KERNEL_AUTO && k <= RP_BF16_KERNEL_AMX && allows(k);
 }
 
 const char *rp_bf16_kernel_name(rp_bf16_kernel k) {
@@ -187,6 +184,7 @@ const char *rp_bf16_kernel_name(rp_bf16_kernel k) {
   case RP_BF16_KERNEL_PORTABLE: return "portable";
   case RP_BF16_KERNEL_AVX512_FMA: return "avx512-fma";
   case RP_BF16_KERNEL_AVX512_BF16: return "avx512-bf16";
+  case RP_BF16_KERNEL_AMX: return "amx-bf16";
   }
   return "?";
 }
@@ -196,6 +194,9 @@ const char *rp_bf16_kernel_name(rp_bf16_kernel k) {
  * chosen, since its packed operands are cheaper but the measurement is noisy on
  * a shared machine. The portable kernel has no probe: any SIMD kernel beats it. */
 static rp_bf16_kernel auto_kernel(void) {
+  if (rp_isa_allows(RP_ISA_AMX) &&
+      rp_isa_peak_gflops(RP_ISA_AMX) >= 1.1 * rp_isa_peak_gflops(RP_ISA_AVX512))
+    return RP_BF16_KERNEL_AMX;
   if (rp_isa_allows(RP_ISA_AVX512BF16) &&
       rp_isa_peak_gflops(RP_ISA_AVX512BF16) >= 0.9 * rp_isa_peak_gflops(RP_ISA_AVX512))
     return RP_BF16_KERNEL_AVX512_BF16;
@@ -208,15 +209,22 @@ void rp_bf16_peak_gflops(double *fma_f32, double *dpbf16) {
   if (dpbf16) *dpbf16 = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
 }
 
+static rp_isa kernel_level(rp_bf16_kernel k) {
+  switch (k) {
+  case RP_BF16_KERNEL_AVX512_FMA: return RP_ISA_AVX512;
+  case RP_BF16_KERNEL_AVX512_BF16: return RP_ISA_AVX512BF16;
+  case RP_BF16_KERNEL_AMX: return RP_ISA_AMX;
+  default: return RP_ISA_SCALAR;
+  }
+}
+
 rp_status rp_bf16_set_kernel(rp_bf16_kernel k) {
-  if (k < RP_BF16_KERNEL_AUTO || k > RP_BF16_KERNEL_AVX512_BF16)
+  if (k < RP_BF16_KERNEL_AUTO || k > RP_BF16_KERNEL_AMX)
     return rp_err(RP_EINVAL, "bf16 kernel %d is not one of auto, portable, avx512-fma, "
-                             "avx512-bf16", (int)k);
+                             "avx512-bf16, amx-bf16", (int)k);
   if (!allows(k))
     return rp_err(RP_EINVAL, "bf16 kernel %s cannot run here (%s); use auto or portable",
-                  rp_bf16_kernel_name(k),
-                  rp_isa_why_not(k == RP_BF16_KERNEL_AVX512_FMA ? RP_ISA_AVX512
-                                                                 : RP_ISA_AVX512BF16));
+                  rp_bf16_kernel_name(k), rp_isa_why_not(kernel_level(k)));
   g_kernel = k;
   return RP_OK;
 }
@@ -236,6 +244,7 @@ const rp_bf16_kdesc *rp_bf16_kdesc_active(void) {
   switch (rp_bf16_kernel_active()) {
   case RP_BF16_KERNEL_AVX512_FMA: return &rp_bf16_kd_avx512_fma;
   case RP_BF16_KERNEL_AVX512_BF16: return &rp_bf16_kd_avx512_bf16;
+  case RP_BF16_KERNEL_AMX: return &rp_bf16_kd_amx;
   default: return &rp_bf16_kd_portable_f32;
   }
 }
@@ -243,9 +252,12 @@ const rp_bf16_kdesc *rp_bf16_kdesc_active(void) {
 const rp_bf16_kdesc *rp_bf16_kdesc_for_fmt(rp_bf16_fmt fmt) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
   if (kd->fmt == fmt) return kd;
-  if (fmt == RP_BF16_FMT_PAIRS)
-    return !g_forced_portable && allows(RP_BF16_KERNEL_AVX512_BF16) ? &rp_bf16_kd_avx512_bf16
-                                                                    : &rp_bf16_kd_portable_pairs;
+  if (fmt == RP_BF16_FMT_PAIRS) {
+    if (g_forced_portable) return &rp_bf16_kd_portable_pairs;
+    if (allows(RP_BF16_KERNEL_AMX)) return &rp_bf16_kd_amx;
+    return allows(RP_BF16_KERNEL_AVX512_BF16) ? &rp_bf16_kd_avx512_bf16
+                                               : &rp_bf16_kd_portable_pairs;
+  }
   return !g_forced_portable && allows(RP_BF16_KERNEL_AVX512_FMA) ? &rp_bf16_kd_avx512_fma
                                                                  : &rp_bf16_kd_portable_f32;
 }

@@ -32,17 +32,32 @@
 #include "kern_util.h"
 #include "ringpipe/rp_arena.h"
 
-const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {RP_BF16_KERNEL_AVX512_FMA, RP_BF16_FMT_F32,
-                                             RP_BF16_MR_FMA, 192, 120, rp_bf16_ukr_avx512_fma};
-const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {RP_BF16_KERNEL_AVX512_BF16, RP_BF16_FMT_PAIRS,
-                                              RP_BF16_MR_DP, 256, 120, rp_bf16_ukr_avx512_bf16};
+const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {.kernel = RP_BF16_KERNEL_AVX512_FMA,
+                                             .fmt = RP_BF16_FMT_F32, .mr = RP_BF16_MR_FMA,
+                                             .kc = 192, .mc = 120, .ukr = rp_bf16_ukr_avx512_fma};
+const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {.kernel = RP_BF16_KERNEL_AVX512_BF16,
+                                              .fmt = RP_BF16_FMT_PAIRS, .mr = RP_BF16_MR_DP,
+                                              .kc = 256, .mc = 120,
+                                              .ukr = rp_bf16_ukr_avx512_bf16};
+/* AMX: a 32-row A panel of kc = 256 pairs is 32 KiB (L1), a B micro-panel 64 KiB
+ * (L2), the A block of mc = 128 rows 128 KiB. */
+const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF16_FMT_PAIRS,
+                                      .mr = RP_BF16_MR_AMX, .kc = RP_BF16_AMX_KC, .mc = 128,
+                                      .ukr = rp_bf16_ukr_amx, .kalign = RP_BF16_PAIRS_KALIGN,
+                                      .pack_a = rp_bf16_amx_pack_a, .begin = rp_bf16_amx_begin,
+                                      .end = rp_bf16_amx_end, .a32 = 1};
 
 #define NR RP_BF16_NR
 
 static long kpairs(long K) { return (K + 1) / 2; }
+static long round_up(long x, long a) { return (x + a - 1) / a * a; }
+/* Pairs per B panel: PAIRS panels are padded for the AMX kernel's k steps. */
+static long panel_pairs(rp_bf16_fmt fmt, long K) {
+  return fmt == RP_BF16_FMT_PAIRS ? round_up(kpairs(K), RP_BF16_PAIRS_KALIGN) : kpairs(K);
+}
 static long npanels(long cols) { return (cols + NR - 1) / NR; }
 static size_t panels_bytes(rp_bf16_fmt fmt, long cols, long K) {
-  return (size_t)(npanels(cols) * kpairs(K) * NR * rp_bf16_slot_bytes(fmt));
+  return (size_t)(npanels(cols) * panel_pairs(fmt, K) * NR * rp_bf16_slot_bytes(fmt));
 }
 static size_t abuf_bytes(const rp_bf16_kdesc *kd) {
   return (size_t)kd->mc * (size_t)kd->kc * (size_t)rp_bf16_slot_bytes(kd->fmt);
@@ -91,8 +106,9 @@ typedef struct {
 static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, int ith,
                       int nth) {
   const int MR = kd->mr;
-  const long kpt = kpairs(g->K), slot = rp_bf16_slot_bytes(kd->fmt);
-  const long panel = kpt * NR * slot, np = npanels(g->Nc);
+  const long kpt = round_up(kpairs(g->K), kd->kalign > 0 ? kd->kalign : 1);
+  const long slot = rp_bf16_slot_bytes(kd->fmt);
+  const long panel = panel_pairs(kd->fmt, g->K) * NR * slot, np = npanels(g->Nc);
   long t0, t1;
   rp_split((g->M + MR - 1) / MR, ith, nth, &t0, &t1);
   const long m0 = t0 * MR, m1 = RP_MIN(t1 * MR, (long)g->M);
@@ -100,7 +116,8 @@ static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, i
     const long mcb = RP_MIN((long)kd->mc, m1 - ic), ntile = (mcb + MR - 1) / MR;
     for (long pc = 0; pc < kpt; pc += kd->kc) {
       const long kcb = RP_MIN((long)kd->kc, kpt - pc), apanel = kcb * MR * slot;
-      rp_bf16_pack_block(kd->fmt, &g->a, (int)ic, (int)mcb, MR, pc, kcb, abuf);
+      if (kd->pack_a) kd->pack_a(&g->a, (int)ic, (int)mcb, pc, kcb, abuf);
+      else rp_bf16_pack_block(kd->fmt, &g->a, (int)ic, (int)mcb, MR, pc, kcb, abuf);
       for (long jr = 0; jr < np; jr++) {
         const char *bp = g->bpack + jr * panel + pc * NR * slot;
         const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
@@ -150,7 +167,7 @@ static void bpack_task(void *vctx, int ith, int nth) {
   rp_split(total, ith, nth, &lo, &hi);
   for (long q = lo; q < hi; q++) {
     const bpack_job *j = &c->job[q < n0 ? 0 : 1];
-    long jr = q < n0 ? q : q - n0, kp = kpairs(j->src.K);
+    long jr = q < n0 ? q : q - n0, kp = panel_pairs(c->fmt, j->src.K);
     rp_bf16_pack_panel(c->fmt, &j->src, (int)(jr * NR), NR, 0, kp,
                        (char *)j->out + jr * kp * NR * rp_bf16_slot_bytes(c->fmt));
   }
@@ -178,7 +195,9 @@ typedef struct {
 static void gemm_task(void *vctx, int ith, int nth) {
   const gemm_ctx *c = vctx;
   char *abuf = c->abufs + (size_t)ith * c->abuf_stride;
+  if (c->kd->begin) c->kd->begin();
   for (int i = 0; i < c->nprob; i++) gemm_part(&c->prob[i], c->kd, abuf, ith, nth);
+  if (c->kd->end) c->kd->end();
   if (c->dbias) {
     long lo, hi;
     rp_kern_split_cols(c->OC, ith, nth, &lo, &hi);
@@ -198,62 +217,128 @@ static void gemm_run(gemm_ctx *c, rp_pool *pool, long work) {
 /* ---- public entry points */
 
 static rp_bf16_src src_of(const uint16_t *p, long ld, int kcontig, int rows, int K) {
-  rp_bf16_src s = {p, ld, kcontig, rows, K};
+  rp_bf16_src s = {p, ld, kcontig, rows, K, NULL};
   return s;
 }
 
-static void forward_with(float *out, const uint16_t *inp, const char *bpack, char *ws,
-                         const rp_bf16_kdesc *kd, const float *bias, int N, int IC, int OC,
-                         rp_pool *pool) {
+/* s reading fp32 elements from p32 instead, when p32 is given. */
+static rp_bf16_src src32_or(rp_bf16_src s, const float *p32) {
+  if (p32) {
+    s.src = NULL;
+    s.src32 = p32;
+  }
+  return s;
+}
+
+/* inp32: the A operand in fp32 (only for a kernel with a32), else inp. */
+static void forward_with(float *out, const uint16_t *inp, const float *inp32,
+                         const char *bpack, char *ws, const rp_bf16_kdesc *kd,
+                         const float *bias, int N, int IC, int OC, rp_pool *pool) {
   gemm_ctx c = {.kd = kd, .nprob = 1, .abufs = ws, .abuf_stride = align64(abuf_bytes(kd))};
-  c.prob[0] = (gemm_prob){out, OC, N, OC, IC, src_of(inp, IC, 1, N, IC), bpack, bias, 0};
+  c.prob[0] = (gemm_prob){out, OC, N, OC, IC, src32_or(src_of(inp, IC, 1, N, IC), inp32),
+                          bpack, bias, 0};
   gemm_run(&c, pool, (long)N * OC * (IC + 1));
+}
+
+/* An fp32 operand of n elements for kernel kd: kept as it is when kd packs
+ * fp32 itself (*x32 stays), else rounded into tmp (workspace) and *x32 cleared. */
+static const uint16_t *round_unless_a32(const rp_bf16_kdesc *kd, const float **x32, long n,
+                                        uint16_t *tmp, rp_pool *pool) {
+  if (!*x32 || kd->a32) return NULL;
+  rp_bf16_from_f32_array(tmp, *x32, n, pool);
+  *x32 = NULL;
+  return tmp;
+}
+
+static size_t round_bytes(const rp_bf16_kdesc *kd, const float *x32, long n) {
+  return x32 && !kd->a32 ? align64((size_t)n * sizeof(uint16_t)) : 0;
+}
+
+static void forward_unpacked(float *out, const uint16_t *inp, const float *inp32,
+                             const uint16_t *w, const float *bias, int N, int IC, int OC,
+                             rp_pool *pool) {
+  const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
+  size_t bbytes = align64(panels_bytes(kd->fmt, OC, IC));
+  size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
+  size_t tbytes = round_bytes(kd, inp32, (long)N * IC);
+  char *ws = ws_acquire(bbytes + abytes + tbytes);
+  const uint16_t *r = round_unless_a32(kd, &inp32, (long)N * IC,
+                                       (uint16_t *)(ws + bbytes + abytes), pool);
+  bpack_ctx bc = {.fmt = kd->fmt, .njobs = 1};
+  bc.job[0] = (bpack_job){src_of(w, IC, 1, OC, IC), OC, ws};
+  bpack_run(&bc, pool);
+  forward_with(out, r ? r : inp, inp32, ws, ws + bbytes, kd, bias, N, IC, OC, pool);
+  ws_release();
 }
 
 void rp_matmul_bf16_forward(float *out, const uint16_t *inp, const uint16_t *w,
                             const float *bias, int N, int IC, int OC, rp_pool *pool) {
-  const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
-  size_t bbytes = align64(panels_bytes(kd->fmt, OC, IC));
-  size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
-  char *ws = ws_acquire(bbytes + abytes);
-  bpack_ctx bc = {.fmt = kd->fmt, .njobs = 1};
-  bc.job[0] = (bpack_job){src_of(w, IC, 1, OC, IC), OC, ws};
-  bpack_run(&bc, pool);
-  forward_with(out, inp, ws, ws + bbytes, kd, bias, N, IC, OC, pool);
-  ws_release();
+  forward_unpacked(out, inp, NULL, w, bias, N, IC, OC, pool);
 }
 
+void rp_matmul_bf16_forward_f32in(float *out, const float *inp, const uint16_t *w,
+                                  const float *bias, int N, int IC, int OC, rp_pool *pool) {
+  forward_unpacked(out, NULL, inp, w, bias, N, IC, OC, pool);
+}
+
+/* dinp_set: dinp is overwritten (the product starts from +0, as after a memset,
+ * without the pass over dinp); else it accumulates. */
 static void backward_with(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
-                          const uint16_t *inp, const char *bdinp, const char *bdw,
+                          const float *dout32, const char *bdinp, const char *bdw,
                           char *abufs, const rp_bf16_kdesc *kd, int N, int IC, int OC,
-                          rp_pool *pool) {
+                          int dinp_set, rp_pool *pool) {
   gemm_ctx c = {.kd = kd, .abufs = abufs, .abuf_stride = align64(abuf_bytes(kd)),
                 .dbias = dbias, .dout = dout, .N = N, .OC = OC};
   if (dinp)
     c.prob[c.nprob++] =
-        (gemm_prob){dinp, IC, N, IC, OC, src_of(dout, OC, 1, N, OC), bdinp, NULL, 1};
+        (gemm_prob){dinp, IC, N, IC, OC, src32_or(src_of(dout, OC, 1, N, OC), dout32), bdinp,
+                    NULL, !dinp_set};
   if (dweight)
-    c.prob[c.nprob++] =
-        (gemm_prob){dweight, IC, OC, IC, N, src_of(dout, OC, 0, OC, N), bdw, NULL, 1};
+    c.prob[c.nprob++] = (gemm_prob){dweight, IC, OC, IC, N,
+                                    src32_or(src_of(dout, OC, 0, OC, N), dout32), bdw, NULL, 1};
   if (c.nprob == 0 && !dbias) return;
   gemm_run(&c, pool, (long)N * OC * (IC * c.nprob + 1));
+}
+
+/* dout32: the output gradient in fp32 (then dout and dbias are unused). */
+static void backward_unpacked(float *dinp, float *dweight, float *dbias,
+                              const uint16_t *dout, const float *dout32, const uint16_t *inp,
+                              const uint16_t *w, int N, int IC, int OC, int dinp_set,
+                              rp_pool *pool) {
+  const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
+  size_t b1 = dinp ? align64(panels_bytes(kd->fmt, IC, OC)) : 0;
+  size_t b2 = dweight ? align64(panels_bytes(kd->fmt, IC, N)) : 0;
+  size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
+  size_t tbytes = round_bytes(kd, dout32, (long)N * OC);
+  char *ws = ws_acquire(b1 + b2 + abytes + tbytes);
+  const uint16_t *r = round_unless_a32(kd, &dout32, (long)N * OC,
+                                       (uint16_t *)(ws + b1 + b2 + abytes), pool);
+  if (r) dout = r;
+  bpack_ctx bc = {.fmt = kd->fmt};
+  if (dinp) bc.job[bc.njobs++] = (bpack_job){src_of(w, IC, 0, IC, OC), IC, ws};
+  if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws + b1};
+  bpack_run(&bc, pool);
+  backward_with(dinp, dweight, dbias, dout, dout32, ws, ws + b1, ws + b1 + b2, kd, N, IC, OC,
+                dinp_set, pool);
+  ws_release();
 }
 
 void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
                              const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                              int N, int IC, int OC, rp_pool *pool) {
-  const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
-  size_t b1 = dinp ? align64(panels_bytes(kd->fmt, IC, OC)) : 0;
-  size_t b2 = dweight ? align64(panels_bytes(kd->fmt, IC, N)) : 0;
-  size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
-  char *ws = ws_acquire(b1 + b2 + abytes);
-  bpack_ctx bc = {.fmt = kd->fmt};
-  if (dinp) bc.job[bc.njobs++] = (bpack_job){src_of(w, IC, 0, IC, OC), IC, ws};
-  if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws + b1};
-  bpack_run(&bc, pool);
-  backward_with(dinp, dweight, dbias, dout, inp, ws, ws + b1, ws + b1 + b2, kd, N, IC, OC,
-                pool);
-  ws_release();
+  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, w, N, IC, OC, 0, pool);
+}
+
+void rp_matmul_bf16_backward_set(float *dinp, float *dweight, float *dbias,
+                                 const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
+                                 int N, int IC, int OC, rp_pool *pool) {
+  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, w, N, IC, OC, 1, pool);
+}
+
+void rp_matmul_bf16_backward_f32dout(float *dinp, float *dweight, const float *dout,
+                                     const uint16_t *inp, const uint16_t *w, int N, int IC,
+                                     int OC, int dinp_set, rp_pool *pool) {
+  backward_unpacked(dinp, dweight, NULL, NULL, dout, inp, w, N, IC, OC, dinp_set, pool);
 }
 
 /* ---- pre-packed weights */
@@ -290,7 +375,7 @@ void rp_matmul_bf16_forward_packed(float *out, const uint16_t *inp, const rp_bf1
                                    const float *bias, int N, rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_for_fmt(wp->fmt);
   char *ws = ws_acquire(align64(abuf_bytes(kd)) * (size_t)pool_nth(pool));
-  forward_with(out, inp, wp->fwd, ws, kd, bias, N, wp->IC, wp->OC, pool);
+  forward_with(out, inp, NULL, wp->fwd, ws, kd, bias, N, wp->IC, wp->OC, pool);
   ws_release();
 }
 
@@ -305,6 +390,6 @@ void rp_matmul_bf16_backward_packed(float *dinp, float *dweight, float *dbias,
   bpack_ctx bc = {.fmt = kd->fmt};
   if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws};
   bpack_run(&bc, pool);
-  backward_with(dinp, dweight, dbias, dout, inp, wp->bwd, ws, ws + b2, kd, N, IC, OC, pool);
+  backward_with(dinp, dweight, dbias, dout, NULL, wp->bwd, ws, ws + b2, kd, N, IC, OC, 0, pool);
   ws_release();
 }

@@ -16,9 +16,19 @@
 #include "ringpipe/rp_bf16.h"
 
 #define RP_BF16_NR 64 /* columns per B panel: 4 zmm vectors of fp32 */
+/* PAIRS panels hold a multiple of this many pairs (zero past K): the AMX kernel
+ * steps k by a tile of 16 pairs, the others stop at K. */
+#define RP_BF16_PAIRS_KALIGN 16
 
 typedef void (*rp_bf16_ukr)(long kp, const void *a, const void *b, float *c, long ldc,
                             int mr, int nr, const float *init, int load_c);
+
+typedef struct rp_bf16_src_s rp_bf16_src;
+
+/* Packs A rows [r0, r0 + nrows) by pairs [p0, p0 + kp) into ceil(nrows / mr)
+ * panels of the kernel's own layout, kp * mr slots each. */
+typedef void (*rp_bf16_pack_a_fn)(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                                  void *out);
 
 typedef struct {
   rp_bf16_kernel kernel;
@@ -27,19 +37,35 @@ typedef struct {
   int kc;   /* pairs of k per block (C tiles are reloaded once per block) */
   int mc;   /* rows per packed A block (multiple of mr) */
   rp_bf16_ukr ukr;
+  /* optional (0 / NULL for the SIMD-register kernels): */
+  int kalign;                 /* the kernel runs k in steps of this many pairs (padded) */
+  rp_bf16_pack_a_fn pack_a;   /* A panels in another layout than rp_bf16_pack_block's */
+  void (*begin)(void);        /* before a thread's share of a GEMM (AMX tile config) */
+  void (*end)(void);          /* after it (AMX tile release) */
+  int a32;                    /* pack_a reads fp32 sources (rp_bf16_src.src32) */
 } rp_bf16_kdesc;
+
+/* fp32 bits -> bf16, round to nearest even; NaN stays a quiet NaN (the rule of
+ * rp_bf16_from_f32, branch-free so that loops over it vectorize). */
+static inline uint16_t rp_bf16_rne_bits(uint32_t u) {
+  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  uint32_t q = (u >> 16) | 0x40u; /* NaN: keep sign and payload top, make it quiet */
+  return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? q : r);
+}
 
 /* Bytes per (pair, row or column) of a packed panel. */
 static inline long rp_bf16_slot_bytes(rp_bf16_fmt fmt) { return fmt == RP_BF16_FMT_PAIRS ? 4 : 8; }
 
 /* A matrix element source: X(r, k) = kcontig ? src[r*ld + k] : src[k*ld + r],
  * r < rows, k < K (zero outside). */
-typedef struct {
+struct rp_bf16_src_s {
   const uint16_t *src;
   long ld;
   int kcontig;
   int rows, K;
-} rp_bf16_src;
+  const float *src32; /* non-NULL: elements are fp32 here, rounded (RNE) as packed;
+                         only kernels with a32 take it */
+};
 
 /* Packs rows [r0, r0 + width) (zero past rows) by pairs [p0, p0 + kp) (zero past
  * K) into out as a width-wide panel of format fmt. */
@@ -64,8 +90,19 @@ void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, lo
 #define RP_BF16_MR_FMA 6
 #define RP_BF16_MR_DP 6
 
+/* gemm_bf16_amx.c (compiled with the AMX flags where the compiler has them) */
+#define RP_BF16_MR_AMX 32
+#define RP_BF16_AMX_KC 256 /* pairs per k block; the summation order depends on it */
+void rp_bf16_ukr_amx(long kp, const void *a, const void *b, float *c, long ldc, int mr,
+                     int nr, const float *init, int load_c);
+void rp_bf16_amx_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out);
+void rp_bf16_amx_begin(void);
+void rp_bf16_amx_end(void);
+/* Runs `iters` steps of 4 tdpbf16ps on loaded tiles; returns the flops done. */
+double rp_bf16_amx_probe_flops(long iters);
+
 /* gemm_bf16.c: the portable micro-kernels and their descriptors */
 extern const rp_bf16_kdesc rp_bf16_kd_portable_f32, rp_bf16_kd_portable_pairs;
-extern const rp_bf16_kdesc rp_bf16_kd_avx512_fma, rp_bf16_kd_avx512_bf16;
+extern const rp_bf16_kdesc rp_bf16_kd_avx512_fma, rp_bf16_kd_avx512_bf16, rp_bf16_kd_amx;
 
 #endif

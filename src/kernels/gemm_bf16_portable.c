@@ -208,12 +208,17 @@ static void ukr_portable_pairs(long kp, const void *a_, const void *b_, float *c
   tile_store(acc, c, ldc, mr, nr);
 }
 
-const rp_bf16_kdesc rp_bf16_kd_portable_f32 = {RP_BF16_KERNEL_PORTABLE, RP_BF16_FMT_F32, MRP,
-                                               64, 64, ukr_portable_f32};
-const rp_bf16_kdesc rp_bf16_kd_portable_pairs = {RP_BF16_KERNEL_PORTABLE, RP_BF16_FMT_PAIRS,
-                                                 MRP, 128, 64, ukr_portable_pairs};
+const rp_bf16_kdesc rp_bf16_kd_portable_f32 = {.kernel = RP_BF16_KERNEL_PORTABLE,
+                                               .fmt = RP_BF16_FMT_F32, .mr = MRP, .kc = 64,
+                                               .mc = 64, .ukr = ukr_portable_f32};
+const rp_bf16_kdesc rp_bf16_kd_portable_pairs = {.kernel = RP_BF16_KERNEL_PORTABLE,
+                                                 .fmt = RP_BF16_FMT_PAIRS, .mr = MRP,
+                                                 .kc = 128, .mc = 64, .ukr = ukr_portable_pairs};
 
 /* ---- reference loops */
+
+typedef float (*dot_fn)(float acc, const uint16_t *x, long xs, const uint16_t *y, long ys,
+                        long K);
 
 /* acc walks k in pairs, element 2p+1 first (a +0 product past an odd K). */
 static float dot_pairs(float acc, const uint16_t *x, long xs, const uint16_t *y, long ys,
@@ -227,28 +232,75 @@ static float dot_pairs(float acc, const uint16_t *x, long xs, const uint16_t *y,
   return acc;
 }
 
-void rp_matmul_bf16_forward_ref(float *out, const uint16_t *inp, const uint16_t *w,
-                                const float *bias, int N, int IC, int OC) {
-  for (long n = 0; n < N; n++)
-    for (long o = 0; o < OC; o++)
-      out[n * OC + o] = dot_pairs(bias ? bias[o] : 0.0f, inp + n * IC, 1, w + o * IC, 1, IC);
+/* The AMX kernel's order (gemm_bf16_amx.c): per block of RP_BF16_AMX_KC pairs
+ * from k = 0, a sum from +0 of tdpbf16ps steps, each adding to it the sum of
+ * two chains from +0 over 16 pairs (the even elements' products and the odd
+ * ones'); the block's sum is then added to acc. */
+static float dot_amx(float acc, const uint16_t *x, long xs, const uint16_t *y, long ys,
+                     long K) {
+  const long step = 2 * RP_BF16_PAIRS_KALIGN, block = 2 * RP_BF16_AMX_KC;
+  for (long k0 = 0; k0 < K; k0 += block) {
+    float sum = 0.0f;
+    for (long k1 = k0; k1 < k0 + block && k1 < K; k1 += step) {
+      float even = 0.0f, odd = 0.0f;
+      for (long k = k1; k < k1 + step && k < K; k += 2) {
+        even += rp_bf16_to_f32(x[k * xs]) * rp_bf16_to_f32(y[k * ys]);
+        if (k + 1 < K) odd += rp_bf16_to_f32(x[(k + 1) * xs]) * rp_bf16_to_f32(y[(k + 1) * ys]);
+      }
+      sum += even + odd;
+    }
+    acc += sum;
+  }
+  return acc;
 }
 
-void rp_matmul_bf16_backward_ref(float *dinp, float *dweight, float *dbias,
-                                 const uint16_t *dout, const uint16_t *inp,
-                                 const uint16_t *w, int N, int IC, int OC) {
+static void forward_ref(dot_fn dot, float *out, const uint16_t *inp, const uint16_t *w,
+                        const float *bias, int N, int IC, int OC) {
+  for (long n = 0; n < N; n++)
+    for (long o = 0; o < OC; o++)
+      out[n * OC + o] = dot(bias ? bias[o] : 0.0f, inp + n * IC, 1, w + o * IC, 1, IC);
+}
+
+/* dbias is a plain sum of dout rows in every kernel. */
+static void backward_ref(dot_fn dot, float *dinp, float *dweight, float *dbias,
+                         const uint16_t *dout, const uint16_t *inp, const uint16_t *w, int N,
+                         int IC, int OC) {
   if (dinp)
     for (long n = 0; n < N; n++)
       for (long i = 0; i < IC; i++)
-        dinp[n * IC + i] = dot_pairs(dinp[n * IC + i], dout + n * OC, 1, w + i, IC, OC);
+        dinp[n * IC + i] = dot(dinp[n * IC + i], dout + n * OC, 1, w + i, IC, OC);
   if (dweight)
     for (long o = 0; o < OC; o++)
       for (long i = 0; i < IC; i++)
-        dweight[o * IC + i] = dot_pairs(dweight[o * IC + i], dout + o, OC, inp + i, IC, N);
+        dweight[o * IC + i] = dot(dweight[o * IC + i], dout + o, OC, inp + i, IC, N);
   if (dbias)
     for (long o = 0; o < OC; o++) {
       float acc = dbias[o];
       for (long n = 0; n < N; n++) acc += rp_bf16_to_f32(dout[n * OC + o]);
       dbias[o] = acc;
     }
+}
+
+static dot_fn dot_of(rp_bf16_kernel k) { return k == RP_BF16_KERNEL_AMX ? dot_amx : dot_pairs; }
+
+void rp_matmul_bf16_forward_ref_of(rp_bf16_kernel k, float *out, const uint16_t *inp,
+                                   const uint16_t *w, const float *bias, int N, int IC, int OC) {
+  forward_ref(dot_of(k), out, inp, w, bias, N, IC, OC);
+}
+
+void rp_matmul_bf16_backward_ref_of(rp_bf16_kernel k, float *dinp, float *dweight,
+                                    float *dbias, const uint16_t *dout, const uint16_t *inp,
+                                    const uint16_t *w, int N, int IC, int OC) {
+  backward_ref(dot_of(k), dinp, dweight, dbias, dout, inp, w, N, IC, OC);
+}
+
+void rp_matmul_bf16_forward_ref(float *out, const uint16_t *inp, const uint16_t *w,
+                                const float *bias, int N, int IC, int OC) {
+  forward_ref(dot_pairs, out, inp, w, bias, N, IC, OC);
+}
+
+void rp_matmul_bf16_backward_ref(float *dinp, float *dweight, float *dbias,
+                                 const uint16_t *dout, const uint16_t *inp,
+                                 const uint16_t *w, int N, int IC, int OC) {
+  backward_ref(dot_pairs, dinp, dweight, dbias, dout, inp, w, N, IC, OC);
 }

@@ -4,7 +4,7 @@
  *
  * Probes: independent register chains, no memory traffic, enough of them to
  * cover the FMA latency on two ports (12 ymm of the 16 AVX2 registers, 24 zmm of
- * the 32 AVX-512 ones). The operands go through an empty asm each round so that
+ * the 32 AVX-512 ones; 4 of the 8 AMX tiles). The operands go through an empty asm each round so that
  * the compiler cannot fold the loop. Timed in thread CPU time, so that being
  * descheduled on a shared machine does not count; the levels measured together
  * alternate and the best of 5 runs of each counts, so that a busy sibling
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "gemm_bf16_internal.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_isa.h"
@@ -86,11 +87,23 @@ ZMM_PROBE(probe_avx512, T512, __m512, _mm512_set1_ps(1e-8f), _mm512_set1_ps(0.5f
 ZMM_PROBE(probe_dpbf16, T512BF, __m512i, _mm512_set1_epi16(0x3280), _mm512_set1_epi16(0x3f00),
           dp_step, 64.0)
 
+/* tdpbf16ps: 4 accumulator tiles on 4 loaded operand tiles (gemm_bf16_amx.c,
+ * the only file built with the AMX flags). Each step is 4 x 16384 flops, so
+ * fewer steps give a run as long as the zmm probes'. */
+#define AMX_PROBE_ITERS (PROBE_ITERS / 16)
+static double probe_amx(void) {
+  double t0 = cpu_now();
+  double flops = rp_bf16_amx_probe_flops(AMX_PROBE_ITERS);
+  double t = cpu_now() - t0;
+  return t > 0 ? flops / t * 1e-9 : 0.0;
+}
+
 static double probe(rp_isa level) {
   switch (level) {
     case RP_ISA_AVX2: return probe_avx2();
     case RP_ISA_AVX512: return probe_avx512();
     case RP_ISA_AVX512BF16: return probe_dpbf16();
+    case RP_ISA_AMX: return probe_amx();
     default: return 0.0;
   }
 }

@@ -35,8 +35,8 @@ void rp_mm_forward(float *out, const float *inp, const float *w, const float *bi
     rp_matmul_forward(out, inp, w, bias, N, IC, OC, x->pool);
     return;
   }
-  rp_matmul_bf16_forward(out, to_bf16(ctx, ctx->scratch_a, inp, (long)N * IC, x->pool), w16, bias,
-                         N, IC, OC, x->pool);
+  /* inp is rounded to bf16 inside (while packing, on AMX) */
+  rp_matmul_bf16_forward_f32in(out, inp, w16, bias, N, IC, OC, x->pool);
 }
 
 void rp_mm_forward_residual(float *out, const float *inp, const float *w, const float *bias,
@@ -56,30 +56,32 @@ void rp_mm_forward_residual(float *out, const float *inp, const float *w, const 
   }
 }
 
-void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                    const float *w, int N, int IC, int OC, const rp_exec *x) {
+/* The bf16 backward of a weight in the context (w16): dinp accumulates, or is
+ * overwritten when dinp_set (no memset pass: the GEMM starts from +0). */
+static void bf16_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, const uint16_t *w16, int N, int IC, int OC,
+                          int dinp_set, const rp_exec *x) {
   const rp_bf16_ctx *ctx = x->bf16;
   rp_pool *pool = x->pool;
-  const uint16_t *w16 = bf16_weight(ctx, w);
-  if (!w16) {
-    rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
-    return;
-  }
-  uint16_t *d16 = to_bf16(ctx, ctx->scratch_a, dout, (long)N * OC, pool);
-  uint16_t *i16 = dw ? to_bf16(ctx, ctx->scratch_b, inp, (long)N * IC, pool) : NULL;
+  /* dout is rounded to bf16 inside the GEMM; inp, dweight's B operand, here */
+  uint16_t *i16 = dw ? to_bf16(ctx, ctx->scratch_b, inp, (long)N * IC, pool) : ctx->scratch_b;
+  rp_matmul_bf16_backward_f32dout(dinp, dw, dout, i16, w16, N, IC, OC, dinp_set, pool);
   /* the bias gradient is a plain fp32 row sum of the fp32 output gradient */
-  rp_matmul_bf16_backward(dinp, dw, NULL, d16, i16 ? i16 : ctx->scratch_b, w16, N, IC, OC, pool);
   if (db) rp_matmul_backward(NULL, NULL, db, dout, inp, w, N, IC, OC, pool);
+}
+
+void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                    const float *w, int N, int IC, int OC, const rp_exec *x) {
+  const uint16_t *w16 = bf16_weight(x->bf16, w);
+  if (!w16) rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
+  else bf16_backward(dinp, dw, db, dout, inp, w, w16, N, IC, OC, 0, x);
 }
 
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x) {
-  if (!bf16_weight(x->bf16, w)) {
-    rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
-    return;
-  }
-  if (dinp) memset(dinp, 0, (size_t)N * IC * sizeof(float));
-  rp_mm_backward(dinp, dw, db, dout, inp, w, N, IC, OC, x);
+  const uint16_t *w16 = bf16_weight(x->bf16, w);
+  if (!w16) rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
+  else bf16_backward(dinp, dw, db, dout, inp, w, w16, N, IC, OC, 1, x);
 }
 
 rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B, int T) {
@@ -99,10 +101,9 @@ rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B
   }
   c->n = n;
   c->scratch_floats = rows * widest;
-  c->scratch_a = rp_alloc(c->scratch_floats * sizeof(uint16_t), RP_MEM_WORKSPACE);
   c->scratch_b = rp_alloc(c->scratch_floats * sizeof(uint16_t), RP_MEM_WORKSPACE);
   c->scratch_f = rp_alloc(c->scratch_floats * sizeof(float), RP_MEM_WORKSPACE);
-  if (!c->scratch_a || !c->scratch_b || !c->scratch_f) return RP_ENOMEM;
+  if (!c->scratch_b || !c->scratch_f) return RP_ENOMEM;
   return RP_OK;
 }
 
@@ -117,7 +118,6 @@ void rp_bf16_ctx_refresh(rp_bf16_ctx *c, int stochastic, uint64_t seed, rp_pool 
 
 void rp_bf16_ctx_free(rp_bf16_ctx *c) {
   for (int i = 0; i < c->n; i++) rp_free(c->base16[i]);
-  rp_free(c->scratch_a);
   rp_free(c->scratch_b);
   rp_free(c->scratch_f);
   memset(c, 0, sizeof *c);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_checkpoint.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_json.h"
@@ -24,18 +25,29 @@ static void format_eta(char *buf, size_t n, double seconds) {
     snprintf(buf, n, "%dm%02ds", s / 60, s % 60);
 }
 
-/* Whether bf16 can be faster here: its dot-product instruction's measured rate
- * against the fp32 FMA's (rp_isa_peak_gflops, both register-only probes). */
+/* Whether bf16 can be faster here, from the bf16 GEMM kernel in force and the
+ * measured register-only rates of its instruction and the fp32 FMA
+ * (rp_isa_peak_gflops). AMX tiles are many times the FMA's rate; vdpbf16ps on
+ * Sapphire Rapids only half of it (the GEMM then widens to fp32 FMAs). */
 static void print_bf16_benefit(void) {
   double f = rp_isa_peak_gflops(RP_ISA_AVX512), b = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
+  if (rp_bf16_kernel_active() == RP_BF16_KERNEL_AMX) {
+    printf("  bf16 matmuls on AMX tiles: tdpbf16ps %.0f GFLOP/s vs fp32 FMA %.0f GFLOP/s per "
+           "thread (measured); attention, layernorm, GELU and AdamW stay fp32\n",
+           rp_isa_peak_gflops(RP_ISA_AMX), f);
+    return;
+  }
+  char amx[160] = "";
+  if (rp_isa_cpu() >= RP_ISA_AMX) /* the CPU has AMX, the ceiling excludes it */
+    snprintf(amx, sizeof amx, "; AMX is %s: allow it with --isa amx", rp_isa_why_not(RP_ISA_AMX));
   if (!rp_isa_allows(RP_ISA_AVX512BF16))
     printf("  note: bf16 has no speed benefit here: no AVX512-BF16 (%s), so the matmuls "
-           "widen bf16 to fp32 and run fp32 FMAs: expect no gain over --precision fp32\n",
-           rp_isa_why_not(RP_ISA_AVX512BF16));
+           "widen bf16 to fp32 and run fp32 FMAs: expect no gain over --precision fp32%s\n",
+           rp_isa_why_not(RP_ISA_AVX512BF16), amx);
   else if (b < 1.2 * f)
     printf("  note: bf16 has little or no speed benefit here: vdpbf16ps %.0f GFLOP/s vs fp32 "
            "FMA %.0f GFLOP/s per thread (measured); the bf16 GEMM takes the faster of the two "
-           "(rp_bf16_kernel)\n", b, f);
+           "(rp_bf16_kernel)%s\n", b, f, amx);
 }
 
 static void print_banner(const rp_trainer *t) {

@@ -50,16 +50,18 @@ static inline long bt_first_diff(const float *a, const float *b, long n) {
 /* The kernels a test runs under: forced portable, then each supported kernel by
  * name. bt_kernel_set(i) selects the i-th and returns its name (NULL past the
  * end); bt_kernel_reset() goes back to auto, not forced. */
+#define BT_NKERNELS 4
 static inline const char *bt_kernel_set(int i) {
-  static const rp_bf16_kernel ks[3] = {RP_BF16_KERNEL_PORTABLE, RP_BF16_KERNEL_AVX512_FMA,
-                                       RP_BF16_KERNEL_AVX512_BF16};
+  static const rp_bf16_kernel ks[BT_NKERNELS] = {RP_BF16_KERNEL_PORTABLE,
+                                                 RP_BF16_KERNEL_AVX512_FMA,
+                                                 RP_BF16_KERNEL_AVX512_BF16, RP_BF16_KERNEL_AMX};
   rp_bf16_force_portable(0);
   rp_bf16_set_kernel(RP_BF16_KERNEL_AUTO);
   if (i == 0) {
     rp_bf16_force_portable(1);
     return "forced-portable";
   }
-  for (int k = 0, seen = 0; k < 3; k++) {
+  for (int k = 0, seen = 0; k < BT_NKERNELS; k++) {
     if (!rp_bf16_kernel_supported(ks[k])) continue;
     if (++seen == i) {
       if (rp_bf16_set_kernel(ks[k]) != RP_OK) abort();
@@ -73,8 +75,12 @@ static inline const char *bt_kernel_set(int i) {
 static inline void bt_report_skipped(const char *test) {
   ti_isa_runs(test, "kernel avx512-fma", RP_ISA_AVX512);
   ti_isa_runs(test, "kernel avx512-bf16", RP_ISA_AVX512BF16);
+  ti_isa_runs(test, "kernel amx-bf16", RP_ISA_AMX);
   ti_isa_runs(test, "avx512 conversions", RP_ISA_AVX512);
 }
+
+/* The kernel in force sums in the AMX order (rp_matmul_bf16_*_ref_of). */
+static inline int bt_kernel_is_amx(void) { return rp_bf16_kernel_active() == RP_BF16_KERNEL_AMX; }
 
 static inline void bt_kernel_reset(void) {
   rp_bf16_force_portable(0);

@@ -1,7 +1,8 @@
-/* bf16 GEMM: every kernel (forced portable, AVX-512 FMA, AVX512-BF16 where the CPU
- * has them), 1 and 2 threads, per-call and pre-packed weights, equal to the
- * reference loops bit for bit on shapes that are not multiples of any block size;
- * the reference within the derived bf16 rounding bound of the fp32 matmul. */
+/* bf16 GEMM: every kernel (forced portable, AVX-512 FMA, AVX512-BF16, AMX where the
+ * CPU has them), 1 and 2 threads, per-call and pre-packed weights, equal to the
+ * reference loops bit for bit on shapes that are not multiples of any block size
+ * (the AMX kernel to the loops of its own summation order, rp_matmul_bf16_*_ref_of); the
+ * reference within the derived bf16 rounding bound of the fp32 matmul. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +17,8 @@ typedef struct {
   int N, IC, OC;
 } shp;
 
-/* MR = 4 or 6, NR = 64, kc = 64, 128, 192 or 256 pairs, mc = 64 or 120 rows:
+/* MR = 4, 6 or 32, NR = 64, kc = 64, 128, 192 or 256 pairs (AMX: k steps of 16
+ * pairs), mc = 64, 120 or 128 rows:
  * these cross every block edge, with odd and even K, in each of the three
  * products (forward K = IC, dinp K = OC, dweight K = N and M = OC). */
 static const shp shapes[] = {{1, 1, 1},      {1, 2, 1},     {3, 5, 7},      {2, 0, 5},
@@ -50,22 +52,26 @@ static void test_forward_equals_ref(void **state) {
     long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
     uint16_t *inp = bt_halves(ni), *w = bt_halves(nw);
     float *bias = bt_floats(s->OC), *out = bt_floats(no), *ref = bt_floats(no);
+    float *aref = bt_floats(no);
     bt_fill16(inp, ni, &rng);
     bt_fill16(w, nw, &rng);
     bt_fill(bias, s->OC, &rng, -1, 1);
     for (int b = 0; b < 2; b++) {
       rp_matmul_bf16_forward_ref(ref, inp, w, b ? bias : NULL, s->N, s->IC, s->OC);
+      rp_matmul_bf16_forward_ref_of(RP_BF16_KERNEL_AMX, aref, inp, w, b ? bias : NULL, s->N,
+                                    s->IC, s->OC);
       const char *kn;
       for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++)
         for (int t = 1; t <= 2; t++) {
           fill_const(out, no, NANF_BITS_FILL);
           rp_matmul_bf16_forward(out, inp, w, b ? bias : NULL, s->N, s->IC, s->OC,
                                  t == 2 ? p2 : NULL);
-          assert_true(check_equal("forward", kn, t, s, out, ref, no));
+          assert_true(
+              check_equal("forward", kn, t, s, out, bt_kernel_is_amx() ? aref : ref, no));
         }
       bt_kernel_reset();
     }
-    free(inp), free(w), free(bias), free(out), free(ref);
+    free(inp), free(w), free(bias), free(out), free(ref), free(aref);
   }
   rp_pool_destroy(p2);
 }
@@ -84,6 +90,7 @@ static void test_backward_equals_ref(void **state) {
     uint16_t *inp = bt_halves(ni), *w = bt_halves(nw), *dout = bt_halves(no);
     float *g0[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
     float *ref[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
+    float *aref[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
     float *got[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
     const long len[3] = {ni, nw, s->OC};
     bt_fill16(inp, ni, &rng);
@@ -91,9 +98,15 @@ static void test_backward_equals_ref(void **state) {
     bt_fill16(dout, no, &rng);
     for (int g = 0; g < 3; g++) bt_fill(g0[g], len[g], &rng, -1, 1);
     for (int mask = 1; mask < 8; mask++) {
-      for (int g = 0; g < 3; g++) memcpy(ref[g], g0[g], sizeof(float) * (size_t)len[g]);
+      for (int g = 0; g < 3; g++) {
+        memcpy(ref[g], g0[g], sizeof(float) * (size_t)len[g]);
+        memcpy(aref[g], g0[g], sizeof(float) * (size_t)len[g]);
+      }
       rp_matmul_bf16_backward_ref(mask & 1 ? ref[0] : NULL, mask & 2 ? ref[1] : NULL,
                                   mask & 4 ? ref[2] : NULL, dout, inp, w, s->N, s->IC, s->OC);
+      rp_matmul_bf16_backward_ref_of(RP_BF16_KERNEL_AMX, mask & 1 ? aref[0] : NULL,
+                                     mask & 2 ? aref[1] : NULL, mask & 4 ? aref[2] : NULL, dout,
+                                     inp, w, s->N, s->IC, s->OC);
       const char *kn;
       for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++)
         for (int t = 1; t <= 2; t++) {
@@ -101,16 +114,123 @@ static void test_backward_equals_ref(void **state) {
           rp_matmul_bf16_backward(mask & 1 ? got[0] : NULL, mask & 2 ? got[1] : NULL,
                                   mask & 4 ? got[2] : NULL, dout, inp, w, s->N, s->IC, s->OC,
                                   t == 2 ? p2 : NULL);
-          assert_true(check_equal("dinp", kn, t, s, got[0], ref[0], ni));
-          assert_true(check_equal("dweight", kn, t, s, got[1], ref[1], nw));
-          assert_true(check_equal("dbias", kn, t, s, got[2], ref[2], s->OC));
+          float **want = bt_kernel_is_amx() ? aref : ref;
+          assert_true(check_equal("dinp", kn, t, s, got[0], want[0], ni));
+          assert_true(check_equal("dweight", kn, t, s, got[1], want[1], nw));
+          assert_true(check_equal("dbias", kn, t, s, got[2], want[2], s->OC));
         }
       bt_kernel_reset();
     }
-    for (int g = 0; g < 3; g++) free(g0[g]), free(ref[g]), free(got[g]);
+    for (int g = 0; g < 3; g++) free(g0[g]), free(ref[g]), free(aref[g]), free(got[g]);
     free(inp), free(w), free(dout);
   }
   rp_pool_destroy(p2);
+}
+
+/* backward_set overwrites dinp whatever it held (here NaN-like garbage) and gives
+ * the bits of a memset to 0 followed by the accumulating backward; dweight and
+ * dbias still accumulate. */
+static void test_backward_set_equals_memset(void **state) {
+  (void)state;
+  rp_pool *p2 = bt_pool(2);
+  rp_rng rng;
+  rp_rng_seed(&rng, 26);
+  const shp cases[3] = {{37, 129, 70}, {130, 257, 200}, {5, 3, 1}};
+  for (int si = 0; si < 3; si++) {
+    const shp *s = &cases[si];
+    long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
+    uint16_t *inp = bt_halves(ni), *w = bt_halves(nw), *dout = bt_halves(no);
+    float *dw0 = bt_floats(nw), *want[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
+    float *got[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
+    bt_fill16(inp, ni, &rng);
+    bt_fill16(w, nw, &rng);
+    bt_fill16(dout, no, &rng);
+    bt_fill(dw0, nw, &rng, -1, 1);
+    const char *kn;
+    for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++) {
+      memset(want[0], 0, sizeof(float) * (size_t)ni);
+      fill_const(got[0], ni, NANF_BITS_FILL);
+      for (int q = 1; q < 3; q++) {
+        long n = q == 1 ? nw : s->OC;
+        memcpy(want[q], q == 1 ? dw0 : got[0], sizeof(float) * (size_t)n); /* any start */
+        memcpy(got[q], want[q], sizeof(float) * (size_t)n);
+      }
+      rp_matmul_bf16_backward(want[0], want[1], want[2], dout, inp, w, s->N, s->IC, s->OC, p2);
+      rp_matmul_bf16_backward_set(got[0], got[1], got[2], dout, inp, w, s->N, s->IC, s->OC, p2);
+      assert_true(check_equal("dinp_set", kn, 2, s, got[0], want[0], ni));
+      assert_true(check_equal("dweight_set", kn, 2, s, got[1], want[1], nw));
+      assert_true(check_equal("dbias_set", kn, 2, s, got[2], want[2], s->OC));
+    }
+    bt_kernel_reset();
+    for (int q = 0; q < 3; q++) free(want[q]), free(got[q]);
+    free(inp), free(w), free(dout), free(dw0);
+  }
+  rp_pool_destroy(p2);
+}
+
+/* fp32 activations rounded inside the GEMM (while packing, on AMX) give the bits
+ * of rounding them first with rp_bf16_from_f32_array: forward with bias, and
+ * backward with dinp set and accumulated, on shapes crossing the packers' edges
+ * (odd K, K past a kc block, rows past a 32-row panel). Values include halfway
+ * cases, where RNE must round to even, and a NaN. */
+static void test_f32_operands_equal_rounded(void **state) {
+  (void)state;
+  rp_pool *p2 = bt_pool(2);
+  rp_rng rng;
+  rp_rng_seed(&rng, 27);
+  const shp cases[4] = {{37, 129, 70}, {130, 517, 33}, {5, 3, 1}, {65, 64, 515}};
+  for (int si = 0; si < 4; si++) {
+    const shp *s = &cases[si];
+    long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
+    float *inp = bt_floats(ni), *dout = bt_floats(no), *bias = bt_floats(s->OC);
+    uint16_t *inp16 = bt_halves(ni), *w = bt_halves(nw), *dout16 = bt_halves(no);
+    float *want[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
+    float *got[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
+    bt_fill(inp, ni, &rng, -2, 2);
+    bt_fill(dout, no, &rng, -1e-2f, 1e-2f);
+    bt_fill(bias, s->OC, &rng, -1, 1);
+    inp[0] = 1.0f + ldexpf(1.0f, -8); /* halfway: rounds to even, 1.0 */
+    if (ni > 1) inp[1] = 1.0f + 3 * ldexpf(1.0f, -8); /* halfway: rounds up */
+    bt_fill16(w, nw, &rng);
+    rp_bf16_from_f32_array(inp16, inp, ni, NULL);
+    rp_bf16_from_f32_array(dout16, dout, no, NULL);
+    const char *kn;
+    for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++)
+      for (int set = 0; set < 2; set++) {
+        rp_matmul_bf16_forward(want[0], inp16, w, bias, s->N, s->IC, s->OC, p2);
+        rp_matmul_bf16_forward_f32in(got[0], inp, w, bias, s->N, s->IC, s->OC, p2);
+        assert_true(check_equal("forward_f32in", kn, 2, s, got[0], want[0], no));
+        fill_const(want[1], ni, 0.5f), fill_const(got[1], ni, set ? NANF_BITS_FILL : 0.5f);
+        fill_const(want[2], nw, 0.25f), fill_const(got[2], nw, 0.25f);
+        if (set) memset(want[1], 0, sizeof(float) * (size_t)ni);
+        rp_matmul_bf16_backward(want[1], want[2], NULL, dout16, inp16, w, s->N, s->IC, s->OC,
+                                p2);
+        rp_matmul_bf16_backward_f32dout(got[1], got[2], dout, inp16, w, s->N, s->IC, s->OC,
+                                        set, p2);
+        assert_true(check_equal("dinp_f32dout", kn, 2, s, got[1], want[1], ni));
+        assert_true(check_equal("dweight_f32dout", kn, 2, s, got[2], want[2], nw));
+      }
+    bt_kernel_reset();
+    /* a NaN in the activations stays a NaN in the products */
+    inp[0] = nanf("");
+    rp_matmul_bf16_forward_f32in(got[0], inp, w, NULL, s->N, s->IC, s->OC, p2);
+    for (int o = 0; o < s->OC; o++) assert_true(isnan(got[0][o]));
+    for (int q = 0; q < 3; q++) free(want[q]), free(got[q]);
+    free(inp), free(dout), free(bias), free(inp16), free(w), free(dout16);
+  }
+  rp_pool_destroy(p2);
+}
+
+/* Which summation order a GEMM on packed weights follows: the pack is read by the
+ * active kernel when the formats match, else by the best kernel of its format
+ * (AMX for PAIRS where it runs), and forced-portable reads either portably. */
+static int packed_runs_amx(const rp_bf16_wpack *wp, int forced) {
+  rp_bf16_kernel a = rp_bf16_kernel_active();
+  rp_bf16_fmt afmt = a == RP_BF16_KERNEL_AMX || a == RP_BF16_KERNEL_AVX512_BF16
+                         ? RP_BF16_FMT_PAIRS : RP_BF16_FMT_F32;
+  if (forced || wp->fmt != RP_BF16_FMT_PAIRS) return 0;
+  return afmt == RP_BF16_FMT_PAIRS ? a == RP_BF16_KERNEL_AMX
+                                   : rp_bf16_kernel_supported(RP_BF16_KERNEL_AMX);
 }
 
 /* Pre-packed weights: packed under each kernel, then used under every kernel
@@ -128,31 +248,38 @@ static void test_packed_equals_ref(void **state) {
     float *bias = bt_floats(s->OC), *out = bt_floats(no), *ref = bt_floats(no);
     float *dinp = bt_floats(ni), *dw = bt_floats(nw), *db = bt_floats(s->OC);
     float *rdinp = bt_floats(ni), *rdw = bt_floats(nw), *rdb = bt_floats(s->OC);
+    float *aref = bt_floats(no), *adinp = bt_floats(ni), *adw = bt_floats(nw);
+    float *adb = bt_floats(s->OC);
     bt_fill16(inp, ni, &rng);
     bt_fill16(w, nw, &rng);
     bt_fill16(dout, no, &rng);
     bt_fill(bias, s->OC, &rng, -1, 1);
     rp_matmul_bf16_forward_ref(ref, inp, w, bias, s->N, s->IC, s->OC);
     rp_matmul_bf16_backward_ref(rdinp, rdw, rdb, dout, inp, w, s->N, s->IC, s->OC);
+    rp_matmul_bf16_forward_ref_of(RP_BF16_KERNEL_AMX, aref, inp, w, bias, s->N, s->IC, s->OC);
+    rp_matmul_bf16_backward_ref_of(RP_BF16_KERNEL_AMX, adinp, adw, adb, dout, inp, w, s->N,
+                                   s->IC, s->OC);
     const char *pk, *uk;
     for (int kp = 0; (pk = bt_kernel_set(kp)) != NULL; kp++) {
       rp_bf16_wpack wp;
       assert_int_equal(rp_bf16_wpack_init(&wp, s->IC, s->OC), RP_OK);
-      assert_int_equal(wp.fmt, rp_bf16_kernel_active() == RP_BF16_KERNEL_AVX512_BF16
+      rp_bf16_kernel pka = rp_bf16_kernel_active();
+      assert_int_equal(wp.fmt, pka == RP_BF16_KERNEL_AVX512_BF16 || pka == RP_BF16_KERNEL_AMX
                                    ? RP_BF16_FMT_PAIRS : RP_BF16_FMT_F32);
       rp_bf16_wpack_update(&wp, w, p2);
       for (int ku = 0; (uk = bt_kernel_set(ku)) != NULL; ku++)
         for (int t = 1; t <= 2; t++) {
           rp_pool *pool = t == 2 ? p2 : NULL;
+          const int amx = packed_runs_amx(&wp, ku == 0);
           fill_const(out, no, NANF_BITS_FILL);
           rp_matmul_bf16_forward_packed(out, inp, &wp, bias, s->N, pool);
-          assert_true(check_equal("forward_packed", uk, t, s, out, ref, no));
+          assert_true(check_equal("forward_packed", uk, t, s, out, amx ? aref : ref, no));
           memset(dinp, 0, sizeof(float) * (size_t)ni);
           memset(dw, 0, sizeof(float) * (size_t)nw);
           memset(db, 0, sizeof(float) * (size_t)s->OC);
           rp_matmul_bf16_backward_packed(dinp, dw, db, dout, inp, &wp, s->N, pool);
-          assert_true(check_equal("dinp_packed", uk, t, s, dinp, rdinp, ni));
-          assert_true(check_equal("dweight_packed", uk, t, s, dw, rdw, nw));
+          assert_true(check_equal("dinp_packed", uk, t, s, dinp, amx ? adinp : rdinp, ni));
+          assert_true(check_equal("dweight_packed", uk, t, s, dw, amx ? adw : rdw, nw));
           assert_true(check_equal("dbias_packed", uk, t, s, db, rdb, s->OC));
         }
       rp_bf16_wpack_free(&wp);
@@ -160,6 +287,7 @@ static void test_packed_equals_ref(void **state) {
     bt_kernel_reset();
     free(inp), free(w), free(dout), free(bias), free(out), free(ref);
     free(dinp), free(dw), free(db), free(rdinp), free(rdw), free(rdb);
+    free(aref), free(adinp), free(adw), free(adb);
   }
   rp_pool_destroy(p2);
 }
@@ -188,7 +316,11 @@ static void test_order_is_visible(void **state) {
       differ += memcmp(&acc, &ref[n * OC + o], 4) != 0;
     }
   assert_true(differ > 0);
-  free(inp), free(w), free(ref);
+  /* and the AMX order gives other bits than rp_bf16.h's */
+  float *aref = bt_floats(N * OC);
+  rp_matmul_bf16_forward_ref_of(RP_BF16_KERNEL_AMX, aref, inp, w, NULL, N, IC, OC);
+  assert_true(bt_first_diff(aref, ref, N * OC) >= 0);
+  free(inp), free(w), free(ref), free(aref);
 }
 
 /* Against fp32. With u = 2^-8 (bf16 round to nearest keeps 8 significant bits)
@@ -316,11 +448,13 @@ static void test_kernel_choice(void **state) {
   assert_true(fma >= 0.0 && dp >= 0.0);
   assert_true((fma > 0.0) == (rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_FMA) != 0));
   assert_true((dp > 0.0) == (rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16) != 0));
-  for (int k = 1; k <= 3; k++)
+  double amx = rp_isa_peak_gflops(RP_ISA_AMX);
+  assert_true((amx > 0.0) == (rp_bf16_kernel_supported(RP_BF16_KERNEL_AMX) != 0));
+  for (int k = 1; k <= 4; k++)
     if (!rp_bf16_kernel_supported((rp_bf16_kernel)k))
       assert_int_equal(rp_bf16_set_kernel((rp_bf16_kernel)k), RP_EINVAL);
-  fprintf(stderr, "auto kernel: %s (peak fp32 FMA %.1f, vdpbf16ps %.1f GFLOP/s)\n",
-          rp_bf16_kernel_name(a), fma, dp);
+  fprintf(stderr, "auto kernel: %s (peak fp32 FMA %.1f, vdpbf16ps %.1f, tdpbf16ps %.1f GFLOP/s)\n",
+          rp_bf16_kernel_name(a), fma, dp, amx);
   rp_bf16_wpack wp;
   assert_int_equal(rp_bf16_wpack_init(&wp, 0, 4), RP_EINVAL);
 }
@@ -331,6 +465,8 @@ int main(void) {
       cmocka_unit_test(test_forward_equals_ref),
       cmocka_unit_test(test_backward_equals_ref),
       cmocka_unit_test(test_packed_equals_ref),
+      cmocka_unit_test(test_backward_set_equals_memset),
+      cmocka_unit_test(test_f32_operands_equal_rounded),
       cmocka_unit_test(test_order_is_visible),
       cmocka_unit_test(test_within_bf16_bound_of_fp32),
   };

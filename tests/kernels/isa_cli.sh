@@ -40,7 +40,7 @@ echo "$line" | grep -q "ceiling $cpu (cpu)" || bad "default ceiling is not the C
 # levels this script runs too
 outer=${RINGPIPE_ISA:-}
 above=""
-for level in scalar avx2 avx512 avx512bf16; do
+for level in scalar avx2 avx512 avx512bf16 amx; do
   if [ "$above" = outer ]; then
     echo "skipped: RINGPIPE_ISA=$level (above the suite's RINGPIPE_ISA=$outer)"
     continue
@@ -59,11 +59,11 @@ for level in scalar avx2 avx512 avx512bf16; do
   [ "$level" = "$outer" ] && above=outer
 done
 [ -n "$above" ] || bad "the CPU's level '$cpu' is not a known level"
-if [ "$cpu" = avx512bf16 ]; then echo "skipped: a level above the CPU (this CPU runs every level)"; fi
+if [ "$cpu" = amx ]; then echo "skipped: a level above the CPU (this CPU runs every level)"; fi
 
-expect_error "RINGPIPE_ISA=avx9" "'avx9'.*scalar|avx2|avx512|avx512bf16" \
+expect_error "RINGPIPE_ISA=avx9" "'avx9'.*scalar|avx2|avx512|avx512bf16|amx" \
   env RINGPIPE_ISA=avx9 "$ringpipe" train $tiny --out "$work/run"
-expect_error "--isa AVX2" "'AVX2'.*scalar|avx2|avx512|avx512bf16" \
+expect_error "--isa AVX2" "'AVX2'.*scalar|avx2|avx512|avx512bf16|amx" \
   env RINGPIPE_ISA= "$ringpipe" train $tiny --out "$work/run" --isa AVX2
 expect_error "--isa without a value" "needs a value" \
   env RINGPIPE_ISA= "$ringpipe" train $tiny --out "$work/run" --isa

@@ -29,7 +29,7 @@ static void test_names(void **state) {
     snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
     assert_non_null(strstr(rp_errmsg(), quoted));                  /* names the value */
     assert_non_null(strstr(rp_errmsg(), "RINGPIPE_ISA"));          /* and its source */
-    assert_non_null(strstr(rp_errmsg(), "scalar|avx2|avx512|avx512bf16")); /* and the fix */
+    assert_non_null(strstr(rp_errmsg(), "scalar|avx2|avx512|avx512bf16|amx")); /* the fix */
   }
   assert_int_equal(rp_isa_set((rp_isa)7), RP_EINVAL);
 }
@@ -60,6 +60,9 @@ static rp_flash_isa flash_for(rp_isa l) {
 }
 
 static int bf16_kernel_ok(rp_isa l, rp_bf16_kernel k) {
+  if (l == RP_ISA_AMX) /* AUTO takes AMX over the FMA when its probe is 1.1x faster */
+    return k == RP_BF16_KERNEL_AMX || k == RP_BF16_KERNEL_AVX512_BF16 ||
+           k == RP_BF16_KERNEL_AVX512_FMA;
   if (l == RP_ISA_AVX512BF16)   /* AUTO picks by measured peak between the two */
     return k == RP_BF16_KERNEL_AVX512_BF16 || k == RP_BF16_KERNEL_AVX512_FMA;
   return k == (l == RP_ISA_AVX512 ? RP_BF16_KERNEL_AVX512_FMA : RP_BF16_KERNEL_PORTABLE);
@@ -87,6 +90,7 @@ static void check_level(rp_isa l) {
   assert_int_equal(rp_flash_config_check(&cfg), RP_OK);
   assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_FMA), l >= RP_ISA_AVX512);
   assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16), l >= RP_ISA_AVX512BF16);
+  assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AMX), l >= RP_ISA_AMX);
   assert_true(rp_isa_peak_gflops(RP_ISA_SCALAR) == 0.0);
   for (int p = RP_ISA_AVX2; p < RP_ISA_LEVELS; p++) {
     double g = rp_isa_peak_gflops((rp_isa)p);
