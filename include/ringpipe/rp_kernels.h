@@ -55,6 +55,11 @@ rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
  * accounted workspace. 0 when they cannot be allocated. */
 double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
                     size_t scratch_bytes);
+/* The same through the bf16 GEMM the bf16 model runs (fp32 activations rounded
+ * inside the call, bf16 weights, the kernel the rp_isa.h ceiling selects): the
+ * MFU denominator of --precision bf16. */
+double rp_gemm_peak_bf16(const long shapes[][2], int nshapes, long N, rp_pool *pool,
+                         void *scratch, size_t scratch_bytes);
 /* Bytes/s the pool's threads stream through two buffers of `bytes` each
  * (y = a x + y: two reads, one write), best of a few (mem_peak.c): the memory
  * counterpart of the FMA peak. 0 when the buffers cannot be allocated. */

@@ -390,9 +390,10 @@ void rp_bf16_ctx_free(rp_bf16_ctx *c);
 
 /* FLOPs of one token's forward+backward (6N + 12 L T C style, for MFU). */
 double rp_gpt_flops_per_token(const rp_gpt_config *cfg, int T);
-/* rp_gemm_peak on this model's matmul shapes (a layer's four and the LM
- * head's) with B x T rows: the MFU denominator of a run. */
-double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool, void *scratch,
-                        size_t scratch_bytes);
+/* rp_gemm_peak (bf16: rp_gemm_peak_bf16) on this model's matmul shapes (a
+ * layer's four and the LM head's) with B x T rows: the MFU denominator of a
+ * run at that precision. */
+double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, int bf16, rp_pool *pool,
+                        void *scratch, size_t scratch_bytes);
 
 #endif

@@ -30,7 +30,7 @@ static int bench_gemm(int argc, char **argv) {
   for (int rep = 0; rep < 2; rep++)
     for (int mode = 0; mode < 2; mode++) {
       rp_gemm_set_mode(pool, (rp_gemm_mode)mode);
-      double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, pool, NULL, 0);
+      double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, 0, pool, NULL, 0);
       if (rep == 0 || r > rate[mode]) rate[mode] = r;
     }
   printf("  blas  (one sgemm, OpenBLAS threads, pool asleep): %7.1f GFLOP/s\n", rate[0] / 1e9);
@@ -82,7 +82,8 @@ static int bench_train(int argc, char **argv) {
     double rate = rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs;
     char mfu[16];
     if (t.gemm_peak > 0)
-      printf("  sgemm peak on the model's shapes: %.1f GFLOP/s\n", t.gemm_peak / 1e9);
+      printf("  %s peak on the model's shapes: %.1f GFLOP/s\n",
+             t.bf16.n ? "bf16 GEMM" : "sgemm", t.gemm_peak / 1e9);
     else
       printf("  sgemm peak on the model's shapes: not measured (--measure-peak=0)\n");
     printf("  model FLOP/s: %.1f GFLOP/s  ->  MFU %s\n", rate / 1e9,

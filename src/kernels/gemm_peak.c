@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_util.h"
@@ -58,8 +59,25 @@ static void release_operands(peak_operands *op) {
   rp_free(op->dw);
 }
 
-double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
-                    size_t scratch_bytes) {
+/* One shape's forward + backward, as training runs it. */
+typedef void (*peak_pass)(const peak_operands *op, int N, int IC, int OC, rp_pool *pool);
+
+static void sgemm_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *pool) {
+  rp_matmul_forward(op->out, op->inp, op->w, NULL, N, IC, OC, pool);
+  rp_matmul_backward(op->dinp, op->dw, NULL, op->out, op->inp, op->w, N, IC, OC, pool);
+}
+
+/* bf16 weights (the fp32 weight buffer holds twice as many uint16) and fp32
+ * activations rounded inside the GEMM: the entry points the bf16 model calls */
+static void bf16_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *pool) {
+  const uint16_t *w16 = (const uint16_t *)op->w;
+  rp_matmul_bf16_forward_f32in(op->out, op->inp, w16, NULL, N, IC, OC, pool);
+  rp_matmul_bf16_backward_f32dout(op->dinp, op->dw, op->out, (const uint16_t *)op->inp, w16, N,
+                                  IC, OC, 1, pool);
+}
+
+static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *pool,
+                          void *scratch, size_t scratch_bytes, int bf16) {
   long max_in, max_out, max_w;
   operand_sizes(shapes, nshapes, &max_in, &max_out, &max_w);
   peak_operands op;
@@ -67,23 +85,35 @@ double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, 
     release_operands(&op);
     return 0;
   }
-  float *inp = op.inp, *out = op.out, *w = op.w, *dw = op.dw, *dinp = op.dinp;
-  for (long i = 0; i < N * max_in; i++) inp[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
-  for (long i = 0; i < max_w; i++) w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+  for (long i = 0; i < N * max_in; i++) op.inp[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+  for (long i = 0; i < max_w; i++) op.w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+  if (bf16) { /* round into dw (free until the first backward), then into w's front half */
+    rp_bf16_from_f32_array((uint16_t *)op.dw, op.w, max_w, pool);
+    memcpy(op.w, op.dw, (size_t)max_w * sizeof(uint16_t));
+  }
+  peak_pass pass = bf16 ? bf16_pass : sgemm_pass;
   double best = 0;
   for (int rep = 0; rep < 4; rep++) {  /* first rep warms caches and BLAS threads */
     double flops = 0, t0 = rp_now();
     for (int s = 0; s < nshapes; s++) {
-      int IC = (int)shapes[s][0], OC = (int)shapes[s][1];
-      rp_matmul_forward(out, inp, w, NULL, (int)N, IC, OC, pool);
-      rp_matmul_backward(dinp, dw, NULL, out, inp, w, (int)N, IC, OC, pool);
-      flops += 6.0 * N * IC * OC;
+      pass(&op, (int)N, (int)shapes[s][0], (int)shapes[s][1], pool);
+      flops += 6.0 * N * shapes[s][0] * shapes[s][1];
     }
     double rate = flops / (rp_now() - t0);
     if (rep > 0 && rate > best) best = rate;
   }
   release_operands(&op);
   return best;
+}
+
+double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
+                    size_t scratch_bytes) {
+  return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 0);
+}
+
+double rp_gemm_peak_bf16(const long shapes[][2], int nshapes, long N, rp_pool *pool,
+                         void *scratch, size_t scratch_bytes) {
+  return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 1);
 }
 
 char *openblas_get_corename(void);

@@ -49,10 +49,11 @@ double rp_gpt_flops_per_token(const rp_gpt_config *c, int T) {
   return 6.0 * n_matmul + 12.0 * c->L * (double)T * c->C;
 }
 
-double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, rp_pool *pool, void *scratch,
-                        size_t scratch_bytes) {
+double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, int bf16, rp_pool *pool,
+                        void *scratch, size_t scratch_bytes) {
   long C = cfg->C;
   /* (in, out) of every matmul of a layer and of the LM head */
   const long shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, cfg->Vp}};
-  return rp_gemm_peak(shapes, 5, (long)B * T, pool, scratch, scratch_bytes);
+  return bf16 ? rp_gemm_peak_bf16(shapes, 5, (long)B * T, pool, scratch, scratch_bytes)
+              : rp_gemm_peak(shapes, 5, (long)B * T, pool, scratch, scratch_bytes);
 }

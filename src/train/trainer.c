@@ -383,7 +383,10 @@ rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o) {
   reclaim_stale(t);
   if (t->bf16.n) rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed, t->pool);
   if (o->measure_peak) {
-    t->gemm_peak = rp_gpt_gemm_peak(&t->cfg, o->batch, t->T_local, t->pool, t->acts_mem,
+    /* the MFU denominator is the GEMM this run's matmuls go through: bf16's
+     * would otherwise read as more than 100% of an fp32 peak */
+    t->gemm_peak = rp_gpt_gemm_peak(&t->cfg, o->batch, t->T_local,
+                                    o->precision == RP_PRECISION_BF16, t->pool, t->acts_mem,
                                         t->acts_mem ? t->acts_bytes : 0);
     measure_fma_peak(t);
   }
