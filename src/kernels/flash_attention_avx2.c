@@ -103,16 +103,23 @@ TAVX2 static void gemm256(int M, int N, int K, const float *a, long rsa, long cs
   }
 }
 
-/* 2^t on 8 lanes (see exp2_512 in the AVX-512 file); 2^n is built in the
- * exponent bits, so t is clamped at -126 where 2^n is the smallest normal
- * float (1e-38: no sum here can tell it from 0). t <= 0 in the softmax. */
+/* 2^t on 8 lanes (see exp2_512 in the AVX-512 file for the polynomial):
+ * n = floor(t) by the round-to-nearest of t - 1/2 against 1.5 * 2^23 (no
+ * vroundps, 2 uops on Intel, and no float-to-int conversion: the low bits of
+ * nb are n), f = t - n in [0, 1] (1 only where t is an integer and the tie
+ * went down, which the polynomial covers), 2^n built in the exponent bits.
+ * t is clamped at -126 where 2^n is the smallest normal float (1e-38: no sum
+ * here can tell it from 0). t <= 0 in the softmax. */
 TAVX2 AI __m256 exp2_256(__m256 t) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f); /* 1.5 * 2^23 */
   t = _mm256_max_ps(t, _mm256_set1_ps(-126.0f));
-  __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 f = _mm256_sub_ps(t, n);
+  __m256 nb = _mm256_add_ps(_mm256_sub_ps(t, _mm256_set1_ps(0.5f)), magic);
+  __m256 f = _mm256_sub_ps(t, _mm256_sub_ps(nb, magic));
   __m256 p = _mm256_set1_ps(rp_flash_exp2_poly[0]);
-  for (int i = 1; i < 7; i++) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(rp_flash_exp2_poly[i]));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  for (int i = 1; i <= RP_FLASH_EXP2_DEGREE; i++)
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(rp_flash_exp2_poly[i]));
+  /* bits(nb) = bits(1.5 * 2^23) + n; shifting by 23 drops the constant */
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(nb), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 

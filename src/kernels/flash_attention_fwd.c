@@ -8,8 +8,9 @@
  * straddle the diagonal pay for per-row masking (visible prefix lengths; no -inf
  * arithmetic, so rows that see nothing stay exactly 0 and L = -inf).
  *
- * Tasks are (b, h, query block), taken from an atomic counter, heaviest causal
- * blocks first; each task writes only its own O rows and L entries. K is needed
+ * Tasks are (b, h, query block), taken from an atomic counter head by head,
+ * heaviest causal blocks of each head first; each task writes only its own O
+ * rows and L entries. K is needed
  * transposed (the micro-kernel wants B with contiguous columns) and V as
  * contiguous rows: in the model's qkv layout V's rows of one head lie 3C floats
  * apart, a stride that maps every row to the same few L1 sets, so the P V
@@ -30,7 +31,7 @@ typedef struct {
   rp_flash_plan pl;
   float *kt;            /* [B*NH][nkb]: K^T [HS][bk], then V [bk][HS] */
   atomic_int *kt_state; /* per tile: 0 not packed, 1 being packed, 2 ready */
-  float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq] */
+  float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq], packed Q [bq*HS] */
   long scratch_floats;
   int nthreads;
   long ntasks;
@@ -60,17 +61,55 @@ static const float *packed_kt(fwd_ctx *c, long bh, int kb) {
   return dst;
 }
 
-static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m, float *l) {
+/* Online softmax over rows [r0, r0 + hh) of a tile whose scores are in S:
+ * P = exp(scale*S - m) in place (0 outside each row's span), l and m updated
+ * and the O rows rescaled when a row's max grows. */
+static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, long j0, int nk,
+                             int full, float *S, float *m, float *l, float *o, long ldo) {
+  const rp_flash_problem *pr = &c->pr;
+  const rp_flash_ops *ops = c->pl.ops;
+  const int HS = pr->HS, bk = c->pl.bk;
+  const float scale = c->pl.scale;
+  for (int r = r0; r < r0 + hh; r++) {
+    float *s = S + (long)r * bk;
+    int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
+    if (n == 0) {
+      memset(s, 0, sizeof(float) * (size_t)nk);
+      continue;
+    }
+    float mnew = ops->rowmax(s + a, n) * scale;
+    if (mnew < m[r]) mnew = m[r];
+    float sum = ops->expsum(s + a, n, scale, mnew);
+    if (n < nk) rp_flash_zero_outside(s, a, n, nk);
+    if (mnew != m[r]) {
+      /* m[r] = -inf on a row's first visible tile: alpha = 0, l and O are 0 */
+      float alpha = expf(m[r] - mnew);
+      if (l[r] > 0.0f) ops->scal(o + r * ldo, HS, alpha);
+      l[r] *= alpha;
+      m[r] = mnew;
+    }
+    l[r] += sum;
+  }
+}
+
+/* One query block against every key tile it sees. Each tile runs strip by strip
+ * (RP_FLASH_FWD_STRIP rows; diagonal tiles RP_FLASH_STRIP over the keys the strip
+ * sees): S = Q K^T, the softmax, O += P V for one strip before the next, so that
+ * the strip's scores stay in L1 between the three passes (whole 96 x 192 tiles
+ * are 72 KiB, more than the L1, and went through L2 three times). q is the
+ * block's Q rows packed [nq][HS]. */
+static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m, float *l,
+                          float *q) {
   const rp_flash_problem *pr = &c->pr;
   const rp_flash_plan *pl = &c->pl;
   const rp_flash_ops *ops = pl->ops;
   const int HS = pr->HS, bq = pl->bq, bk = pl->bk;
   const long i0 = (long)qb * bq;
   const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
-  const float *q = rp_flash_row(pr->q, b, i0, h, HS);
   float *o = rp_flash_row(c->o, b, i0, h, HS);
   const long ldo = c->o.ld;
 
+  rp_flash_pack_rows(q, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
   for (int r = 0; r < nq; r++) {
     memset(o + r * ldo, 0, sizeof(float) * (size_t)HS);
     m[r] = -INFINITY;
@@ -86,41 +125,16 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
     /* a tile is unmasked when every row sees every key (causal: its last key is
      * visible to its first query) */
     const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
-    /* S = Q K^T for this tile (unscaled; the scale is folded into the exp);
-     * columns past a strip's keys are left as they are and zeroed below */
     for (int r0 = 0, hh; r0 < nq; r0 += hh) {
-      hh = rp_flash_strip_rows(full, nq, r0);
+      hh = full ? RP_MIN(nq - r0, RP_FLASH_FWD_STRIP) : rp_flash_strip_rows(0, nq, r0);
       int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      float *s = S + (long)r0 * bk;
+      /* unscaled scores (the scale is folded into the exp); columns past the
+       * strip's keys are zeroed by the softmax */
+      if (ns > 0) ops->gemm(hh, ns, HS, q + r0 * HS, HS, 1, kt, bk, s, bk, 0);
+      fwd_softmax_rows(c, b, i0, r0, hh, j0, nk, full, S, m, l, o, ldo);
       if (ns > 0)
-        ops->gemm(hh, ns, HS, q + r0 * pr->q.ld, pr->q.ld, 1, kt, bk, S + (long)r0 * bk, bk, 0);
-    }
-    for (int r = 0; r < nq; r++) {
-      float *s = S + (long)r * bk;
-      int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
-      if (n == 0) {
-        memset(s, 0, sizeof(float) * (size_t)nk);
-        continue;
-      }
-      float mnew = ops->rowmax(s + a, n) * pl->scale;
-      if (mnew < m[r]) mnew = m[r];
-      float sum = ops->expsum(s + a, n, pl->scale, mnew);
-      if (n < nk) rp_flash_zero_outside(s, a, n, nk);
-      if (mnew != m[r]) {
-        /* m[r] = -inf on a row's first visible tile: alpha = 0, l and O are 0 */
-        float alpha = expf(m[r] - mnew);
-        if (l[r] > 0.0f) ops->scal(o + r * ldo, HS, alpha);
-        l[r] *= alpha;
-        m[r] = mnew;
-      }
-      l[r] += sum;
-    }
-    /* O += P V, each strip over its keys */
-    for (int r0 = 0, hh; r0 < nq; r0 += hh) {
-      hh = rp_flash_strip_rows(full, nq, r0);
-      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
-      if (ns > 0)
-        ops->gemm(hh, HS, ns, S + (long)r0 * bk, bk, 1, kt + (long)HS * bk, HS, o + r0 * ldo,
-                  ldo, 1);
+        ops->gemm(hh, HS, ns, s, bk, 1, kt + (long)HS * bk, HS, o + r0 * ldo, ldo, 1);
     }
   }
   for (int r = 0; r < nq; r++) {
@@ -137,17 +151,20 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
 void rp_flash_fwd_run(void *vctx, int ith, int nth) {
   fwd_ctx *c = vctx;
   (void)nth;
-  const long BNH = (long)c->pr.B * c->pr.NH;
   float *S = c->scratch + ith * c->scratch_floats;
   float *m = S + (long)c->pl.bq * c->pl.bk;
-  float *l = m + c->pl.bq;
+  float *l = m + c->pl.bq, *q = l + c->pl.bq;
   for (;;) {
     long t = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (t >= c->ntasks) break;
-    /* last query blocks first: under causal masking they see the most keys */
-    int qb = c->pl.nqb - 1 - (int)(t / BNH);
-    long bh = t % BNH;
-    fwd_tile_rows(c, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l);
+    /* head by head, so that the workers share one head's packed K and V while
+     * it is in L2 (cycling over heads kept B*NH heads' tiles live, beyond the
+     * L2 from T = 2048: 4 % slower); within a head the last query blocks come
+     * first: under causal masking they see the most keys, and the light ones
+     * left at the end balance the threads */
+    long bh = t / c->pl.nqb;
+    int qb = c->pl.nqb - 1 - (int)(t % c->pl.nqb);
+    fwd_tile_rows(c, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l, q);
   }
 }
 
@@ -184,7 +201,7 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->nthreads = nthreads;
   c->ntasks = BNH * c->pl.nqb;
   atomic_init(&c->next, 0);
-  c->scratch_floats = ((long)c->pl.bq * c->pl.bk + 2L * c->pl.bq + 15) & ~15L;
+  c->scratch_floats = ((long)c->pl.bq * (c->pl.bk + 2L + pr->HS) + 15) & ~15L;
   c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * 2 * pr->HS * c->pl.bk), RP_MEM_WORKSPACE);
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);
