@@ -6,7 +6,11 @@
  * in zmm registers while k runs over the whole inner dimension, B rows are loaded
  * as vectors and A elements are broadcast. NV*MR <= 24 accumulators leaves room
  * for the B vectors in the 32 registers; MR grows as NV shrinks so that a narrow
- * head (HS = 16, 32) still has enough independent FMA chains to hide latency. */
+ * head (HS = 16, 32) still has enough independent FMA chains to hide latency.
+ * The k loop is unrolled twice: the pointer increments and the loop branch
+ * are scalar uops that the scheduler may put on the two vector FMA ports
+ * (3 per 24 FMAs); halving them measured 3-5 % on the attention shapes in
+ * isolation (Sapphire Rapids, thread CPU time, 15 tries). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #include <math.h>
@@ -48,7 +52,7 @@
     } else {                                                                              \
       ROWS_##MR(RV_##NV, ZERO)                                                            \
     }                                                                                     \
-    for (int k = 0; k < K; k++) {                                                         \
+    _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                 \
       const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
       RV_##NV(BLOAD, 0)                                                                   \
       ROWS_##MR(RV_##NV, FMA)                                                             \
