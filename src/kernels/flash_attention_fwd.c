@@ -15,7 +15,13 @@
  * contiguous rows: in the model's qkv layout V's rows of one head lie 3C floats
  * apart, a stride that maps every row to the same few L1 sets, so the P V
  * product streamed V from L2. Each (b, h, key block) is packed once, K^T and V
- * side by side, by whichever worker first needs it. */
+ * side by side, by whichever worker first needs it, into the slot of its head:
+ * nthreads + 1 head slots (tasks go head by head, so that many hold every
+ * head in flight), not B*NH of them. The whole-problem buffer was as large as
+ * K and V together and, allocated (zeroed, page-faulted) on every call, cost
+ * 5 % of the forward at T = 2048. A worker whose head's slot still serves an
+ * earlier head waits until that head's workers leave it. */
+#include <pthread.h>
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -25,12 +31,24 @@
 #include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
 
+/* One head's packed K^T and V tiles. head and users change under mu. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t left;  /* users dropped to 0 */
+  long head;            /* the (b, h) held, -1 none */
+  int users;            /* workers running a task of that head */
+  float *kt;            /* [nkb]: K^T [HS][bk], then V [bk][HS] */
+  atomic_int *state;    /* per tile: 0 not packed, 1 being packed, 2 ready */
+} kv_slot;
+
 typedef struct {
   rp_flash_problem pr;
   rp_flash_view o, lse;
   rp_flash_plan pl;
-  float *kt;            /* [B*NH][nkb]: K^T [HS][bk], then V [bk][HS] */
-  atomic_int *kt_state; /* per tile: 0 not packed, 1 being packed, 2 ready */
+  kv_slot *slots;
+  int nslots, slots_ready; /* slots_ready: mutexes initialised */
+  float *kt;            /* [nslots][nkb] tiles */
+  atomic_int *kt_state; /* [nslots][nkb] */
   float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq], packed Q [bq*HS] */
   long scratch_floats;
   int nthreads;
@@ -38,12 +56,31 @@ typedef struct {
   atomic_long next;
 } fwd_ctx;
 
-static const float *packed_kt(fwd_ctx *c, long bh, int kb) {
+/* The slot of head bh, held for bh: waits while it serves another head. */
+static kv_slot *slot_acquire(fwd_ctx *c, long bh) {
+  kv_slot *s = &c->slots[bh % c->nslots];
+  pthread_mutex_lock(&s->mu);
+  while (s->head != bh && s->users > 0) pthread_cond_wait(&s->left, &s->mu);
+  if (s->head != bh) {
+    s->head = bh;
+    for (int kb = 0; kb < c->pl.nkb; kb++) atomic_store(&s->state[kb], 0);
+  }
+  s->users++;
+  pthread_mutex_unlock(&s->mu);
+  return s;
+}
+
+static void slot_release(kv_slot *s) {
+  pthread_mutex_lock(&s->mu);
+  if (--s->users == 0) pthread_cond_broadcast(&s->left);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static const float *packed_kt(fwd_ctx *c, kv_slot *slot, long bh, int kb) {
   const rp_flash_problem *pr = &c->pr;
   const int HS = pr->HS, bk = c->pl.bk;
-  long tile = bh * c->pl.nkb + kb;
-  float *dst = c->kt + tile * 2 * HS * bk;
-  atomic_int *st = &c->kt_state[tile];
+  float *dst = slot->kt + (long)kb * 2 * HS * bk;
+  atomic_int *st = &slot->state[kb];
   int s = atomic_load_explicit(st, memory_order_acquire);
   if (s == 2) return dst;
   int expect = 0;
@@ -98,8 +135,8 @@ static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, 
  * the strip's scores stay in L1 between the three passes (whole 96 x 192 tiles
  * are 72 KiB, more than the L1, and went through L2 three times). q is the
  * block's Q rows packed [nq][HS]. */
-static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m, float *l,
-                          float *q) {
+static void fwd_tile_rows(fwd_ctx *c, kv_slot *slot, long b, long h, int qb, float *S,
+                          float *m, float *l, float *q) {
   const rp_flash_problem *pr = &c->pr;
   const rp_flash_plan *pl = &c->pl;
   const rp_flash_ops *ops = pl->ops;
@@ -121,7 +158,7 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
     const long j0 = (long)kb * bk;
     const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
     if (!rp_flash_tile_any(pr, b, i0, nq, j0, nk)) continue;  /* between documents */
-    const float *kt = packed_kt(c, b * pr->NH + h, kb);
+    const float *kt = packed_kt(c, slot, b * pr->NH + h, kb);
     /* a tile is unmasked when every row sees every key (causal: its last key is
      * visible to its first query) */
     const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
@@ -164,7 +201,9 @@ void rp_flash_fwd_run(void *vctx, int ith, int nth) {
      * left at the end balance the threads */
     long bh = t / c->pl.nqb;
     int qb = c->pl.nqb - 1 - (int)(t % c->pl.nqb);
-    fwd_tile_rows(c, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l, q);
+    kv_slot *slot = slot_acquire(c, bh);
+    fwd_tile_rows(c, slot, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l, q);
+    slot_release(slot);
   }
 }
 
@@ -197,20 +236,32 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->o = o;
   c->lse = lse;
   rp_flash_make_plan(&c->pl, pr);
-  const long BNH = (long)pr->B * pr->NH, tiles = BNH * c->pl.nkb;
+  const long BNH = (long)pr->B * pr->NH;
   c->nthreads = nthreads;
   c->ntasks = BNH * c->pl.nqb;
+  c->nslots = (int)RP_MIN(BNH, (long)nthreads + 1);
+  const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);
   c->scratch_floats = ((long)c->pl.bq * (c->pl.bk + 2L + pr->HS) + 15) & ~15L;
-  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * 2 * pr->HS * c->pl.bk), RP_MEM_WORKSPACE);
+  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * tile_floats), RP_MEM_WORKSPACE);
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);
-  if (!c->kt || !c->scratch || !c->kt_state) {
+  c->slots = calloc((size_t)c->nslots, sizeof *c->slots);
+  if (!c->kt || !c->scratch || !c->kt_state || !c->slots) {
     rp_flash_fwd_finish(c, NULL);
     return rp_err(RP_ENOMEM, "out of memory for flash forward workspace (B*NH=%ld, T=%d, HS=%d)",
                   BNH, pr->Tk, pr->HS);
   }
   for (long i = 0; i < tiles; i++) atomic_init(&c->kt_state[i], 0);
+  for (int i = 0; i < c->nslots; i++) {
+    kv_slot *sl = &c->slots[i];
+    pthread_mutex_init(&sl->mu, NULL);
+    pthread_cond_init(&sl->left, NULL);
+    sl->head = -1;
+    sl->kt = c->kt + (long)i * c->pl.nkb * tile_floats;
+    sl->state = c->kt_state + (long)i * c->pl.nkb;
+  }
+  c->slots_ready = 1;
   *out = c;
   return RP_OK;
 }
@@ -219,6 +270,11 @@ rp_status rp_flash_fwd_finish(void *vctx, rp_pool *pool) {
   (void)pool;
   fwd_ctx *c = vctx;
   if (!c) return RP_OK;
+  for (int i = 0; c->slots_ready && i < c->nslots; i++) {
+    pthread_mutex_destroy(&c->slots[i].mu);
+    pthread_cond_destroy(&c->slots[i].left);
+  }
+  free(c->slots);
   rp_free(c->kt);
   rp_free(c->scratch);
   free(c->kt_state);
