@@ -214,8 +214,8 @@ T512 static void scal512(float *x, int n, float a) {
   }
 }
 
-const rp_flash_ops rp_flash_ops_avx512 = {gemm512, rowmax512, expsum512,
-                                          dsoft512, dot512,    scal512};
+const rp_flash_ops rp_flash_ops_avx512 = {gemm512, rowmax512, expsum512,           dsoft512,
+                                          dot512,  scal512,   rp_flash_pack_t_avx2};
 
 #else
 #include "flash_attention_internal.h"

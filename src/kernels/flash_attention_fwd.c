@@ -87,7 +87,7 @@ static const float *packed_kt(fwd_ctx *c, kv_slot *slot, long bh, int kb) {
   if (s == 0 && atomic_compare_exchange_strong(st, &expect, 1)) {
     long b = bh / pr->NH, h = bh % pr->NH, j0 = (long)kb * bk;
     int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
-    rp_flash_pack_t(dst, bk, rp_flash_row(pr->k, b, j0, h, HS), pr->k.ld, nk, HS);
+    c->pl.ops->pack_t(dst, bk, rp_flash_row(pr->k, b, j0, h, HS), pr->k.ld, nk, HS);
     rp_flash_pack_rows(dst + (long)HS * bk, rp_flash_row(pr->v, b, j0, h, HS), pr->v.ld, nk, HS);
     atomic_store_explicit(st, 2, memory_order_release);
     return dst;

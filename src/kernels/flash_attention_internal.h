@@ -20,6 +20,8 @@ typedef struct {
   void (*dsoft)(float *ds, const float *p, int n, float d, float scale);
   float (*dot)(const float *x, const float *y, int n);
   void (*scal)(float *x, int n, float a);
+  /* dst[d*ldd + r] = src[r*ld + d] for r < n, d < HS (see rp_flash_pack_t) */
+  void (*pack_t)(float *dst, long ldd, const float *src, long ld, int n, int HS);
 } rp_flash_ops;
 
 extern const rp_flash_ops rp_flash_ops_scalar;
@@ -94,6 +96,8 @@ static inline float *rp_flash_stat(rp_flash_view v, long b, long h, long t) {
 
 /* Transposes rows [0, n) x cols [0, HS) of src (row stride ld) into dst[HS][ldd]. */
 void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS);
+/* The same by 8 x 8 register transposes (AVX2; the AVX-512 table uses it too) */
+void rp_flash_pack_t_avx2(float *dst, long ldd, const float *src, long ld, int n, int HS);
 /* Copies rows [0, n) x cols [0, HS) of src (row stride ld) into dst[n][HS]: the
  * model's rows of one head lie 3C floats apart, a stride that aliases in L1. */
 void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS);

@@ -3,8 +3,8 @@
  * op: the micro-kernel GEMM over ragged shapes, both A layouts and both
  * accumulate modes; the softmax exp (the vector paths use 2^t polynomials, the
  * reference expf) over the whole range the softmax feeds it, far-negative
- * inputs included; rowmax, dsoft, dot, scal. Paths the machine or the
- * RINGPIPE_ISA ceiling excludes are reported skipped. */
+ * inputs included; rowmax, dsoft, dot, scal, the transposing pack. Paths the
+ * machine or the RINGPIPE_ISA ceiling excludes are reported skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -123,6 +123,27 @@ static void check_exp_accuracy(const rp_flash_ops *ops, const char *isa) {
   free(x), free(y);
 }
 
+/* The transposing pack against the portable one, ragged in both directions
+ * (rows and head sizes that are not multiples of the 8 x 8 register blocks),
+ * strided source rows, and destination padding left alone. */
+static void check_pack_t(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
+  static const int ns[] = {1, 7, 8, 13, 64, 192}, hs[] = {8, 12, 24, 64, 80};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+    for (size_t j = 0; j < sizeof hs / sizeof hs[0]; j++) {
+      const int n = ns[i], HS = hs[j];
+      const long ld = 3L * HS + 5, ldd = n + 3;
+      float *src = ft_floats(n * ld), *d = ft_floats(HS * ldd), *dr = ft_floats(HS * ldd);
+      ft_fill(src, n * ld, r, -1, 1);
+      ft_fill(d, HS * ldd, r, -1, 1);
+      memcpy(dr, d, sizeof(float) * (size_t)(HS * ldd));
+      ops->pack_t(d, ldd, src, ld, n, HS);
+      ref->pack_t(dr, ldd, src, ld, n, HS);
+      if (memcmp(d, dr, sizeof(float) * (size_t)(HS * ldd)) != 0)
+        fail_msg("pack_t n=%d HS=%d differs from the portable pack", n, HS);
+      free(src), free(d), free(dr);
+    }
+}
+
 static void test_ops_vs_portable(void **state) {
   const rp_flash_ops *ref = &rp_flash_ops_scalar;
   for (int i = 0; i < 3; i++) {
@@ -134,6 +155,7 @@ static void test_ops_vs_portable(void **state) {
     const rp_flash_ops *ops = ops_of(ft_isas[i]);
     check_gemm(ops, ref, &r);
     check_softmax(ops, ref, &r);
+    check_pack_t(ops, ref, &r);
     if (ops != ref) check_exp_accuracy(ops, rp_flash_isa_name(ft_isas[i]));
     printf("flash_ops: isa=%s matches the portable loops\n", rp_flash_isa_name(ft_isas[i]));
   }
