@@ -151,7 +151,8 @@ if [ -n "$ATTN_T" ]; then
         fi
         fl=${row%% *}
         fma=${row##* }
-        tclock=$([ "$ATTN_CLOCK" = cpu ] && echo --cpu-time)
+        tclock=""
+        if [ "$ATTN_CLOCK" = cpu ]; then tclock=--cpu-time; fi
         # shellcheck disable=SC2086
         sd=$("$TPY" "$PYBENCH" attention --seq "$T" --causal "$causal" --batch 1 --heads 6 \
              --head-size 64 --threads "$THREADS" $tclock 2>/dev/null | sed -n 's/^fb_ms: //p')
