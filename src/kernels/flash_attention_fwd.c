@@ -10,19 +10,19 @@
  *
  * Tasks are (b, h, query block), taken from an atomic counter head by head,
  * heaviest causal blocks of each head first; each task writes only its own O
- * rows and L entries. K is needed
- * transposed (the micro-kernel wants B with contiguous columns) and V as
- * contiguous rows: in the model's qkv layout V's rows of one head lie 3C floats
- * apart, a stride that maps every row to the same few L1 sets, so the P V
- * product streamed V from L2. Each (b, h, key block) is packed once, K^T and V
- * side by side, by whichever worker first needs it, into the slot of its head:
- * nthreads + 1 head slots (tasks go head by head, so that many hold every
- * head in flight), not B*NH of them. The whole-problem buffer was as large as
- * K and V together and, allocated (zeroed, page-faulted) on every call, cost
- * 5 % of the forward at T = 2048. A worker whose head's slot still serves an
- * earlier head waits until that head's workers leave it. */
-#include <pthread.h>
+ * rows and L entries. K is needed transposed (the micro-kernel wants B with
+ * contiguous columns) and V as contiguous rows: in the model's qkv layout V's
+ * rows of one head lie 3C floats apart, a stride that maps every row to the
+ * same few L1 sets, so the P V product streamed V from L2. Each (b, h, key
+ * block) is packed once, K^T and V side by side, by whichever worker first
+ * needs it, into the slot of its head: nthreads + 1 head slots (tasks go head
+ * by head, so that many hold every head in flight), not B*NH of them. The
+ * whole-problem buffer was as large as K and V together and, allocated
+ * (zeroed, page-faulted) on every call, cost 5 % of the forward at T = 2048. A
+ * worker whose head's slot still serves an earlier head waits until that
+ * head's workers leave it. */
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
