@@ -6,7 +6,9 @@ attention forward+backward as ringpipe, timed the same way.
       prints "tokens/s: X" (mean over the steps after the warm-up ones)
   vs_torch.py attention --impl sdpa --seq T --causal 0|1 --batch B --heads NH
                     --head-size HS --threads N --min-seconds S     (pass --batch: its default is train's)
-      prints "fb_ms: X" (best forward+backward, like `ringpipe bench attention`)
+      prints "fb_ms: X" (best forward+backward, like `ringpipe bench attention`);
+      with --cpu-time (and --threads 1) in this thread's CPU time, like
+      build/bench/bench_flash_cpu: steady on a machine shared with other jobs
 
 The model is GPT-2 as ringpipe builds it: learned positions, pre-LayerNorm
 blocks, tanh GELU, causal attention (scaled_dot_product_attention), final
@@ -102,15 +104,20 @@ def attention(a):
     qkv = (2 * torch.rand(a.batch, a.seq, 3, a.heads, a.head_size, generator=g) - 1)
     qkv.requires_grad_(True)
     dout = 2 * torch.rand(a.batch, a.heads, a.seq, a.head_size, generator=g) - 1
+    # --cpu-time: this thread's CPU time, for one thread on a shared machine
+    # (as build/bench/bench_flash_cpu times ringpipe's flash)
+    clock = time.thread_time if a.cpu_time else time.perf_counter
+    if a.cpu_time and a.threads != 1:
+        sys.exit("vs_torch.py: --cpu-time measures one thread; use --threads 1")
     best, spent, rep = 1e30, 0.0, 0
     while rep < 2 or spent < a.min_seconds:
         qkv.grad = None
-        t0 = time.perf_counter()
+        t0 = clock()
         q, k, v = qkv.unbind(2)
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                            v.transpose(1, 2), is_causal=bool(a.causal))
         y.backward(dout)
-        dt = time.perf_counter() - t0
+        dt = clock() - t0
         best, spent, rep = min(best, dt), spent + dt, rep + 1
         if spent > 20 * a.min_seconds:
             break
@@ -127,6 +134,7 @@ def main():
                  ("threads", 2), ("head_size", 64), ("causal", 1)]:
         p.add_argument("--" + k.replace("_", "-"), type=int, default=v)
     p.add_argument("--min-seconds", type=float, default=0.5)
+    p.add_argument("--cpu-time", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     train(a) if a.what == "train" else attention(a)

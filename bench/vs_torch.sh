@@ -23,6 +23,9 @@
 #   MODELS       "default" and/or "gpt2" (124M shape T512 B4 vocab 50257: slow) [default]
 #   ATTN_T       attention sequence lengths ["1024 2048 4096 8192"] ("" skips attention)
 #   IMPLS        PyTorch training variants ["eager compile"]
+#   ATTN_CLOCK   "wall" [default] or "cpu": with THREADS=1, time attention by this
+#                thread's CPU time on both sides (build/bench/bench_flash_cpu and
+#                vs_torch.py --cpu-time), steady on a machine shared with other jobs
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
 TORCH_VENV=${TORCH_VENV:-$HOME/.cache/ringpipe/torch-venv}
@@ -33,6 +36,14 @@ STEPS=${STEPS:-8}
 MODELS=${MODELS:-default}
 ATTN_T=${ATTN_T-1024 2048 4096 8192}
 IMPLS=${IMPLS:-eager compile}
+ATTN_CLOCK=${ATTN_CLOCK:-wall}
+case $ATTN_CLOCK in
+  wall) ;;
+  cpu) [ "$THREADS" = 1 ] || { echo "vs_torch: ATTN_CLOCK=cpu needs THREADS=1 (it times one thread)" >&2; exit 2; }
+       FLASH_CPU=${FLASH_CPU:-$(dirname "$RINGPIPE")/bench/bench_flash_cpu}
+       [ -x "$FLASH_CPU" ] || { echo "vs_torch: $FLASH_CPU not found; build first (ninja -C build) or set FLASH_CPU" >&2; exit 2; } ;;
+  *) echo "vs_torch: ATTN_CLOCK=$ATTN_CLOCK unknown; use wall or cpu" >&2; exit 2 ;;
+esac
 PYBENCH=$PWD/bench/vs_torch.py
 
 case $TORCH_VENV in "$PWD"/*)
@@ -119,7 +130,7 @@ done
 
 # ---- attention: flash vs SDPA, B1 NH6 HS64
 if [ -n "$ATTN_T" ]; then
-  echo "## attention forward+backward, B=1 NH=6 HS=64 (ms, best of repetitions)" | tee -a "$report"
+  echo "## attention forward+backward, B=1 NH=6 HS=64 (ms, best of repetitions, $ATTN_CLOCK clock)" | tee -a "$report"
   echo | tee -a "$report"
   echo "| T | causal | round | ringpipe flash | fraction of FMA peak | torch SDPA | SDPA / flash |" | tee -a "$report"
   echo "|---|---|---|---|---|---|---|" | tee -a "$report"
@@ -129,14 +140,22 @@ if [ -n "$ATTN_T" ]; then
       rs=""
       cz=$([ $causal = 1 ] && echo yes || echo no)
       for r in $(seq "$ROUNDS"); do
-        row=$("$RINGPIPE" bench attention --tmin "$T" --tmax "$T" --causal "$cz" --batch 1 \
-              --heads 6 --head-size 64 --naive-max-gib 0 --threads "$THREADS" --min-seconds 0.5 \
-              2>/dev/null |
-              awk -v T="$T" '$1 == T && $2 ~ /yes|no/ { print $5, $19 }')
+        if [ "$ATTN_CLOCK" = cpu ]; then
+          row=$("$FLASH_CPU" "$T" "$causal" 3 2>/dev/null |
+                sed -n 's/.*f+b \([0-9.]*\) ms.* = \([0-9.]*\) of the FMA peak.*/\1 \2/p')
+        else
+          row=$("$RINGPIPE" bench attention --tmin "$T" --tmax "$T" --causal "$cz" --batch 1 \
+                --heads 6 --head-size 64 --naive-max-gib 0 --threads "$THREADS" \
+                --min-seconds 0.5 2>/dev/null |
+                awk -v T="$T" '$1 == T && $2 ~ /yes|no/ { print $5, $19 }')
+        fi
         fl=${row%% *}
         fma=${row##* }
+        tclock=""
+        if [ "$ATTN_CLOCK" = cpu ]; then tclock=--cpu-time; fi
+        # shellcheck disable=SC2086
         sd=$("$TPY" "$PYBENCH" attention --seq "$T" --causal "$causal" --batch 1 --heads 6 \
-             --head-size 64 --threads "$THREADS" 2>/dev/null | sed -n 's/^fb_ms: //p')
+             --head-size 64 --threads "$THREADS" $tclock 2>/dev/null | sed -n 's/^fb_ms: //p')
         x=$(ratio "${sd:-0}" "${fl:-0}")
         rs="$rs $x"
         echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x |" | tee -a "$report"

@@ -103,16 +103,23 @@ TAVX2 static void gemm256(int M, int N, int K, const float *a, long rsa, long cs
   }
 }
 
-/* 2^t on 8 lanes (see exp2_512 in the AVX-512 file); 2^n is built in the
- * exponent bits, so t is clamped at -126 where 2^n is the smallest normal
- * float (1e-38: no sum here can tell it from 0). t <= 0 in the softmax. */
+/* 2^t on 8 lanes (see exp2_512 in the AVX-512 file for the polynomial):
+ * n = floor(t) by the round-to-nearest of t - 1/2 against 1.5 * 2^23 (no
+ * vroundps, 2 uops on Intel, and no float-to-int conversion: the low bits of
+ * nb are n), f = t - n in [0, 1] (1 only where t is an integer and the tie
+ * went down, which the polynomial covers), 2^n built in the exponent bits.
+ * t is clamped at -126 where 2^n is the smallest normal float (1e-38: no sum
+ * here can tell it from 0). t <= 0 in the softmax. */
 TAVX2 AI __m256 exp2_256(__m256 t) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f); /* 1.5 * 2^23 */
   t = _mm256_max_ps(t, _mm256_set1_ps(-126.0f));
-  __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 f = _mm256_sub_ps(t, n);
+  __m256 nb = _mm256_add_ps(_mm256_sub_ps(t, _mm256_set1_ps(0.5f)), magic);
+  __m256 f = _mm256_sub_ps(t, _mm256_sub_ps(nb, magic));
   __m256 p = _mm256_set1_ps(rp_flash_exp2_poly[0]);
-  for (int i = 1; i < 7; i++) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(rp_flash_exp2_poly[i]));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  for (int i = 1; i <= RP_FLASH_EXP2_DEGREE; i++)
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(rp_flash_exp2_poly[i]));
+  /* bits(nb) = bits(1.5 * 2^23) + n; shifting by 23 drops the constant */
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(nb), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -190,10 +197,50 @@ TAVX2 static void scal256(float *x, int n, float a) {
   }
 }
 
-const rp_flash_ops rp_flash_ops_avx2 = {gemm256, rowmax256, expsum256,
-                                        dsoft256, dot256,    scal256};
+/* 8 x 8 transpose in registers: rows r0..r0+7 of src become columns. The
+ * scalar pack moved one float per load and store (3 % of the forward and of
+ * the backward at T = 2048). */
+TAVX2 static void transpose8(float *dst, long ldd, const float *src, long ld) {
+  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ld);
+  __m256 r2 = _mm256_loadu_ps(src + 2 * ld), r3 = _mm256_loadu_ps(src + 3 * ld);
+  __m256 r4 = _mm256_loadu_ps(src + 4 * ld), r5 = _mm256_loadu_ps(src + 5 * ld);
+  __m256 r6 = _mm256_loadu_ps(src + 6 * ld), r7 = _mm256_loadu_ps(src + 7 * ld);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+TAVX2 void rp_flash_pack_t_avx2(float *dst, long ldd, const float *src, long ld, int n, int HS) {
+  const int n8 = n & ~7, h8 = HS & ~7;
+  for (int r = 0; r < n8; r += 8) {
+    for (int d = 0; d < h8; d += 8) transpose8(dst + d * ldd + r, ldd, src + (long)r * ld + d, ld);
+    for (int d = h8; d < HS; d++)
+      for (int u = 0; u < 8; u++) dst[d * ldd + r + u] = src[(long)(r + u) * ld + d];
+  }
+  if (n8 < n) rp_flash_pack_t(dst + n8, ldd, src + (long)n8 * ld, ld, n - n8, HS);
+}
+
+const rp_flash_ops rp_flash_ops_avx2 = {gemm256, rowmax256, expsum256,           dsoft256,
+                                        dot256,  scal256,   rp_flash_pack_t_avx2};
 
 #else
 #include "flash_attention_internal.h"
 const rp_flash_ops rp_flash_ops_avx2 = {0};
+/* never called: the AVX-512 table that names it is empty here too */
+void rp_flash_pack_t_avx2(float *dst, long ldd, const float *src, long ld, int n, int HS) {
+  rp_flash_pack_t(dst, ldd, src, ld, n, HS);
+}
 #endif

@@ -120,9 +120,9 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   atomic_int *turn = c->dq_turn && dqb ? c->dq_turn + (b * pr->NH + h) * pl->nqb : NULL;
   const float *k = rp_flash_row(pr->k, b, j0, h, HS), *v = rp_flash_row(pr->v, b, j0, h, HS);
   const int need_ds = dqb != NULL || c->dk.p != NULL;
-  rp_flash_pack_t(kt, bk, k, pr->k.ld, nk, HS);
+  ops->pack_t(kt, bk, k, pr->k.ld, nk, HS);
   if (dqb) rp_flash_pack_rows(kp, k, pr->k.ld, nk, HS);
-  if (need_ds) rp_flash_pack_t(vt, bk, v, pr->v.ld, nk, HS);
+  if (need_ds) ops->pack_t(vt, bk, v, pr->v.ld, nk, HS);
   memset(dk, 0, sizeof(float) * (size_t)nk * HS);
   memset(dv, 0, sizeof(float) * (size_t)nk * HS);
 

@@ -8,14 +8,21 @@
  * straddle the diagonal pay for per-row masking (visible prefix lengths; no -inf
  * arithmetic, so rows that see nothing stay exactly 0 and L = -inf).
  *
- * Tasks are (b, h, query block), taken from an atomic counter, heaviest causal
- * blocks first; each task writes only its own O rows and L entries. K is needed
- * transposed (the micro-kernel wants B with contiguous columns) and V as
- * contiguous rows: in the model's qkv layout V's rows of one head lie 3C floats
- * apart, a stride that maps every row to the same few L1 sets, so the P V
- * product streamed V from L2. Each (b, h, key block) is packed once, K^T and V
- * side by side, by whichever worker first needs it. */
+ * Tasks are (b, h, query block), taken from an atomic counter head by head,
+ * heaviest causal blocks of each head first; each task writes only its own O
+ * rows and L entries. K is needed transposed (the micro-kernel wants B with
+ * contiguous columns) and V as contiguous rows: in the model's qkv layout V's
+ * rows of one head lie 3C floats apart, a stride that maps every row to the
+ * same few L1 sets, so the P V product streamed V from L2. Each (b, h, key
+ * block) is packed once, K^T and V side by side, by whichever worker first
+ * needs it, into the slot of its head: nthreads + 1 head slots (tasks go head
+ * by head, so that many hold every head in flight), not B*NH of them. The
+ * whole-problem buffer was as large as K and V together and, allocated
+ * (zeroed, page-faulted) on every call, cost 5 % of the forward at T = 2048. A
+ * worker whose head's slot still serves an earlier head waits until that
+ * head's workers leave it. */
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,32 +31,63 @@
 #include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
 
+/* One head's packed K^T and V tiles. head and users change under mu. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t left;  /* users dropped to 0 */
+  long head;            /* the (b, h) held, -1 none */
+  int users;            /* workers running a task of that head */
+  float *kt;            /* [nkb]: K^T [HS][bk], then V [bk][HS] */
+  atomic_int *state;    /* per tile: 0 not packed, 1 being packed, 2 ready */
+} kv_slot;
+
 typedef struct {
   rp_flash_problem pr;
   rp_flash_view o, lse;
   rp_flash_plan pl;
-  float *kt;            /* [B*NH][nkb]: K^T [HS][bk], then V [bk][HS] */
-  atomic_int *kt_state; /* per tile: 0 not packed, 1 being packed, 2 ready */
-  float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq] */
+  kv_slot *slots;
+  int nslots, slots_ready; /* slots_ready: mutexes initialised */
+  float *kt;            /* [nslots][nkb] tiles */
+  atomic_int *kt_state; /* [nslots][nkb] */
+  float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq], packed Q [bq*HS] */
   long scratch_floats;
   int nthreads;
   long ntasks;
   atomic_long next;
 } fwd_ctx;
 
-static const float *packed_kt(fwd_ctx *c, long bh, int kb) {
+/* The slot of head bh, held for bh: waits while it serves another head. */
+static kv_slot *slot_acquire(fwd_ctx *c, long bh) {
+  kv_slot *s = &c->slots[bh % c->nslots];
+  pthread_mutex_lock(&s->mu);
+  while (s->head != bh && s->users > 0) pthread_cond_wait(&s->left, &s->mu);
+  if (s->head != bh) {
+    s->head = bh;
+    for (int kb = 0; kb < c->pl.nkb; kb++) atomic_store(&s->state[kb], 0);
+  }
+  s->users++;
+  pthread_mutex_unlock(&s->mu);
+  return s;
+}
+
+static void slot_release(kv_slot *s) {
+  pthread_mutex_lock(&s->mu);
+  if (--s->users == 0) pthread_cond_broadcast(&s->left);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static const float *packed_kt(fwd_ctx *c, kv_slot *slot, long bh, int kb) {
   const rp_flash_problem *pr = &c->pr;
   const int HS = pr->HS, bk = c->pl.bk;
-  long tile = bh * c->pl.nkb + kb;
-  float *dst = c->kt + tile * 2 * HS * bk;
-  atomic_int *st = &c->kt_state[tile];
+  float *dst = slot->kt + (long)kb * 2 * HS * bk;
+  atomic_int *st = &slot->state[kb];
   int s = atomic_load_explicit(st, memory_order_acquire);
   if (s == 2) return dst;
   int expect = 0;
   if (s == 0 && atomic_compare_exchange_strong(st, &expect, 1)) {
     long b = bh / pr->NH, h = bh % pr->NH, j0 = (long)kb * bk;
     int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
-    rp_flash_pack_t(dst, bk, rp_flash_row(pr->k, b, j0, h, HS), pr->k.ld, nk, HS);
+    c->pl.ops->pack_t(dst, bk, rp_flash_row(pr->k, b, j0, h, HS), pr->k.ld, nk, HS);
     rp_flash_pack_rows(dst + (long)HS * bk, rp_flash_row(pr->v, b, j0, h, HS), pr->v.ld, nk, HS);
     atomic_store_explicit(st, 2, memory_order_release);
     return dst;
@@ -60,17 +98,55 @@ static const float *packed_kt(fwd_ctx *c, long bh, int kb) {
   return dst;
 }
 
-static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m, float *l) {
+/* Online softmax over rows [r0, r0 + hh) of a tile whose scores are in S:
+ * P = exp(scale*S - m) in place (0 outside each row's span), l and m updated
+ * and the O rows rescaled when a row's max grows. */
+static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, long j0, int nk,
+                             int full, float *S, float *m, float *l, float *o, long ldo) {
+  const rp_flash_problem *pr = &c->pr;
+  const rp_flash_ops *ops = c->pl.ops;
+  const int HS = pr->HS, bk = c->pl.bk;
+  const float scale = c->pl.scale;
+  for (int r = r0; r < r0 + hh; r++) {
+    float *s = S + (long)r * bk;
+    int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
+    if (n == 0) {
+      memset(s, 0, sizeof(float) * (size_t)nk);
+      continue;
+    }
+    float mnew = ops->rowmax(s + a, n) * scale;
+    if (mnew < m[r]) mnew = m[r];
+    float sum = ops->expsum(s + a, n, scale, mnew);
+    if (n < nk) rp_flash_zero_outside(s, a, n, nk);
+    if (mnew != m[r]) {
+      /* m[r] = -inf on a row's first visible tile: alpha = 0, l and O are 0 */
+      float alpha = expf(m[r] - mnew);
+      if (l[r] > 0.0f) ops->scal(o + r * ldo, HS, alpha);
+      l[r] *= alpha;
+      m[r] = mnew;
+    }
+    l[r] += sum;
+  }
+}
+
+/* One query block against every key tile it sees. Each tile runs strip by strip
+ * (RP_FLASH_FWD_STRIP rows; diagonal tiles RP_FLASH_STRIP over the keys the strip
+ * sees): S = Q K^T, the softmax, O += P V for one strip before the next, so that
+ * the strip's scores stay in L1 between the three passes (whole 96 x 192 tiles
+ * are 72 KiB, more than the L1, and went through L2 three times). q is the
+ * block's Q rows packed [nq][HS]. */
+static void fwd_tile_rows(fwd_ctx *c, kv_slot *slot, long b, long h, int qb, float *S,
+                          float *m, float *l, float *q) {
   const rp_flash_problem *pr = &c->pr;
   const rp_flash_plan *pl = &c->pl;
   const rp_flash_ops *ops = pl->ops;
   const int HS = pr->HS, bq = pl->bq, bk = pl->bk;
   const long i0 = (long)qb * bq;
   const int nq = (int)RP_MIN((long)bq, pr->Tq - i0);
-  const float *q = rp_flash_row(pr->q, b, i0, h, HS);
   float *o = rp_flash_row(c->o, b, i0, h, HS);
   const long ldo = c->o.ld;
 
+  rp_flash_pack_rows(q, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
   for (int r = 0; r < nq; r++) {
     memset(o + r * ldo, 0, sizeof(float) * (size_t)HS);
     m[r] = -INFINITY;
@@ -82,45 +158,20 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
     const long j0 = (long)kb * bk;
     const int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
     if (!rp_flash_tile_any(pr, b, i0, nq, j0, nk)) continue;  /* between documents */
-    const float *kt = packed_kt(c, b * pr->NH + h, kb);
+    const float *kt = packed_kt(c, slot, b * pr->NH + h, kb);
     /* a tile is unmasked when every row sees every key (causal: its last key is
      * visible to its first query) */
     const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
-    /* S = Q K^T for this tile (unscaled; the scale is folded into the exp);
-     * columns past a strip's keys are left as they are and zeroed below */
     for (int r0 = 0, hh; r0 < nq; r0 += hh) {
-      hh = rp_flash_strip_rows(full, nq, r0);
+      hh = full ? RP_MIN(nq - r0, RP_FLASH_FWD_STRIP) : rp_flash_strip_rows(0, nq, r0);
       int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      float *s = S + (long)r0 * bk;
+      /* unscaled scores (the scale is folded into the exp); columns past the
+       * strip's keys are zeroed by the softmax */
+      if (ns > 0) ops->gemm(hh, ns, HS, q + r0 * HS, HS, 1, kt, bk, s, bk, 0);
+      fwd_softmax_rows(c, b, i0, r0, hh, j0, nk, full, S, m, l, o, ldo);
       if (ns > 0)
-        ops->gemm(hh, ns, HS, q + r0 * pr->q.ld, pr->q.ld, 1, kt, bk, S + (long)r0 * bk, bk, 0);
-    }
-    for (int r = 0; r < nq; r++) {
-      float *s = S + (long)r * bk;
-      int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
-      if (n == 0) {
-        memset(s, 0, sizeof(float) * (size_t)nk);
-        continue;
-      }
-      float mnew = ops->rowmax(s + a, n) * pl->scale;
-      if (mnew < m[r]) mnew = m[r];
-      float sum = ops->expsum(s + a, n, pl->scale, mnew);
-      if (n < nk) rp_flash_zero_outside(s, a, n, nk);
-      if (mnew != m[r]) {
-        /* m[r] = -inf on a row's first visible tile: alpha = 0, l and O are 0 */
-        float alpha = expf(m[r] - mnew);
-        if (l[r] > 0.0f) ops->scal(o + r * ldo, HS, alpha);
-        l[r] *= alpha;
-        m[r] = mnew;
-      }
-      l[r] += sum;
-    }
-    /* O += P V, each strip over its keys */
-    for (int r0 = 0, hh; r0 < nq; r0 += hh) {
-      hh = rp_flash_strip_rows(full, nq, r0);
-      int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
-      if (ns > 0)
-        ops->gemm(hh, HS, ns, S + (long)r0 * bk, bk, 1, kt + (long)HS * bk, HS, o + r0 * ldo,
-                  ldo, 1);
+        ops->gemm(hh, HS, ns, s, bk, 1, kt + (long)HS * bk, HS, o + r0 * ldo, ldo, 1);
     }
   }
   for (int r = 0; r < nq; r++) {
@@ -137,17 +188,22 @@ static void fwd_tile_rows(fwd_ctx *c, long b, long h, int qb, float *S, float *m
 void rp_flash_fwd_run(void *vctx, int ith, int nth) {
   fwd_ctx *c = vctx;
   (void)nth;
-  const long BNH = (long)c->pr.B * c->pr.NH;
   float *S = c->scratch + ith * c->scratch_floats;
   float *m = S + (long)c->pl.bq * c->pl.bk;
-  float *l = m + c->pl.bq;
+  float *l = m + c->pl.bq, *q = l + c->pl.bq;
   for (;;) {
     long t = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (t >= c->ntasks) break;
-    /* last query blocks first: under causal masking they see the most keys */
-    int qb = c->pl.nqb - 1 - (int)(t / BNH);
-    long bh = t % BNH;
-    fwd_tile_rows(c, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l);
+    /* head by head, so that the workers share one head's packed K and V while
+     * it is in L2 (cycling over heads kept B*NH heads' tiles live, beyond the
+     * L2 from T = 2048: 4 % slower); within a head the last query blocks come
+     * first: under causal masking they see the most keys, and the light ones
+     * left at the end balance the threads */
+    long bh = t / c->pl.nqb;
+    int qb = c->pl.nqb - 1 - (int)(t % c->pl.nqb);
+    kv_slot *slot = slot_acquire(c, bh);
+    fwd_tile_rows(c, slot, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l, q);
+    slot_release(slot);
   }
 }
 
@@ -180,20 +236,32 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->o = o;
   c->lse = lse;
   rp_flash_make_plan(&c->pl, pr);
-  const long BNH = (long)pr->B * pr->NH, tiles = BNH * c->pl.nkb;
+  const long BNH = (long)pr->B * pr->NH;
   c->nthreads = nthreads;
   c->ntasks = BNH * c->pl.nqb;
+  c->nslots = (int)RP_MIN(BNH, (long)nthreads + 1);
+  const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);
-  c->scratch_floats = ((long)c->pl.bq * c->pl.bk + 2L * c->pl.bq + 15) & ~15L;
-  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * 2 * pr->HS * c->pl.bk), RP_MEM_WORKSPACE);
+  c->scratch_floats = ((long)c->pl.bq * (c->pl.bk + 2L + pr->HS) + 15) & ~15L;
+  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * tile_floats), RP_MEM_WORKSPACE);
   c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
   c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);
-  if (!c->kt || !c->scratch || !c->kt_state) {
+  c->slots = calloc((size_t)c->nslots, sizeof *c->slots);
+  if (!c->kt || !c->scratch || !c->kt_state || !c->slots) {
     rp_flash_fwd_finish(c, NULL);
     return rp_err(RP_ENOMEM, "out of memory for flash forward workspace (B*NH=%ld, T=%d, HS=%d)",
                   BNH, pr->Tk, pr->HS);
   }
   for (long i = 0; i < tiles; i++) atomic_init(&c->kt_state[i], 0);
+  for (int i = 0; i < c->nslots; i++) {
+    kv_slot *sl = &c->slots[i];
+    pthread_mutex_init(&sl->mu, NULL);
+    pthread_cond_init(&sl->left, NULL);
+    sl->head = -1;
+    sl->kt = c->kt + (long)i * c->pl.nkb * tile_floats;
+    sl->state = c->kt_state + (long)i * c->pl.nkb;
+  }
+  c->slots_ready = 1;
   *out = c;
   return RP_OK;
 }
@@ -202,6 +270,11 @@ rp_status rp_flash_fwd_finish(void *vctx, rp_pool *pool) {
   (void)pool;
   fwd_ctx *c = vctx;
   if (!c) return RP_OK;
+  for (int i = 0; c->slots_ready && i < c->nslots; i++) {
+    pthread_mutex_destroy(&c->slots[i].mu);
+    pthread_cond_destroy(&c->slots[i].left);
+  }
+  free(c->slots);
   rp_free(c->kt);
   rp_free(c->scratch);
   free(c->kt_state);

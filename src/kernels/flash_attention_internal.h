@@ -20,6 +20,8 @@ typedef struct {
   void (*dsoft)(float *ds, const float *p, int n, float d, float scale);
   float (*dot)(const float *x, const float *y, int n);
   void (*scal)(float *x, int n, float a);
+  /* dst[d*ldd + r] = src[r*ld + d] for r < n, d < HS (see rp_flash_pack_t) */
+  void (*pack_t)(float *dst, long ldd, const float *src, long ld, int n, int HS);
 } rp_flash_ops;
 
 extern const rp_flash_ops rp_flash_ops_scalar;
@@ -27,12 +29,16 @@ extern const rp_flash_ops rp_flash_ops_avx2;
 extern const rp_flash_ops rp_flash_ops_avx512;
 const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg);
 
-/* 2^f for |f| <= 1/2 as sum c[i] f^(6-i) (Cephes exp2f, about 1 ulp); the
- * vector softmax exps evaluate it by Horner, highest power first. */
-static const float rp_flash_exp2_poly[7] = {1.535336188319500e-4f, 1.339887440266574e-3f,
-                                            9.618437357674640e-3f, 5.550332471162809e-2f,
-                                            2.402264791363012e-1f, 6.931472028550421e-1f,
-                                            1.0f};
+/* 2^f for f in [0, 1) as sum c[i] f^(5-i), evaluated by Horner (highest power
+ * first). Degree 5, fitted for the least relative error over [0, 1) (iterated
+ * reweighted least squares): 7.5e-8 in exact arithmetic, 1.6e-7 (1.3 ulp)
+ * evaluated in fp32; test_flash_ops bounds the whole exp. One FMA fewer than
+ * the degree-6 Cephes polynomial on [-1/2, 1/2] it replaces, and f = t -
+ * floor(t) lets the exponent step take t itself (see exp2_512). */
+static const float rp_flash_exp2_poly[6] = {1.877576309e-03f, 8.989341447e-03f,
+                                            5.582631641e-02f, 2.401536179e-01f,
+                                            6.931530730e-01f, 9.999999251e-01f};
+#define RP_FLASH_EXP2_DEGREE 5
 
 /* Resolved settings for one call. */
 typedef struct {
@@ -59,6 +65,9 @@ static inline int rp_flash_visible(const rp_flash_problem *pr, long i, long j0, 
  * zeros. A multiple of every micro-kernel's row block (6, 8, 12). An unmasked
  * tile is one strip. */
 #define RP_FLASH_STRIP 24
+/* Rows per strip of an unmasked forward tile (see fwd_tile_rows): small enough
+ * that the strip's scores stay in L1, a multiple of every row block. */
+#define RP_FLASH_FWD_STRIP 24
 static inline int rp_flash_strip_rows(int full, int nq, int r0) {
   return full ? nq : (nq - r0 < RP_FLASH_STRIP ? nq - r0 : RP_FLASH_STRIP);
 }
@@ -87,6 +96,8 @@ static inline float *rp_flash_stat(rp_flash_view v, long b, long h, long t) {
 
 /* Transposes rows [0, n) x cols [0, HS) of src (row stride ld) into dst[HS][ldd]. */
 void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS);
+/* The same by 8 x 8 register transposes (AVX2; the AVX-512 table uses it too) */
+void rp_flash_pack_t_avx2(float *dst, long ldd, const float *src, long ld, int n, int HS);
 /* Copies rows [0, n) x cols [0, HS) of src (row stride ld) into dst[n][HS]: the
  * model's rows of one head lie 3C floats apart, a stride that aliases in L1. */
 void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS);

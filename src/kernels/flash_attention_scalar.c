@@ -47,4 +47,5 @@ static void scal_c(float *x, int n, float a) {
   for (int i = 0; i < n; i++) x[i] *= a;
 }
 
-const rp_flash_ops rp_flash_ops_scalar = {gemm_c, rowmax_c, expsum_c, dsoft_c, dot_c, scal_c};
+const rp_flash_ops rp_flash_ops_scalar = {gemm_c, rowmax_c, expsum_c, dsoft_c,
+                                          dot_c,  scal_c,   rp_flash_pack_t};

@@ -3,8 +3,8 @@
  * op: the micro-kernel GEMM over ragged shapes, both A layouts and both
  * accumulate modes; the softmax exp (the vector paths use 2^t polynomials, the
  * reference expf) over the whole range the softmax feeds it, far-negative
- * inputs included; rowmax, dsoft, dot, scal. Paths the machine or the
- * RINGPIPE_ISA ceiling excludes are reported skipped. */
+ * inputs included; rowmax, dsoft, dot, scal, the transposing pack. Paths the
+ * machine or the RINGPIPE_ISA ceiling excludes are reported skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +32,8 @@ static double rel_err(const float *got, const float *want, long n, double floor)
 }
 
 static void check_gemm(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
-  static const int dims[] = {1, 5, 6, 7, 13, 16, 24, 33, 64, 70};
+  /* 100 and 193: inner dimensions the AVX-512 gemm splits in chunks */
+  static const int dims[] = {1, 5, 6, 7, 13, 16, 24, 33, 64, 70, 100, 193};
   const int nd = (int)(sizeof dims / sizeof dims[0]);
   for (int t = 0; t < 40; t++) {
     int M = dims[rp_rng_below(r, nd)], N = dims[rp_rng_below(r, nd)];
@@ -92,6 +93,57 @@ static void check_softmax(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_r
   }
 }
 
+/* The vector exp itself against exp in double, over a dense grid of the
+ * softmax's arguments (scale 1, max 0: exp(x), x in [-87, 0]): relative error
+ * at most 2.5e-7 (the degree-5 polynomial's 1.6e-7 in fp32 plus the final
+ * multiply), plus 1e-7 |x| for the rounding of t = log2(e) x (an absolute
+ * error in t of about 9e-8 |t| moves 2^t by that relative amount). A
+ * polynomial or range reduction that is off by one step, a wrong tie of the
+ * floor or a coefficient in the wrong order fails by orders of magnitude. */
+static void check_exp_accuracy(const rp_flash_ops *ops, const char *isa) {
+  enum { N = 4096, ROUNDS = 64 };
+  float *x = ft_floats(N), *y = ft_floats(N);
+  double worst = 0, at = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int i = 0; i < N; i++) x[i] = -87.0f * (float)(r * N + i) / (float)(ROUNDS * N);
+    /* integers and half-integers exactly: the floor's ties */
+    if (r == 0)
+      for (int i = 0; i < 64; i++) x[i] = -0.5f * (float)i;
+    memcpy(y, x, sizeof(float) * N);
+    ops->expsum(y, N, 1.0f, 0.0f);
+    for (int i = 0; i < N; i++) {
+      double want = exp((double)x[i]);
+      double e = fabs((double)y[i] - want) / want / (2.5e-7 + 1e-7 * fabs((double)x[i]));
+      if (!(e <= worst)) worst = e, at = x[i];  /* NaN lands here too */
+    }
+  }
+  if (!(worst <= 1.0))
+    fail_msg("flash exp isa=%s: error %.3g of the bound at x=%.9g", isa, worst, at);
+  printf("flash_ops: isa=%s exp within %.2f of its bound\n", isa, worst);
+  free(x), free(y);
+}
+
+/* The transposing pack against the portable one, ragged in both directions
+ * (rows and head sizes that are not multiples of the 8 x 8 register blocks),
+ * strided source rows, and destination padding left alone. */
+static void check_pack_t(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
+  static const int ns[] = {1, 7, 8, 13, 64, 192}, hs[] = {8, 12, 24, 64, 80};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+    for (size_t j = 0; j < sizeof hs / sizeof hs[0]; j++) {
+      const int n = ns[i], HS = hs[j];
+      const long ld = 3L * HS + 5, ldd = n + 3;
+      float *src = ft_floats(n * ld), *d = ft_floats(HS * ldd), *dr = ft_floats(HS * ldd);
+      ft_fill(src, n * ld, r, -1, 1);
+      ft_fill(d, HS * ldd, r, -1, 1);
+      memcpy(dr, d, sizeof(float) * (size_t)(HS * ldd));
+      ops->pack_t(d, ldd, src, ld, n, HS);
+      ref->pack_t(dr, ldd, src, ld, n, HS);
+      if (memcmp(d, dr, sizeof(float) * (size_t)(HS * ldd)) != 0)
+        fail_msg("pack_t n=%d HS=%d differs from the portable pack", n, HS);
+      free(src), free(d), free(dr);
+    }
+}
+
 static void test_ops_vs_portable(void **state) {
   const rp_flash_ops *ref = &rp_flash_ops_scalar;
   for (int i = 0; i < 3; i++) {
@@ -103,6 +155,8 @@ static void test_ops_vs_portable(void **state) {
     const rp_flash_ops *ops = ops_of(ft_isas[i]);
     check_gemm(ops, ref, &r);
     check_softmax(ops, ref, &r);
+    check_pack_t(ops, ref, &r);
+    if (ops != ref) check_exp_accuracy(ops, rp_flash_isa_name(ft_isas[i]));
     printf("flash_ops: isa=%s matches the portable loops\n", rp_flash_isa_name(ft_isas[i]));
   }
 }

@@ -204,6 +204,41 @@ static void test_keyblock_dq_deterministic(void **state) {
   free(qkv), free(dout), free(out), free(lse);
 }
 
+/* The forward packs K/V into nthreads + 1 head slots that later heads reuse:
+ * with B*NH = 10 heads on 1, 2 and 3 threads every slot serves several heads
+ * (a worker waits while its head's slot still serves an earlier head); out and
+ * lse must match the reference and be the same bit for bit whatever the
+ * thread count. */
+static void test_forward_head_slots(void **state) {
+  const int B = 2, T = 203, C = 80, NH = 5;
+  const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
+  rp_rng rng;
+  rp_rng_seed(&rng, 33);
+  float *qkv = ft_floats(nqkv), *att = ft_floats((long)B * NH * T * T);
+  float *out_r = ft_floats(nout), *lse_r = ft_floats(nlse), *out[3], *lse[3];
+  ft_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
+  rp_pool *p3 = ft_pool(3);
+  rp_pool *pools[3] = {g_pool[1], g_pool[2], p3};
+  for (int causal = 0; causal <= 1; causal++) {
+    rp_attention_ref_forward(out_r, att, lse_r, qkv, B, T, C, NH, causal, g_pool[2]);
+    rp_flash_config cfg = {.bq = 16, .bk = 24};
+    for (int i = 0; i < 3; i++) {
+      out[i] = ft_floats(nout), lse[i] = ft_floats(nlse);
+      assert_int_equal(rp_flash_forward(out[i], lse[i], qkv, B, T, C, NH, causal, &cfg,
+                                        pools[i]), RP_OK);
+    }
+    assert_true(ft_maxdiff("out", out[0], out_r, nout, FT_ATOL) <= FT_ATOL);
+    assert_true(ft_maxdiff("lse", lse[0], lse_r, nlse, FT_ATOL) <= FT_ATOL);
+    for (int i = 1; i < 3; i++) {
+      assert_memory_equal(out[0], out[i], sizeof(float) * (size_t)nout);
+      assert_memory_equal(lse[0], lse[i], sizeof(float) * (size_t)nlse);
+    }
+    for (int i = 0; i < 3; i++) free(out[i]), free(lse[i]);
+  }
+  rp_pool_destroy(p3);
+  free(qkv), free(att), free(out_r), free(lse_r);
+}
+
 /* Bad shapes and configurations are refused with a message, not a crash. */
 static void test_errors(void **state) {
   float x[48] = {0};
@@ -237,6 +272,7 @@ int main(void) {
       cmocka_unit_test(test_T1000),   cmocka_unit_test(test_backend),
       cmocka_unit_test(test_two_configs_interleaved),
       cmocka_unit_test(test_keyblock_dq_deterministic),
+      cmocka_unit_test(test_forward_head_slots),
       cmocka_unit_test(test_errors),
   };
   ft_report_skipped("flash_ref");
