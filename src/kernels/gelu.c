@@ -49,15 +49,17 @@ static inline float gelu_grad(float v) {
   return RP_FMAF(2.0f * GELU_K * v * s * (e * s), RP_FMAF(3.0f * GELU_A, v * v, 1.0f), s);
 }
 
-static RP_KERN_WIDE void gelu_backward_span(float *restrict dx, const float *restrict x,
-                                            const float *restrict dy, long n, int set) {
+static void gelu_backward_span(float *restrict dx, const float *restrict x,
+                               const float *restrict dy, long n, int set) {
   if (set)
     for (long i = 0; i < n; i++) dx[i] = gelu_grad(x[i]) * dy[i];
   else
     for (long i = 0; i < n; i++) dx[i] += gelu_grad(x[i]) * dy[i];
 }
 
-static void gelu_bwd_task(void *vctx, int ith, int nth) {
+/* wide here, not only on the span: an inlined callee is compiled with its
+ * caller's vector width */
+static RP_KERN_WIDE void gelu_bwd_task(void *vctx, int ith, int nth) {
   const gelu_ctx *c = vctx;
   long lo, hi;
   rp_split(c->n, ith, nth, &lo, &hi);

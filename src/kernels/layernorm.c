@@ -68,8 +68,8 @@ void rp_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 /* Rows [lo, hi) of one chunk: dinp += rstd * (w*dout - mean(w*dout) - xhat *
  * mean(w*dout*xhat)) when dinp is wanted, and the chunk's partial sums
  * pw = sum dout*xhat, pb = sum dout over its rows, in row order. */
-static RP_KERN_WIDE void ln_bwd_chunk(const ln_ctx *c, long lo, long hi, float *restrict pw,
-                                      float *restrict pb) {
+static void ln_bwd_chunk(const ln_ctx *c, long lo, long hi, float *restrict pw,
+                         float *restrict pb) {
   const long C = c->C;
   const int want_w = c->dw != NULL, want_b = c->db != NULL;
   if (want_w || want_b)
@@ -113,7 +113,7 @@ static RP_KERN_WIDE void ln_bwd_chunk(const ln_ctx *c, long lo, long hi, float *
   }
 }
 
-static void ln_bwd_rows_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void ln_bwd_rows_task(void *vctx, int ith, int nth) {
   const ln_ctx *c = vctx;
   long clo, chi;
   rp_split(c->nchunks, ith, nth, &clo, &chi);
