@@ -10,9 +10,9 @@
 /* out[lo:hi,:] = inp[lo:hi,:] @ weight^T (+ bias) (+ resid), as rp_matmul_forward */
 void rp_matmul_rows_forward(float *out, const float *inp, const float *weight, const float *bias,
                             const float *resid, long lo, long hi, int IC, int OC);
-/* 1 when rp_matmul_forward and _backward run the row kernels above on row
- * slices (one thread: all rows; split mode: a slice per pool thread), so that
- * an epilogue can run on each thread's own rows inside the same task. */
+/* 1 when rp_matmul_forward runs the row kernel above on row slices (one
+ * thread: all rows; split mode: a slice per pool thread), so that an epilogue
+ * can run on each thread's own rows inside the same task. */
 int rp_matmul_rows_fusable(rp_pool *pool, int N);
 
 /* y[0:n) = gelu(x[0:n)) */

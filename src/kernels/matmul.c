@@ -157,9 +157,9 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
 /* Fewer rows than this per thread: split the output columns instead. */
 #define SKINNY_ROWS_PER_THREAD 16
 
-/* Mirrors the choices of matmul_forward and matmul_backward below: one thread
- * runs the row kernels over all rows (but one row takes sgemv), split mode
- * runs them on row slices unless the product is skinny. */
+/* Mirrors the choice of matmul_forward below: one thread runs the row kernel
+ * over all rows (but one row takes sgemv), split mode runs it on row slices
+ * unless the product is skinny. */
 int rp_matmul_rows_fusable(rp_pool *pool, int N) {
   int nth = pool_threads(pool);
   if (nth == 1) return N > 1;

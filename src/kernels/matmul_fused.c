@@ -1,13 +1,12 @@
-/* Matmuls with the GELU of the MLP fused in as an epilogue, so that the
+/* The MLP's fc matmul with its GELU fused in as an epilogue, so that the
  * activation pass runs on rows the same thread has just written (the last of
  * them still in its caches) and the pool is dispatched once instead of twice.
  *
- * Each pool thread runs the plain kernels' sgemm on its row slice
- * (rp_matmul_rows_*) and then the GELU loop (rp_gelu_*_span) over the same
- * rows: the very calls of the unfused composition on the same data, so the
- * fused result equals rp_matmul_forward + rp_gelu_forward (and
- * rp_matmul_backward_set + rp_gelu_backward_set) bitwise, which tests/kernels
- * checks. Where the plain matmul does not run the row kernels per thread (BLAS
+ * Each pool thread runs the plain kernel's sgemm on its row slice
+ * (rp_matmul_rows_forward) and then the GELU loop (rp_gelu_forward_span) over
+ * the same rows: the very calls of the unfused composition on the same data,
+ * so the fused result equals rp_matmul_forward + rp_gelu_forward bitwise,
+ * which tests/kernels checks. Where the plain matmul does not run the row kernels per thread (BLAS
  * threads mode on several threads, skinny products) the composition itself runs.
  *
  * The epilogue's time on the calling thread (pool thread 0) is reported when
