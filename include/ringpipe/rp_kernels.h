@@ -92,6 +92,19 @@ void rp_gelu_backward(float *dinp, const float *inp, const float *dout, long n,
  * rp_gelu_backward into zeros. */
 void rp_gelu_backward_set(float *dinp, const float *inp, const float *dout, long n,
                           rp_pool *pool);
+/* rp_gelu_backward_set over [N,C] plus dbias[C] += the column sums of dinp
+ * (dbias may be NULL): the next matmul's bias gradient in the same pass,
+ * bitwise rp_matmul_backward's dbias of dinp (gelu.c). */
+void rp_gelu_backward_set_dbias(float *dinp, float *dbias, const float *inp, const float *dout,
+                                int N, int C, rp_pool *pool);
+
+/* ---- the MLP's fc matmul with GELU fused in (matmul_fused.c): pre = inp @
+ * weight^T + bias, post = gelu(pre), bitwise rp_matmul_forward followed by
+ * rp_gelu_forward. epilogue_s (may be NULL) receives the GELU epilogue's
+ * seconds on the calling thread, for the step profile. */
+void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,
+                            const float *bias, int N, int IC, int OC, rp_pool *pool,
+                            double *epilogue_s);
 
 /* ---- residual: out = a + b; backward is da += dout, db += dout */
 void rp_residual_forward(float *out, const float *a, const float *b, long n, rp_pool *pool);

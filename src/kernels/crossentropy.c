@@ -1,7 +1,8 @@
 /* Fused softmax + cross-entropy over the first V of Vp logits per row.
  * Shapes: logits/dlogits [N,Vp], targets/losses [N]. Columns V..Vp are padding
  * (llm.c pads the vocabulary for alignment) and never enter the softmax.
- * Stable: exps are of (logit - row max). A target of -1 masks the row. */
+ * Stable: exps are of (logit - row max). A target of -1 masks the row.
+ * The row loops use 512-bit vectors where there are any (RP_KERN_WIDE, same bits). */
 #include <math.h>
 
 #include "kern_util.h"
@@ -24,7 +25,7 @@ static void check_target(int32_t tgt, int V) {
   if (tgt < -1 || tgt >= V) rp_fatal("xent: target %d outside [-1, %d): bad token data", tgt, V);
 }
 
-static void xent_fwd_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void xent_fwd_task(void *vctx, int ith, int nth) {
   const xent_ctx *c = vctx;
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
@@ -62,7 +63,7 @@ static void softmax_scaled_inplace(float *restrict d, float shift, float dscale,
 
 /* dlogits may alias logits: the loss and target logit are read before the row
  * is overwritten. */
-static void xent_bwd_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void xent_bwd_task(void *vctx, int ith, int nth) {
   const xent_ctx *c = vctx;
   const long V = c->V, Vp = c->Vp;
   long lo, hi;

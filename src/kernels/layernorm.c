@@ -5,7 +5,9 @@
  * pass with dinp: the rows are cut into fixed chunks (their number depends on N
  * only), each chunk's partial sums are kept, and a second short job adds the
  * partials in chunk order, split over columns. So they are free of races and
- * bitwise the same for any thread count, and inp and dout are read once. */
+ * bitwise the same for any thread count, and inp and dout are read once.
+ * The row loops are built for 512-bit vectors where the CPU has them
+ * (RP_KERN_WIDE: the same operations in the same order, so the same bits). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -26,7 +28,7 @@ typedef struct {
  * that the partials (2C floats each) stay small. */
 #define LN_CHUNKS 64
 
-static void ln_fwd_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void ln_fwd_task(void *vctx, int ith, int nth) {
   const ln_ctx *c = vctx;
   const long C = c->C;
   long lo, hi;
@@ -111,7 +113,7 @@ static void ln_bwd_chunk(const ln_ctx *c, long lo, long hi, float *restrict pw,
   }
 }
 
-static void ln_bwd_rows_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void ln_bwd_rows_task(void *vctx, int ith, int nth) {
   const ln_ctx *c = vctx;
   long clo, chi;
   rp_split(c->nchunks, ith, nth, &clo, &chi);

@@ -9,6 +9,7 @@
  *   so no two threads write the same output element. */
 #include <cblas.h>
 
+#include "fused_internal.h"
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
 
@@ -51,8 +52,8 @@ static int pool_threads(rp_pool *pool) { return pool ? rp_pool_size(pool) : 1; }
 /* out[lo:hi,:] = inp[lo:hi,:] @ weight^T, plus bias and the residual resid when
  * given. They are written into out first and sgemm adds the product (beta = 1),
  * so the residual add costs no pass of its own. resid may alias out. */
-static void fwd_rows(float *out, const float *inp, const float *weight, const float *bias,
-                     const float *resid, long lo, long hi, int IC, int OC) {
+void rp_matmul_rows_forward(float *out, const float *inp, const float *weight, const float *bias,
+                            const float *resid, long lo, long hi, int IC, int OC) {
   long rows = hi - lo;
   if (rows <= 0) return;
   float *o = out + lo * OC;
@@ -143,7 +144,7 @@ static void fwd_task(void *vctx, int ith, int nth) {
   mm_ctx *c = vctx;
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
-  fwd_rows(c->out, c->inp, c->weight, c->bias, c->resid, lo, hi, c->IC, c->OC);
+  rp_matmul_rows_forward(c->out, c->inp, c->weight, c->bias, c->resid, lo, hi, c->IC, c->OC);
 }
 
 static void fwd_cols_task(void *vctx, int ith, int nth) {
@@ -155,6 +156,15 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
 
 /* Fewer rows than this per thread: split the output columns instead. */
 #define SKINNY_ROWS_PER_THREAD 16
+
+/* Mirrors the choice of matmul_forward below: one thread runs the row kernel
+ * over all rows (but one row takes sgemv), split mode runs it on row slices
+ * unless the product is skinny. */
+int rp_matmul_rows_fusable(rp_pool *pool, int N) {
+  int nth = pool_threads(pool);
+  if (nth == 1) return N > 1;
+  return rp_gemm_get_mode(pool) == RP_GEMM_POOL_SPLIT && N >= SKINNY_ROWS_PER_THREAD * nth;
+}
 
 static void bwd_task(void *vctx, int ith, int nth) {
   mm_ctx *c = vctx;
@@ -184,7 +194,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
   }
   if ((rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS && !skinny) || nth == 1) {
     rp_blas_set_threads(nth);
-    fwd_rows(out, inp, weight, bias, resid, 0, N, IC, OC);
+    rp_matmul_rows_forward(out, inp, weight, bias, resid, 0, N, IC, OC);
     return;
   }
   rp_blas_set_threads(1);

@@ -67,8 +67,10 @@ static void layer_input_grads(const rp_chunk *m, const rp_layer_params *p, rp_la
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dfch_gelu, g->fcprojw, g->fcprojb,
                                                      w->dres, l->fch_gelu, p->fcprojw, N,
                                                      4 * Ct, C, x));
-  RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set(d->dfch, l->fch, w->dfch_gelu, 4 * NCt, pool));
-  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln2, g->fcw, g->fcb, d->dfch, l->ln2,
+  /* c_fc's bias gradient is taken in the GELU pass that writes dfch */
+  RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set_dbias(d->dfch, g->fcb, l->fch, w->dfch_gelu, N,
+                                                       4 * Ct, pool));
+  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln2, g->fcw, NULL, d->dfch, l->ln2,
                                                      p->fcw, N, C, 4 * Ct, x));
   rp_tp_all_reduce(m, x, d->dln2, NC, RP_TP_SUM);
   RP_PROF(RP_PROF_BWD_LAYERNORM,

@@ -73,7 +73,6 @@ static void layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_
     return;
   }
   int N = ab->B * ab->T, C = m->cfg.C, Ct = rp_tp_width(m);
-  long NCt = (long)N * Ct;
   rp_pool *pool = x->pool;
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln1, l->ln1_mean, l->ln1_rstd, in,
                                                       p->ln1w, p->ln1b, N, C, pool));
@@ -83,8 +82,7 @@ static void layer_forward(const rp_chunk *m, const rp_layer_params *p, rp_layer_
                                                          p->attprojb, in, N, Ct, C, x));
   RP_PROF(RP_PROF_FWD_LAYERNORM, rp_layernorm_forward(l->ln2, l->ln2_mean, l->ln2_rstd,
                                                       l->res2, p->ln2w, p->ln2b, N, C, pool));
-  RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(l->fch, l->ln2, p->fcw, p->fcb, N, C, 4 * Ct, x));
-  RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(l->fch_gelu, l->fch, 4 * NCt, pool));
+  rp_mm_forward_gelu(l->fch, l->fch_gelu, l->ln2, p->fcw, p->fcb, N, C, 4 * Ct, x);
   RP_PROF(RP_PROF_FWD_MATMUL, rp_tp_row_parallel_forward(m, l->res3, l->fch_gelu, p->fcprojw,
                                                          p->fcprojb, l->res2, N, 4 * Ct, C, x));
 }

@@ -25,6 +25,11 @@ void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const 
                     const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x);
+/* The MLP's fc matmul with its GELU fused in (mlp_fused.c): pre = inp @ w^T +
+ * bias, post = gelu(pre), bitwise the two calls it replaces; timed into the
+ * step profile by itself (GEMM and GELU apart). */
+void rp_mm_forward_gelu(float *pre, float *post, const float *inp, const float *w,
+                        const float *bias, int N, int IC, int OC, const rp_exec *x);
 /* The micro-batch's attention batch, prepared here on first use (fatal if the
  * backend refuses: callers with documents prepare it themselves and check). */
 const rp_attn_batch *rp_acts_attn_batch(const rp_chunk *m, rp_acts *a, const rp_exec *x);

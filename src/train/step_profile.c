@@ -10,7 +10,7 @@ static const char *const part_names[RP_PART_COUNT] = {
     [RP_PART_GEMM] = "GEMM (matmuls, dbias)",
     [RP_PART_ATTENTION] = "attention",
     [RP_PART_LAYERNORM] = "layernorm",
-    [RP_PART_GELU] = "GELU",
+    [RP_PART_GELU] = "GELU (+ c_fc dbias)",
     [RP_PART_XENT] = "cross-entropy",
     [RP_PART_EMBED] = "embeddings",
     [RP_PART_OPTIMIZER] = "optimizer (zero, norm, AdamW)",
@@ -38,7 +38,8 @@ static rp_step_part part_of(rp_prof_id id) {
 
 /* Per micro-batch of N rows, fp32 (4 bytes): GEMM FLOPs 2*N*in*out forward and
  * twice that backward; attention as the flash kernels execute it (forward 4*HS,
- * backward 10*HS per visible pair and head, the recomputed scores included);
+ * backward 10*HS per visible pair and head, the recomputed scores included;
+ * c_fc's bias gradient is taken in the GELU backward's pass and timed there);
  * memory passes as the bytes they must read and write at least: LayerNorm
  * forward x -> y (8 NC), backward dy, x -> dx accumulated (16 NC); GELU on 4C
  * columns forward 32 NC, backward 48 NC; cross-entropy forward reads the

@@ -1,0 +1,21 @@
+/* Pieces the fused kernels (matmul_fused.c) share with the plain ones: the
+ * per-slice sgemm call of matmul.c and the per-span GELU loop of gelu.c. A
+ * fused kernel calls the very functions the unfused composition calls, on the
+ * same slices, so the two agree bitwise. */
+#ifndef RP_FUSED_INTERNAL_H
+#define RP_FUSED_INTERNAL_H
+
+#include "ringpipe/rp_pool.h"
+
+/* out[lo:hi,:] = inp[lo:hi,:] @ weight^T (+ bias) (+ resid), as rp_matmul_forward */
+void rp_matmul_rows_forward(float *out, const float *inp, const float *weight, const float *bias,
+                            const float *resid, long lo, long hi, int IC, int OC);
+/* 1 when rp_matmul_forward runs the row kernel above on row slices (one
+ * thread: all rows; split mode: a slice per pool thread), so that an epilogue
+ * can run on each thread's own rows inside the same task. */
+int rp_matmul_rows_fusable(rp_pool *pool, int N);
+
+/* y[0:n) = gelu(x[0:n)) */
+void rp_gelu_forward_span(float *y, const float *x, long n);
+
+#endif

@@ -1,0 +1,54 @@
+/* The MLP's fc matmul with its GELU fused in as an epilogue, so that the
+ * activation pass runs on rows the same thread has just written (the last of
+ * them still in its caches) and the pool is dispatched once instead of twice.
+ *
+ * Each pool thread runs the plain kernel's sgemm on its row slice
+ * (rp_matmul_rows_forward) and then the GELU loop (rp_gelu_forward_span) over
+ * the same rows: the very calls of the unfused composition on the same data,
+ * so the fused result equals rp_matmul_forward + rp_gelu_forward bitwise,
+ * which tests/kernels checks. Where the plain matmul does not run the row kernels per thread (BLAS
+ * threads mode on several threads, skinny products) the composition itself runs.
+ *
+ * The epilogue's time on the calling thread (pool thread 0) is reported when
+ * asked for, so that the step profile can keep GELU apart from the GEMM.
+ */
+#include "fused_internal.h"
+#include "kern_util.h"
+#include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_util.h"
+
+typedef struct {
+  float *pre, *post;
+  const float *inp, *weight, *bias;
+  int N, IC, OC;
+  double epi_s; /* thread 0's epilogue seconds (when timed) */
+  int timed;
+} fused_ctx;
+
+static void fwd_gelu_task(void *vctx, int ith, int nth) {
+  fused_ctx *c = vctx;
+  long lo, hi;
+  rp_split(c->N, ith, nth, &lo, &hi);
+  rp_matmul_rows_forward(c->pre, c->inp, c->weight, c->bias, NULL, lo, hi, c->IC, c->OC);
+  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
+  if (hi > lo)
+    rp_gelu_forward_span(c->post + lo * c->OC, c->pre + lo * c->OC, (hi - lo) * c->OC);
+  if (c->timed && ith == 0) c->epi_s = rp_now() - t0;
+}
+
+void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,
+                            const float *bias, int N, int IC, int OC, rp_pool *pool,
+                            double *epilogue_s) {
+  if (!rp_matmul_rows_fusable(pool, N)) {
+    rp_matmul_forward(pre, inp, weight, bias, N, IC, OC, pool);
+    double t0 = epilogue_s ? rp_now() : 0.0;
+    rp_gelu_forward(post, pre, (long)N * OC, pool);
+    if (epilogue_s) *epilogue_s = rp_now() - t0;
+    return;
+  }
+  rp_blas_set_threads(1);
+  fused_ctx c = {.pre = pre, .post = post, .inp = inp, .weight = weight, .bias = bias, .N = N,
+                 .IC = IC, .OC = OC, .timed = epilogue_s != NULL};
+  rp_pool_run(pool, fwd_gelu_task, &c);
+  if (epilogue_s) *epilogue_s = c.epi_s;
+}

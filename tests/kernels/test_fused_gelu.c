@@ -1,0 +1,147 @@
+/* The MLP's fused kernels against the unfused composition they replace, on
+ * odd shapes, 1 to 3 threads (and both GEMM modes for the matmul):
+ *   rp_matmul_forward_gelu     == rp_matmul_forward + rp_gelu_forward
+ *   rp_gelu_backward_set_dbias == rp_gelu_backward_set + the next
+ *                                 rp_matmul_backward's dbias of its output
+ * Bound: bitwise (0 ulp). The fused kernels run the same sgemm calls on the
+ * same row slices, the same per-element GELU code and the same row order per
+ * bias column, so any difference is a bug (a wrong slice, a missed row, a
+ * race), and the model's golden losses rely on it. The fused result is also
+ * checked against double references (|err| <= 1e-5 K (1 + |want|) for K-term
+ * float sums, 1e-5 elementwise), so the test fails if both paths went wrong
+ * together. The profile's epilogue time must come back set. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "kt_util.h"
+
+#define GELU_K 0.7978845608028654
+#define GELU_A 0.044715
+
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_A * x * x * x))); }
+
+static double gelu_grad_ref(double x) {
+  double u = GELU_K * (x + GELU_A * x * x * x), t = tanh(u);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_K * (1.0 + 3.0 * GELU_A * x * x);
+}
+
+typedef struct {
+  int N, IC, OC;
+} shape;
+
+/* forward: pre[N,OC] = inp[N,IC] @ w[OC,IC]^T + b, post = gelu(pre) */
+static void forward_case(rp_gemm_mode mode, int nthreads, shape s) {
+  const long nin = (long)s.N * s.IC, nout = (long)s.N * s.OC;
+  rp_rng rng;
+  rp_rng_seed(&rng, 500 + (uint64_t)(mode * 10 + nthreads));
+  rp_pool *pool = kt_pool(nthreads);
+  rp_gemm_set_mode(pool, mode);
+  float *inp = kt_floats(nin), *w = kt_floats((long)s.OC * s.IC), *b = kt_floats(s.OC);
+  kt_fill(inp, nin, &rng, -1, 1);
+  kt_fill(w, (long)s.OC * s.IC, &rng, -1, 1);
+  kt_fill(b, s.OC, &rng, -1, 1);
+  float *pre_u = kt_floats(nout), *post_u = kt_floats(nout);
+  rp_matmul_forward(pre_u, inp, w, b, s.N, s.IC, s.OC, pool);
+  rp_gelu_forward(post_u, pre_u, nout, pool);
+
+  float *pre_f = kt_floats(nout), *post_f = kt_floats(nout);
+  kt_fill(pre_f, nout, &rng, -9, 9); /* garbage: both are written */
+  kt_fill(post_f, nout, &rng, -9, 9);
+  double epi = -1.0;
+  rp_matmul_forward_gelu(pre_f, post_f, inp, w, b, s.N, s.IC, s.OC, pool, &epi);
+  assert_true(kt_bitwise_equal(pre_f, pre_u, nout));
+  assert_true(kt_bitwise_equal(post_f, post_u, nout));
+  assert_true(epi >= 0.0);
+  rp_matmul_forward_gelu(pre_f, post_f, inp, w, b, s.N, s.IC, s.OC, pool, NULL);
+  assert_true(kt_bitwise_equal(post_f, post_u, nout));
+
+  /* the composition against doubles */
+  float *pre_r = kt_floats(nout);
+  rp_matmul_forward_ref(pre_r, inp, w, b, s.N, s.IC, s.OC);
+  double *want = kt_doubles(nout);
+  kt_to_double(want, pre_r, nout);
+  assert_int_equal(kt_check_close("pre", pre_f, want, nout, 1e-5 * s.IC, 1e-5 * s.IC), 0);
+  for (long i = 0; i < nout; i++) want[i] = gelu_ref(pre_f[i]);
+  assert_int_equal(kt_check_close("post", post_f, want, nout, 1e-5, 1e-5), 0);
+  free(inp), free(w), free(b), free(pre_u), free(post_u), free(pre_f), free(post_f);
+  free(pre_r), free(want);
+  rp_pool_destroy(pool);
+}
+
+/* GELU backward + bias gradient: dinp[N,C] = gelu'(pre) * dout, and dbias[C]
+ * += its column sums onto non-zero starting values */
+static void gelu_dbias_case(int nthreads, int N, int C) {
+  const long n = (long)N * C;
+  rp_rng rng;
+  rp_rng_seed(&rng, 600 + (uint64_t)(nthreads * 1000 + C));
+  rp_pool *pool = kt_pool(nthreads);
+  float *pre = kt_floats(n), *dout = kt_floats(n), *dinp_u = kt_floats(n), *dinp_f = kt_floats(n);
+  float *db_u = kt_floats(C), *db_f = kt_floats(C);
+  kt_fill(pre, n, &rng, -5, 5);
+  kt_fill(dout, n, &rng, -1, 1);
+  kt_fill(db_u, C, &rng, -1, 1);
+  memcpy(db_f, db_u, sizeof(float) * (size_t)C);
+  rp_gelu_backward_set(dinp_u, pre, dout, n, pool);
+  /* the bias sums of the next matmul's backward (its dinp and dweight skipped) */
+  rp_matmul_backward(NULL, NULL, db_u, dinp_u, NULL, NULL, N, 1, C, pool);
+
+  kt_fill(dinp_f, n, &rng, -9, 9); /* garbage: written */
+  rp_gelu_backward_set_dbias(dinp_f, db_f, pre, dout, N, C, pool);
+  assert_true(kt_bitwise_equal(dinp_f, dinp_u, n));
+  assert_true(kt_bitwise_equal(db_f, db_u, C));
+  kt_fill(dinp_f, n, &rng, -9, 9);
+  rp_gelu_backward_set_dbias(dinp_f, NULL, pre, dout, N, C, pool); /* no bias: the I pass */
+  assert_true(kt_bitwise_equal(dinp_f, dinp_u, n));
+
+  /* against doubles: the derivative, and the column sums (N-term float sums) */
+  double *want = kt_doubles(n > C ? n : C);
+  for (long i = 0; i < n; i++) want[i] = gelu_grad_ref(pre[i]) * dout[i];
+  assert_int_equal(kt_check_close("dinp", dinp_f, want, n, 1e-5, 1e-5), 0);
+  float *db0 = kt_floats(C);
+  memcpy(db0, db_f, sizeof(float) * (size_t)C);
+  memset(db_f, 0, sizeof(float) * (size_t)C);
+  rp_gelu_backward_set_dbias(dinp_f, db_f, pre, dout, N, C, pool);
+  for (int k = 0; k < C; k++) {
+    want[k] = 0.0;
+    for (int r = 0; r < N; r++) want[k] += gelu_grad_ref(pre[(long)r * C + k]) * dout[(long)r * C + k];
+  }
+  assert_int_equal(kt_check_close("dbias", db_f, want, C, 1e-5 * N, 1e-5 * N), 0);
+  free(pre), free(dout), free(dinp_u), free(dinp_f), free(db_u), free(db_f), free(want), free(db0);
+  rp_pool_destroy(pool);
+}
+
+/* odd sizes (no multiple of a vector or a cache line), rows that do not split
+ * evenly, a skinny product (fewer rows than 16 per thread: the column split),
+ * a single row (sgemv) */
+static const shape shapes[] = {{37, 29, 53}, {101, 17, 4 * 17}, {5, 24, 40}, {1, 16, 48}};
+
+static void test_forward_gelu(void **state) {
+  (void)state;
+  const rp_gemm_mode modes[2] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT};
+  for (int m = 0; m < 2; m++)
+    for (int t = 1; t <= 3; t++)
+      for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        forward_case(modes[m], t, shapes[k]);
+}
+
+static void test_gelu_backward_dbias(void **state) {
+  (void)state;
+  for (int t = 1; t <= 3; t++) {
+    gelu_dbias_case(t, 37, 53);   /* columns not a multiple of a cache line */
+    gelu_dbias_case(t, 64, 4 * 96);
+    gelu_dbias_case(t, 3, 8);     /* fewer cache lines than threads */
+    gelu_dbias_case(t, 1, 4096);  /* one row, enough work for the pool */
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_forward_gelu),
+      cmocka_unit_test(test_gelu_backward_dbias),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
