@@ -81,7 +81,10 @@ def train(a):
 
     def step():
         opt.zero_grad(set_to_none=False)
-        loss = fwd(x, y)
+        # bf16: PyTorch's mixed precision on CPU (bf16 matmuls through oneDNN,
+        # fp32 weights and AdamW), the counterpart of ringpipe --precision bf16
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = fwd(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -135,6 +138,7 @@ def main():
         p.add_argument("--" + k.replace("_", "-"), type=int, default=v)
     p.add_argument("--min-seconds", type=float, default=0.5)
     p.add_argument("--cpu-time", action="store_true")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     train(a) if a.what == "train" else attention(a)

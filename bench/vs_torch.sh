@@ -23,6 +23,9 @@
 #   MODELS       "default" and/or "gpt2" (124M shape T512 B4 vocab 50257: slow) [default]
 #   ATTN_T       attention sequence lengths ["1024 2048 4096 8192"] ("" skips attention)
 #   IMPLS        PyTorch training variants ["eager compile"]
+#   PRECISION    training precision, both sides: fp32, or bf16 (ringpipe --precision
+#                bf16 against PyTorch autocast to bf16 on CPU: bf16 matmuls, fp32
+#                weights and AdamW on both) [fp32]
 #   ATTN_CLOCK   "wall" [default] or "cpu": with THREADS=1, time attention by this
 #                thread's CPU time on both sides (build/bench/bench_flash_cpu and
 #                vs_torch.py --cpu-time), steady on a machine shared with other jobs
@@ -36,6 +39,10 @@ STEPS=${STEPS:-8}
 MODELS=${MODELS:-default}
 ATTN_T=${ATTN_T-1024 2048 4096 8192}
 IMPLS=${IMPLS:-eager compile}
+PRECISION=${PRECISION:-fp32}
+case $PRECISION in fp32|bf16) ;; *)
+  echo "vs_torch: PRECISION=$PRECISION: use fp32 or bf16" >&2; exit 2 ;;
+esac
 ATTN_CLOCK=${ATTN_CLOCK:-wall}
 case $ATTN_CLOCK in
   wall) ;;
@@ -102,18 +109,18 @@ model_flags() {
 for model in $MODELS; do
   flags=$(model_flags "$model")
   declare -A ratios=()
-  echo "## training, $model model ($flags)" | tee -a "$report"
+  echo "## training, $model model ($flags), $PRECISION" | tee -a "$report"
   echo | tee -a "$report"
   echo "| round | ringpipe tok/s | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)" | tee -a "$report"
   echo "|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
   for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
-    rp=$("$RINGPIPE" bench train $flags --steps $((STEPS + 2)) --threads "$THREADS" \
+    rp=$("$RINGPIPE" bench train $flags --precision "$PRECISION" --steps $((STEPS + 2)) --threads "$THREADS" \
          --no-measure-peak 2>/dev/null | sed -n 's/^  tokens\/s: //p')
     line="| $r | $rp |"
     for impl in $IMPLS; do
       # shellcheck disable=SC2086
-      tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --steps "$STEPS" --warmup 3 \
+      tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
            --threads "$THREADS" 2>/dev/null | sed -n 's/^tokens\/s: //p')
       line="$line ${tt:-failed} |"
       [ -n "$tt" ] && [ -n "$rp" ] && ratios[$impl]="${ratios[$impl]:-} $(ratio "$rp" "$tt")"
@@ -122,7 +129,7 @@ for model in $MODELS; do
   done
   echo | tee -a "$report"
   for impl in $IMPLS; do
-    echo "ringpipe / torch $impl, $model: $(echo "${ratios[$impl]:-}" | spread)" | tee -a "$report"
+    echo "ringpipe / torch $impl, $model, $PRECISION: $(echo "${ratios[$impl]:-}" | spread)" | tee -a "$report"
   done
   echo | tee -a "$report"
   unset ratios
