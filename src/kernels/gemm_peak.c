@@ -27,12 +27,15 @@ static void operand_sizes(const long shapes[][2], int n, long *max_in, long *max
  * else allocated as workspace. */
 typedef struct {
   float *inp, *out, *w, *dw, *dinp;
+  uint16_t *inp16; /* bf16: inp rounded, as the model rounds dweight's operand (else NULL) */
   int owned;
 } peak_operands;
 
 static int carve_operands(peak_operands *op, long N, long max_in, long max_out, long max_w,
-                          void *scratch, size_t scratch_bytes) {
-  size_t need = ((size_t)2 * N * max_in + (size_t)N * max_out + (size_t)2 * max_w) * sizeof(float);
+                          int bf16, void *scratch, size_t scratch_bytes) {
+  long in16_floats = bf16 ? (N * max_in + 1) / 2 : 0;
+  size_t need = ((size_t)2 * N * max_in + (size_t)N * max_out + (size_t)2 * max_w +
+                 (size_t)in16_floats) * sizeof(float);
   op->owned = !scratch || scratch_bytes < need;
   if (op->owned) {
     op->inp = rp_alloc(N * max_in * sizeof(float), RP_MEM_WORKSPACE);
@@ -40,13 +43,15 @@ static int carve_operands(peak_operands *op, long N, long max_in, long max_out, 
     op->out = rp_alloc(N * max_out * sizeof(float), RP_MEM_WORKSPACE);
     op->w = rp_alloc(max_w * sizeof(float), RP_MEM_WORKSPACE);
     op->dw = rp_alloc(max_w * sizeof(float), RP_MEM_WORKSPACE);
-    return op->inp && op->dinp && op->out && op->w && op->dw;
+    op->inp16 = bf16 ? rp_alloc(in16_floats * sizeof(float), RP_MEM_WORKSPACE) : NULL;
+    return op->inp && op->dinp && op->out && op->w && op->dw && (!bf16 || op->inp16);
   }
   op->inp = scratch;
   op->dinp = op->inp + N * max_in;
   op->out = op->dinp + N * max_in;
   op->w = op->out + N * max_out;
   op->dw = op->w + max_w;
+  op->inp16 = bf16 ? (uint16_t *)(op->dw + max_w) : NULL;
   return 1;
 }
 
@@ -57,6 +62,7 @@ static void release_operands(peak_operands *op) {
   rp_free(op->out);
   rp_free(op->w);
   rp_free(op->dw);
+  rp_free(op->inp16);
 }
 
 /* One shape's forward + backward, as training runs it. */
@@ -67,13 +73,14 @@ static void sgemm_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *
   rp_matmul_backward(op->dinp, op->dw, NULL, op->out, op->inp, op->w, N, IC, OC, pool);
 }
 
-/* bf16 weights (the fp32 weight buffer holds twice as many uint16) and fp32
- * activations rounded inside the GEMM: the entry points the bf16 model calls */
+/* bf16 weights (the fp32 weight buffer holds twice as many uint16), the
+ * activations rounded inside the GEMM and dweight's operand rounded first:
+ * what the bf16 model does (src/model/precision.c) */
 static void bf16_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *pool) {
   const uint16_t *w16 = (const uint16_t *)op->w;
   rp_matmul_bf16_forward_f32in(op->out, op->inp, w16, NULL, N, IC, OC, pool);
-  rp_matmul_bf16_backward_f32dout(op->dinp, op->dw, op->out, (const uint16_t *)op->inp, w16, N,
-                                  IC, OC, 1, pool);
+  rp_bf16_from_f32_array(op->inp16, op->inp, (long)N * IC, pool);
+  rp_matmul_bf16_backward_f32dout(op->dinp, op->dw, op->out, op->inp16, w16, N, IC, OC, 1, pool);
 }
 
 static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *pool,
@@ -81,7 +88,7 @@ static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *
   long max_in, max_out, max_w;
   operand_sizes(shapes, nshapes, &max_in, &max_out, &max_w);
   peak_operands op;
-  if (!carve_operands(&op, N, max_in, max_out, max_w, scratch, scratch_bytes)) {
+  if (!carve_operands(&op, N, max_in, max_out, max_w, bf16, scratch, scratch_bytes)) {
     release_operands(&op);
     return 0;
   }
