@@ -168,20 +168,25 @@ static size_t place_greedy(const rp_buf *buf, int n, const int *order, span *tmp
   return top;
 }
 
-/* qsort takes no context in C11: the buffers being ordered (one planner at a
- * time; nothing in ringpipe plans arenas from two threads) */
-static const rp_buf *sort_base;
+/* What an order compares, copied beside the buffer's index: qsort takes no
+ * context in C11, and a file-scope pointer to the buffers would make two
+ * planners at once (threads) sort each other's lists. */
+typedef struct {
+  size_t size;
+  int first, idx;
+} sort_key;
+
 static int by_size_desc(const void *x, const void *y) {
-  const rp_buf *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+  const sort_key *a = x, *b = y;
   if (a->size != b->size) return a->size > b->size ? -1 : 1;
   if (a->first != b->first) return a->first - b->first;
-  return *(const int *)x - *(const int *)y;
+  return a->idx - b->idx;
 }
 static int by_first(const void *x, const void *y) {
-  const rp_buf *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+  const sort_key *a = x, *b = y;
   if (a->first != b->first) return a->first - b->first;
   if (a->size != b->size) return a->size > b->size ? -1 : 1;
-  return *(const int *)x - *(const int *)y;
+  return a->idx - b->idx;
 }
 
 /* The layout before the arena: one pool per class, each as many slots as its
@@ -262,8 +267,9 @@ static rp_status choose_layout(buf_list *L, const int *folded_into, const rp_slo
   size_t *off = calloc((size_t)(n + 1), sizeof *off);
   size_t *best = malloc((size_t)(n + 1) * sizeof *best);
   span *tmp = malloc((size_t)(n + 1) * sizeof *tmp);
-  if (!order || !off || !best || !tmp) {
-    free(order), free(off), free(best), free(tmp);
+  sort_key *keys = malloc((size_t)(n + 1) * sizeof *keys);
+  if (!order || !off || !best || !tmp || !keys) {
+    free(order), free(off), free(best), free(tmp), free(keys);
     return rp_err(RP_ENOMEM, "out of memory planning the arena");
   }
   /* the pooled layout places every buffer where its slot was */
@@ -275,12 +281,12 @@ static rp_status choose_layout(buf_list *L, const int *folded_into, const rp_slo
     if (folded_into[b] >= 0) L->buf[folded_into[b]].size += L->buf[b].size;
   int cnt = 0;
   for (int b = 0; b < n; b++)
-    if (folded_into[b] < 0) order[cnt++] = b;
-  sort_base = L->buf;
+    if (folded_into[b] < 0) keys[cnt++] = (sort_key){L->buf[b].size, L->buf[b].first, b};
   int (*orders[2])(const void *, const void *) = {by_size_desc, by_first};
   const char *names[2] = {"best fit by size", "best fit by start"};
   for (int k = 0; k < 2; k++) {
-    qsort(order, (size_t)cnt, sizeof *order, orders[k]);
+    qsort(keys, (size_t)cnt, sizeof *keys, orders[k]);
+    for (int j = 0; j < cnt; j++) order[j] = keys[j].idx;
     size_t t = place_greedy(L->buf, cnt, order, tmp, off);
     if (t < top) {
       top = t;
@@ -293,7 +299,7 @@ static rp_status choose_layout(buf_list *L, const int *folded_into, const rp_slo
   for (int b = 0; b < n; b++) /* back to KEEP's own size: its DROP follows it */
     if (folded_into[b] >= 0) L->buf[folded_into[b]].size -= L->buf[b].size;
   out->arena_bytes = top;
-  free(order), free(off), free(best), free(tmp);
+  free(order), free(off), free(best), free(tmp), free(keys);
   return RP_OK;
 }
 
