@@ -11,6 +11,9 @@
  * (GELU over the fc output), because OpenBLAS's own threads keep spinning after
  * a call and may slow the pool's next kernel: that cost belongs to the mode.
  *
+ * A third mode, own, is ringpipe's GEMM (rp_sgemm.h) where the ISA ceiling has
+ * a kernel for it.
+ *
  * usage: bench_gemm [threads=2] [rounds=7] [pin=0]  (pin: rp_pool_create's pin flag) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pool.h"
+#include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_util.h"
 
 typedef struct {
@@ -25,7 +29,7 @@ typedef struct {
   int IC, OC, per_model; /* per_model: how many times one step runs it (L or 1) */
 } shape;
 
-enum { NSHAPES = 5, L = 6, N = 1024, C = 384 };
+enum { NM = 3, NSHAPES = 5, L = 6, N = 1024, C = 384 };
 static const shape shapes[NSHAPES] = {
     {"qkv", C, 3 * C, L},       {"attproj", C, C, L}, {"fc", C, 4 * C, L},
     {"fcproj", 4 * C, C, L},    {"lm_head", C, 256, 1},
@@ -74,51 +78,64 @@ int main(int argc, char **argv) {
             take((long)N * maxout, &rng), take((long)N * maxout, &rng),
             take((long)N * maxout, &rng), take(maxin * maxout, &rng), take(maxout, &rng)};
 
-  const rp_gemm_mode modes[2] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT};
-  const char *mode_name[2] = {"blas_threads", "pool_split"};
-  double best[2][2][NSHAPES]; /* [with_gelu][mode][shape] */
+  const rp_gemm_mode modes[NM] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT, RP_GEMM_OWN};
+  const char *mode_name[NM] = {"blas_threads", "pool_split", "own"};
+  /* own needs a kernel at the ISA ceiling (avx2 and up); without one it is left out */
+  const int nm = rp_sgemm_kernel_best() >= 0 ? NM : NM - 1;
+  double best[2][NM][NSHAPES]; /* [with_gelu][mode][shape] */
   for (int g = 0; g < 2; g++)
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < NM; k++)
       for (int s = 0; s < NSHAPES; s++) best[g][k][s] = 1e30;
 
-  for (int k = 0; k < 2; k++) { /* warm up: OpenBLAS buffers, thread start, caches */
+  for (int k = 0; k < nm; k++) { /* warm up: OpenBLAS buffers, thread start, caches */
     rp_gemm_set_mode(pool, modes[k]);
     for (int s = 0; s < NSHAPES; s++) run_shape(&shapes[s], &m, pool, 1);
   }
   for (int r = 0; r < rounds; r++)
     for (int g = 0; g < 2; g++)
-      for (int k = 0; k < 2; k++) {
-        rp_gemm_set_mode(pool, modes[(k + r) % 2]); /* alternate which mode goes first */
+      for (int k = 0; k < nm; k++) {
+        int mk = (k + r) % nm; /* rotate which mode goes first */
+        rp_gemm_set_mode(pool, modes[mk]);
         for (int s = 0; s < NSHAPES; s++) {
           double t = run_shape(&shapes[s], &m, pool, g);
-          double *b = &best[g][(k + r) % 2][s];
+          double *b = &best[g][mk][s];
           if (t < *b) *b = t;
         }
       }
 
   printf("bench_gemm: N=%d (B=4,T=256), C=%d, L=%d, %d threads (pin=%d), best of %d rounds\n",
          N, C, L, threads, pin, rounds);
+  if (nm == NM)
+    printf("own = ringpipe's GEMM, %s kernel\n",
+           rp_sgemm_kernel_name((rp_sgemm_kernel)rp_sgemm_kernel_best()));
   printf("forward+backward GFLOP/s (3 * 2*N*IC*OC flops per shape)\n");
-  printf("%-9s %6s %6s %13s %13s\n", "shape", "IC", "OC", mode_name[0], mode_name[1]);
-  double step_t[2][2] = {{0, 0}, {0, 0}}, step_flops = 0;
+  printf("%-9s %6s %6s", "shape", "IC", "OC");
+  for (int k = 0; k < nm; k++) printf(" %13s", mode_name[k]);
+  printf("\n");
+  double step_t[2][NM] = {{0}}, step_flops = 0;
   for (int s = 0; s < NSHAPES; s++) {
     double fl = 3.0 * 2.0 * N * shapes[s].IC * shapes[s].OC;
-    printf("%-9s %6d %6d %13.1f %13.1f\n", shapes[s].name, shapes[s].IC, shapes[s].OC,
-           fl / best[0][0][s] * 1e-9, fl / best[0][1][s] * 1e-9);
+    printf("%-9s %6d %6d", shapes[s].name, shapes[s].IC, shapes[s].OC);
+    for (int k = 0; k < nm; k++) printf(" %13.1f", fl / best[0][k][s] * 1e-9);
+    printf("\n");
     step_flops += fl * shapes[s].per_model;
     for (int g = 0; g < 2; g++)
-      for (int k = 0; k < 2; k++) step_t[g][k] += best[g][k][s] * shapes[s].per_model;
+      for (int k = 0; k < nm; k++) step_t[g][k] += best[g][k][s] * shapes[s].per_model;
   }
-  printf("%-22s %13.1f %13.1f   (GFLOP/s over one step's GEMMs)\n", "model-weighted",
-         step_flops / step_t[0][0] * 1e-9, step_flops / step_t[0][1] * 1e-9);
-  printf("%-22s %12.2fms %12.2fms   (each GEMM followed by a pool GELU of N*4C)\n",
-         "with pool kernels", step_t[1][0] * 1e3, step_t[1][1] * 1e3);
-  int win = step_t[0][1] < step_t[0][0];
-  int win_mixed = step_t[1][1] < step_t[1][0];
-  printf("faster (GEMMs alone): %s by %.2fx\n", mode_name[win],
-         step_t[0][!win] / step_t[0][win]);
-  printf("faster (with pool kernels): %s by %.2fx\n", mode_name[win_mixed],
-         step_t[1][!win_mixed] / step_t[1][win_mixed]);
+  printf("%-22s", "model-weighted");
+  for (int k = 0; k < nm; k++) printf(" %13.1f", step_flops / step_t[0][k] * 1e-9);
+  printf("   (GFLOP/s over one step's GEMMs)\n%-22s", "with pool kernels");
+  for (int k = 0; k < nm; k++) printf(" %11.2fms", step_t[1][k] * 1e3);
+  printf("   (each GEMM followed by a pool GELU of N*4C)\n");
+  for (int g = 0; g < 2; g++) {
+    int win = 0;
+    for (int k = 1; k < nm; k++)
+      if (step_t[g][k] < step_t[g][win]) win = k;
+    printf("fastest (%s): %s;", g ? "with pool kernels" : "GEMMs alone", mode_name[win]);
+    for (int k = 0; k < nm; k++)
+      if (k != win) printf(" %.2fx %s", step_t[g][k] / step_t[g][win], mode_name[k]);
+    printf("\n");
+  }
 
   rp_free(m.inp), rp_free(m.w), rp_free(m.b), rp_free(m.out), rp_free(m.dout);
   rp_free(m.dinp), rp_free(m.dw), rp_free(m.db);

@@ -12,7 +12,7 @@
  * profile also keeps each call's minimum over the profiled steps (and the peak
  * each GEMM call's minimum): their ratio estimates MFU on a quiet machine.
  *
- * usage: bench_step [--threads 2] [--attention naive|flash] [--gemm auto|blas|split|ab]
+ * usage: bench_step [--threads 2] [--attention naive|flash] [--gemm auto|blas|split|own|ab]
  *                   [--steps 10] [--warmup 2] [--layers 6] [--channels 384]
  *                   [--heads 6] [--seq 256] [--batch 4] [--vocab 256] [--pin 1]
  *                   [--flash-bq 0] [--flash-bk 0]   (flash block rows; 0: its default) */
@@ -25,6 +25,7 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_model.h"
 #include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_util.h"
@@ -147,58 +148,64 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* --gemm ab: both GEMM modes in one process, alternating every step (and every
- * peak measurement), so that load from other processes falls on both alike.
- * Reports per mode the best peak, the median and best step, and MFU of each
- * against the better mode's peak (the honest denominator: the best sgemm rate
- * these threads reach). */
+/* --gemm ab: the GEMM modes (blas, split, and own where the ISA ceiling has a
+ * kernel for it) in one process, rotating every step (and every peak
+ * measurement), so that load from other processes falls on all alike. Reports
+ * per mode the best peak, the median and best step, each mode's median step
+ * over split's (the OpenBLAS default before own), and MFU against the best
+ * mode's peak (the honest denominator: the best GEMM rate these threads reach). */
 static void ab_modes(bench_model *b, rp_pool *pool, const rp_gpt_config *cfg, int N,
                      int steps) {
-  const rp_gemm_mode modes[2] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT};
-  const char *names[2] = {"blas", "split"};
-  double peak[2] = {0, 0};
+  const rp_gemm_mode modes[3] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT, RP_GEMM_OWN};
+  const char *names[3] = {"blas", "split", "own"};
+  const int nm = rp_sgemm_kernel_best() >= 0 ? 3 : 2;
+  double peak[3] = {0, 0, 0};
   for (int r = 0; r < 6; r++)
-    for (int k = 0; k < 2; k++) {
-      int md = (k + r) % 2;
+    for (int k = 0; k < nm; k++) {
+      int md = (k + r) % nm;
       rp_gemm_set_mode(pool, modes[md]);
       double p = quiet_gemm_peak(cfg, N, 2, pool);
       if (p > peak[md]) peak[md] = p;
     }
-  double *dt[2] = {malloc(sizeof(double) * (size_t)steps), malloc(sizeof(double) * (size_t)steps)};
-  if (!dt[0] || !dt[1]) return;
-  for (int k = 0; k < 2; k++) { /* warm each mode once */
+  double *dt[3];
+  for (int k = 0; k < 3; k++) dt[k] = malloc(sizeof(double) * (size_t)steps);
+  if (!dt[0] || !dt[1] || !dt[2]) return;
+  for (int k = 0; k < nm; k++) { /* warm each mode once */
     rp_gemm_set_mode(pool, modes[k]);
     train_step(b, pool);
   }
   for (int i = 0; i < steps; i++)
-    for (int k = 0; k < 2; k++) {
-      int md = (k + i) % 2;
+    for (int k = 0; k < nm; k++) {
+      int md = (k + i) % nm;
       rp_gemm_set_mode(pool, modes[md]);
       double t0 = rp_now();
       train_step(b, pool);
       dt[md][i] = rp_now() - t0;
     }
-  double best_peak = peak[0] > peak[1] ? peak[0] : peak[1];
+  double best_peak = 0, med[3] = {0, 0, 0};
+  for (int k = 0; k < nm; k++) best_peak = peak[k] > best_peak ? peak[k] : best_peak;
   double flops = rp_gpt_flops_per_token(cfg, b->a.T) * N;
-  printf("A/B of the GEMM modes, alternating, %d steps each:\n", steps);
-  printf("%-6s %12s %12s %12s %14s %14s\n", "mode", "peak GF/s", "median ms", "best ms",
-         "MFU(median)", "MFU(best)");
-  for (int k = 0; k < 2; k++) {
+  printf("A/B of the GEMM modes, rotating, %d steps each%s:\n", steps,
+         nm == 3 ? "" : " (no own GEMM kernel at this ISA ceiling)");
+  printf("%-6s %12s %12s %12s %14s %14s %14s\n", "mode", "peak GF/s", "median ms", "best ms",
+         "MFU(median)", "MFU(best)", "median/split");
+  for (int k = 0; k < nm; k++) {
     qsort(dt[k], (size_t)steps, sizeof(double), cmp_double);
-    double med = dt[k][steps / 2], best = dt[k][0];
-    printf("%-6s %12.1f %12.1f %12.1f %14.3f %14.3f\n", names[k], peak[k] / 1e9, med * 1e3,
-           best * 1e3, flops / med / best_peak, flops / best / best_peak);
+    med[k] = dt[k][steps / 2];
   }
-  printf("(MFU against the better mode's peak, %.1f GFLOP/s)\n", best_peak / 1e9);
-  free(dt[0]);
-  free(dt[1]);
+  for (int k = 0; k < nm; k++)
+    printf("%-6s %12.1f %12.1f %12.1f %14.3f %14.3f %14.3f\n", names[k], peak[k] / 1e9,
+           med[k] * 1e3, dt[k][0] * 1e3, flops / med[k] / best_peak, flops / dt[k][0] / best_peak,
+           med[k] / med[1]);
+  printf("(MFU against the best mode's peak, %.1f GFLOP/s)\n", best_peak / 1e9);
+  for (int k = 0; k < 3; k++) free(dt[k]);
 }
 
 int main(int argc, char **argv) {
   bench_opts o;
   if (parse(&o, argc, argv) != 0) {
     fprintf(stderr, "usage: bench_step [--threads N] [--attention naive|flash] "
-                    "[--gemm auto|blas|split|ab] [--steps N] [--warmup N] [--layers L] "
+                    "[--gemm auto|blas|split|own|ab] [--steps N] [--warmup N] [--layers L] "
                     "[--channels C] [--heads NH] [--seq T] [--batch B] [--vocab V] [--pin 0|1] "
                     "[--flash-bq N] [--flash-bk N]\n");
     return 2;
@@ -213,6 +220,7 @@ int main(int argc, char **argv) {
   if (rp_attn_flash_with(&flash_attn, &fc) != RP_OK) goto fail;
   if (strcmp(o.gemm, "blas") == 0) rp_gemm_set_mode(pool, RP_GEMM_BLAS_THREADS);
   if (strcmp(o.gemm, "split") == 0) rp_gemm_set_mode(pool, RP_GEMM_POOL_SPLIT);
+  if (strcmp(o.gemm, "own") == 0) rp_gemm_set_mode(pool, RP_GEMM_OWN);
   bench_model b = {.x = {.pool = pool,
                          .attn = strcmp(o.attention, "flash") == 0 ? &flash_attn
                                                                    : rp_attn_reference()}};

@@ -39,13 +39,24 @@ void rp_matmul_forward_ref(float *out, const float *inp, const float *weight,
 void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
                             const float *dout, const float *inp, const float *weight,
                             int N, int IC, int OC);
-/* How GEMMs use the cores (decided by measurement, see bench/bench_step --gemm ab;
- * the default is RP_GEMM_POOL_SPLIT):
+/* How GEMMs use the cores and which GEMM runs (decided by measurement, see
+ * bench/bench_gemm and bench/bench_step --gemm ab; the default is RP_GEMM_OWN
+ * where the rp_isa.h ceiling allows its avx512 kernel, else RP_GEMM_POOL_SPLIT:
+ * at the avx2 level OpenBLAS measured faster than our avx2 kernel):
  * RP_GEMM_BLAS_THREADS: one sgemm call with OpenBLAS threads = pool size, pool asleep;
- * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice. */
-typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1 } rp_gemm_mode;
-/* --gemm auto|blas|split, in that order: auto keeps the measured default. */
-typedef enum { RP_GEMM_CHOOSE_AUTO = 0, RP_GEMM_CHOOSE_BLAS, RP_GEMM_CHOOSE_SPLIT } rp_gemm_choice;
+ * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice;
+ * RP_GEMM_OWN: ringpipe's GEMM (rp_sgemm.h): the shared operand packed once by
+ *   all pool threads, then each runs its rows. Products with fewer than 16
+ *   rows per thread (decoding) still take the OpenBLAS paths. */
+typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1, RP_GEMM_OWN = 2 } rp_gemm_mode;
+/* --gemm auto|blas|split|own, in that order: auto keeps the measured default. */
+typedef enum {
+  RP_GEMM_CHOOSE_AUTO = 0,
+  RP_GEMM_CHOOSE_BLAS,
+  RP_GEMM_CHOOSE_SPLIT,
+  RP_GEMM_CHOOSE_OWN
+} rp_gemm_choice;
+const char *rp_gemm_mode_name(rp_gemm_mode mode); /* "blas", "split", "own" */
 void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode);  /* the pool's runs */
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
 /* sgemm FLOP/s of forward + backward over the (in, out) feature shapes with N

@@ -25,11 +25,11 @@
  * and a B micro-panel 96 KiB, together with the C block of 120 rows well inside
  * L2 also when the hyperthread sibling takes half of it. The bf16 kernel's slots
  * are half as big, so its kc = 256 pairs takes 64 KiB. */
-#include <pthread.h>
 #include <string.h>
 
 #include "gemm_bf16_internal.h"
 #include "kern_util.h"
+#include "kern_ws.h"
 #include "ringpipe/rp_arena.h"
 
 const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {.kernel = RP_BF16_KERNEL_AVX512_FMA,
@@ -65,29 +65,12 @@ static size_t abuf_bytes(const rp_bf16_kdesc *kd) {
 
 /* ---- shared workspace: B packs and per-thread A blocks, kept between calls */
 
-static pthread_mutex_t g_ws_mu = PTHREAD_MUTEX_INITIALIZER;
-static char *g_ws = NULL;
-static size_t g_ws_cap = 0;
+static rp_kern_ws g_ws = RP_KERN_WS_INIT("bf16 gemm");
 
-static char *ws_acquire(size_t bytes) {
-  pthread_mutex_lock(&g_ws_mu);
-  if (bytes > g_ws_cap) {
-    rp_free(g_ws);
-    g_ws_cap = bytes + bytes / 4;
-    g_ws = rp_alloc(g_ws_cap, RP_MEM_WORKSPACE);
-    if (!g_ws) rp_fatal("bf16 gemm: cannot allocate %zu bytes of workspace", g_ws_cap);
-  }
-  return g_ws;
-}
-static void ws_release(void) { pthread_mutex_unlock(&g_ws_mu); }
+static char *ws_acquire(size_t bytes) { return rp_kern_ws_acquire(&g_ws, bytes); }
+static void ws_release(void) { rp_kern_ws_release(&g_ws); }
 
-void rp_bf16_workspace_release(void) {
-  pthread_mutex_lock(&g_ws_mu);
-  rp_free(g_ws);
-  g_ws = NULL;
-  g_ws_cap = 0;
-  pthread_mutex_unlock(&g_ws_mu);
-}
+void rp_bf16_workspace_release(void) { rp_kern_ws_free(&g_ws); }
 
 static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 

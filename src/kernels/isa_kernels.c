@@ -18,6 +18,7 @@
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_isa.h"
+#include "ringpipe/rp_sgemm.h"
 
 #define PROBE_ITERS 100000L
 #define PROBE_RUNS 5
@@ -143,9 +144,13 @@ double rp_isa_peak_gflops(rp_isa level) {
 void rp_isa_kernel_summary(char *buf, size_t n) {
   rp_isa cpu = rp_isa_cpu(), act = rp_isa_active();
   snprintf(buf, n,
-           "cpu %s, ceiling %s (%s): flash attention %s, bf16 GEMM %s, bf16 conversions %s; "
+           "cpu %s, ceiling %s (%s): fp32 GEMM %s, flash attention %s, bf16 GEMM %s, "
+           "bf16 conversions %s; "
            "other kernels are plain C compiled for %s",
            rp_isa_name(cpu), rp_isa_name(act), rp_isa_source(),
+           rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? "avx512 (own)"
+           : rp_sgemm_kernel_best() == RP_SGEMM_AVX2 ? "OpenBLAS (own avx2 with --gemm own)"
+                                                     : "OpenBLAS",
            rp_flash_isa_name(rp_flash_isa_active(NULL)), rp_bf16_kernel_name(rp_bf16_kernel_active()),
            rp_bf16_conversions_name(), rp_isa_build_target());
 }

@@ -12,6 +12,7 @@
 #include "fused_internal.h"
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_sgemm.h"
 
 /* The default is pool split, by measurement (bench/bench_step --gemm ab, both
  * modes alternating step by step in one process, 2 threads, GPT L=6 C=384):
@@ -27,7 +28,22 @@ static int g_blas_threads = -1; /* unknown until the first rp_blas_set_threads *
 void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode) { rp_pool_set_gemm_mode(pool, (int)mode); }
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool) {
   int m = rp_pool_gemm_mode(pool);
-  return m == RP_GEMM_BLAS_THREADS ? RP_GEMM_BLAS_THREADS : RP_GEMM_POOL_SPLIT;
+  if (m == RP_GEMM_BLAS_THREADS || m == RP_GEMM_POOL_SPLIT) return (rp_gemm_mode)m;
+  /* own when asked for and the ceiling has a kernel for it. Unset: own where
+   * it measured faster than OpenBLAS, the avx512 kernel (whole steps 2-4%,
+   * bench_step --gemm ab on Sapphire Rapids); at the avx2 level OpenBLAS's
+   * Haswell kernel was 3-6% faster than ours, so split stays the default */
+  if (m == RP_GEMM_OWN) return rp_sgemm_kernel_best() >= 0 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
+  return rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
+}
+
+const char *rp_gemm_mode_name(rp_gemm_mode mode) {
+  switch (mode) {
+    case RP_GEMM_BLAS_THREADS: return "blas";
+    case RP_GEMM_POOL_SPLIT: return "split";
+    case RP_GEMM_OWN: return "own";
+  }
+  return "?";
 }
 
 static void blas_threads_cb(void *ctx) { openblas_set_num_threads(*(const int *)ctx); }
@@ -124,8 +140,8 @@ static void dweight_rows(float *dweight, const float *dout, const float *inp, lo
 
 /* dbias[lo:hi] += sum over rows of dout[:, lo:hi]; rows in order, so the result
  * is the same for any column split. */
-static void dbias_cols(float *restrict dbias, const float *restrict dout, long lo, long hi,
-                       int N, int OC) {
+void rp_matmul_dbias_cols(float *restrict dbias, const float *restrict dout, long lo, long hi,
+                          int N, int OC) {
   for (long n = 0; n < N; n++) {
     const float *restrict row = dout + n * OC;
     for (long o = lo; o < hi; o++) dbias[o] += row[o];
@@ -160,6 +176,10 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
 /* Mirrors the choice of matmul_forward below: one thread runs the row kernel
  * over all rows (but one row takes sgemv), split mode runs it on row slices
  * unless the product is skinny. */
+int rp_matmul_own_applies(rp_pool *pool, int N) {
+  return rp_gemm_get_mode(pool) == RP_GEMM_OWN && N >= SKINNY_ROWS_PER_THREAD * pool_threads(pool);
+}
+
 int rp_matmul_rows_fusable(rp_pool *pool, int N) {
   int nth = pool_threads(pool);
   if (nth == 1) return N > 1;
@@ -179,7 +199,7 @@ static void bwd_task(void *vctx, int ith, int nth) {
   }
   if (c->dbias) {
     rp_kern_split_cols(c->OC, ith, nth, &lo, &hi);
-    dbias_cols(c->dbias, c->dout, lo, hi, c->N, c->OC);
+    rp_matmul_dbias_cols(c->dbias, c->dout, lo, hi, c->N, c->OC);
   }
 }
 
@@ -187,6 +207,11 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
                            const float *resid, int N, int IC, int OC, rp_pool *pool) {
   int nth = pool_threads(pool);
   int skinny = N < SKINNY_ROWS_PER_THREAD * nth;
+  if (rp_matmul_own_applies(pool, N)) {
+    rp_sgemm_forward((rp_sgemm_kernel)rp_sgemm_kernel_best(), out, inp, weight, bias, resid, N, IC,
+                     OC, pool);
+    return;
+  }
   if (nth == 1 && N == 1) {
     rp_blas_set_threads(1);
     fwd_cols(out, inp, weight, bias, resid, 0, OC, N, IC, OC);
@@ -221,6 +246,11 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
   mm_ctx c = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
               .weight = weight, .N = N, .IC = IC, .OC = OC, .dinp_beta = dinp_beta,
               .do_gemm = 1};
+  if (rp_matmul_own_applies(pool, N)) {
+    rp_sgemm_backward((rp_sgemm_kernel)rp_sgemm_kernel_best(), dinp, dweight, dbias, dout, inp,
+                      weight, N, IC, OC, dinp_beta == 0.0f, pool);
+    return;
+  }
   if (rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS || nth == 1) {
     rp_blas_set_threads(nth);
     if (dinp) dinp_rows(dinp, dout, weight, 0, N, IC, OC, dinp_beta);

@@ -15,6 +15,7 @@
 #include "fused_internal.h"
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_util.h"
 
 typedef struct {
@@ -36,9 +37,24 @@ static void fwd_gelu_task(void *vctx, int ith, int nth) {
   if (c->timed && ith == 0) c->epi_s = rp_now() - t0;
 }
 
+/* ringpipe's GEMM calls this on each thread's rows as soon as they are done */
+static void gelu_rows(void *vctx, long lo, long hi, int ith) {
+  fused_ctx *c = vctx;
+  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
+  rp_gelu_forward_span(c->post + lo * c->OC, c->pre + lo * c->OC, (hi - lo) * c->OC);
+  if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
+}
+
 void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,
                             const float *bias, int N, int IC, int OC, rp_pool *pool,
                             double *epilogue_s) {
+  if (rp_matmul_own_applies(pool, N)) {
+    fused_ctx c = {.pre = pre, .post = post, .OC = OC, .timed = epilogue_s != NULL};
+    rp_sgemm_forward_epi((rp_sgemm_kernel)rp_sgemm_kernel_best(), pre, inp, weight, bias, N, IC,
+                         OC, pool, gelu_rows, &c);
+    if (epilogue_s) *epilogue_s = c.epi_s;
+    return;
+  }
   if (!rp_matmul_rows_fusable(pool, N)) {
     rp_matmul_forward(pre, inp, weight, bias, N, IC, OC, pool);
     double t0 = epilogue_s ? rp_now() : 0.0;

@@ -15,6 +15,7 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pipeline.h"
 #include "ringpipe/rp_schedule.h"
+#include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_tp.h"
 #include "ringpipe/rp_docs.h"
@@ -161,6 +162,14 @@ static rp_status setup_compute(rp_trainer *t) {
   RP_TRY(rp_pool_create(&t->pool, threads, o->pin));
   if (o->gemm == RP_GEMM_CHOOSE_BLAS) rp_gemm_set_mode(t->pool, RP_GEMM_BLAS_THREADS);
   if (o->gemm == RP_GEMM_CHOOSE_SPLIT) rp_gemm_set_mode(t->pool, RP_GEMM_POOL_SPLIT);
+  if (o->gemm == RP_GEMM_CHOOSE_OWN) {
+    if (rp_sgemm_kernel_best() < 0)
+      return rp_err(RP_EINVAL,
+                    "--gemm own needs the avx2 ISA level or above, and the ceiling is %s (%s); "
+                    "use --gemm split or auto",
+                    rp_isa_name(rp_isa_active()), rp_isa_source());
+    rp_gemm_set_mode(t->pool, RP_GEMM_OWN);
+  }
   t->exec.pool = t->pool;
   t->exec.attn = rp_attn_of_kind(o->attention);
   t->local_attn = t->exec.attn;

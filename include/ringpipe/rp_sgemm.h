@@ -1,0 +1,56 @@
+/* ringpipe's own fp32 GEMM (src/kernels/sgemm.c): the matmuls of rp_kernels.h
+ * with register-blocked micro-kernels instead of OpenBLAS's sgemm.
+ *
+ * Why a GEMM of our own: in the pool-split mode every pool thread called a
+ * single-threaded sgemm on its slice of rows, and each such call packed the
+ * whole shared operand (the weight, or the activations of dweight) for itself.
+ * Here the shared operand is packed once per call, by all threads together,
+ * and each thread then runs its rows over the one pack; the bias enters as the
+ * tiles' start values (no pass over out), and an epilogue (the MLP's GELU) can
+ * run on each thread's rows as soon as they are done.
+ *
+ * Shapes and meaning are rp_matmul_forward/backward's: inp[N,IC],
+ * weight[OC,IC], bias[OC], out[N,OC]. Each output element is one running sum
+ * over k in blocks fixed by K alone, so results do not depend on the thread
+ * count or on how rows are split among ranks; they differ from OpenBLAS's in
+ * the last bits (another summation order). rp_matmul_*_ref is the oracle. */
+#ifndef RP_SGEMM_H
+#define RP_SGEMM_H
+
+#include "ringpipe/rp_pool.h"
+
+typedef enum {
+  RP_SGEMM_PORTABLE = 0, /* plain C micro-kernel, any CPU (the driver's test double) */
+  RP_SGEMM_AVX2 = 1,     /* 6 x 16 ymm tiles */
+  RP_SGEMM_AVX512 = 2,   /* 12 x 32 zmm tiles */
+} rp_sgemm_kernel;
+#define RP_SGEMM_KERNELS 3
+
+const char *rp_sgemm_kernel_name(rp_sgemm_kernel k);
+/* 1 when the rp_isa.h ceiling allows k */
+int rp_sgemm_kernel_supported(rp_sgemm_kernel k);
+/* The kernel rp_matmul_* would run in RP_GEMM_OWN mode: the best the ceiling
+ * allows, or -1 when there is none better than OpenBLAS (below avx2). */
+int rp_sgemm_kernel_best(void);
+
+/* out = inp @ weight^T + bias (bias may be NULL), plus resid when given
+ * (resid may alias out). */
+void rp_sgemm_forward(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
+                      const float *bias, const float *resid, int N, int IC, int OC,
+                      rp_pool *pool);
+/* The same, and then each pool thread calls epi(epi_ctx, lo, hi) on the rows
+ * [lo, hi) of out it has just finished (every row exactly once). */
+typedef void (*rp_sgemm_rows_fn)(void *epi_ctx, long lo, long hi, int ith);
+void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
+                          const float *bias, int N, int IC, int OC, rp_pool *pool,
+                          rp_sgemm_rows_fn epi, void *epi_ctx);
+/* dinp (+)= dout @ weight (written when dinp_set, else accumulated),
+ * dweight += dout^T @ inp, dbias += column sums of dout; any may be NULL. */
+void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
+                       const float *dout, const float *inp, const float *weight, int N, int IC,
+                       int OC, int dinp_set, rp_pool *pool);
+
+/* Frees the packing workspace (kept between calls; grows as needed). */
+void rp_sgemm_workspace_release(void);
+
+#endif

@@ -1,0 +1,392 @@
+/* Blocked fp32 GEMM driver: packing, cache blocking, threads, and the entry
+ * points of rp_sgemm.h. The micro-kernels are in sgemm_avx512.c, sgemm_avx2.c
+ * and (plain C, the driver's test double on any CPU) below.
+ *
+ * Every product is C[M,Nc] (+)= A[M,K] B[K,Nc]:
+ *   forward: C = out,     A = inp (N x IC),     B(k=i, j=o) = w[o][i]
+ *   dinp:    C = dinp,    A = dout (N x OC),    B(k=o, j=i) = w[o][i]
+ *   dweight: C = dweight, A(m=o, k=n) = dout[n][o], B(k=n, j=i) = inp[n][i]
+ * B, the operand every thread reads, is packed whole once per call by all the
+ * pool's threads (one dispatch), in NR-column panels of all K; then each thread
+ * takes its share of MR-row tiles of C and loops
+ *   for each block of mc rows
+ *     for each block of k (at most kc, all blocks of one K the same size)
+ *       pack the A block (mc x kc, MR-row panels) into its own buffer
+ *       for each NR-column panel (B micro-panel kc x NR, reused by the tiles)
+ *         for each MR-row tile: micro-kernel
+ * so a thread only writes its own rows of C. The blocks of k depend on K only,
+ * so a C element is the same sum in the same order whichever thread, tile or
+ * rank computes it.
+ *
+ * Block sizes for a 48 KiB L1d and 2 MiB L2 per core (Sapphire Rapids): the
+ * AVX-512 kernel's B micro-panel of kc = 192 is 24 KiB and its A panel 9 KiB, so
+ * both stay in L1 while the block's tiles run; the A block of mc = 192 rows
+ * (144 KiB) stays in L2 for all the panels. */
+#include <string.h>
+
+#include "fused_internal.h"
+#include "kern_util.h"
+#include "kern_ws.h"
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_sgemm.h"
+#include "sgemm_internal.h"
+
+/* ---- the portable micro-kernel: any MR x NR, plain C (a*b + c rounded as the
+ * build rounds it, fused where the target has FMA) */
+
+#define PMR 4
+#define PNR 16
+
+static void ukr_portable(long kc, const float *a, const float *b, float *c, long ldc, int mr,
+                         int nr, const float *init, const float *cin) {
+  float acc[PMR][PNR];
+  for (int m = 0; m < PMR; m++)
+    for (int j = 0; j < PNR; j++) acc[m][j] = init && j < nr ? init[j] : 0.0f;
+  for (long k = 0; k < kc; k++)
+    for (int m = 0; m < PMR; m++)
+      for (int j = 0; j < PNR; j++) acc[m][j] = RP_FMAF(a[k * PMR + m], b[k * PNR + j], acc[m][j]);
+  for (int m = 0; m < mr; m++)
+    for (int j = 0; j < nr; j++) c[m * ldc + j] = acc[m][j] + (cin ? cin[m * ldc + j] : 0.0f);
+}
+
+const rp_sgemm_kdesc rp_sgemm_kd_portable = {"portable", RP_ISA_SCALAR, PMR, PNR, 256, 64,
+                                             ukr_portable, NULL, NULL};
+const rp_sgemm_kdesc rp_sgemm_kd_avx2 = {"avx2", RP_ISA_AVX2, RP_SGEMM_MR_AVX2, RP_SGEMM_NR_AVX2,
+                                         256, 120, rp_sgemm_ukr_avx2, rp_sgemm_pack_t_avx2,
+                                         rp_sgemm_pack_n_avx2};
+const rp_sgemm_kdesc rp_sgemm_kd_avx512 = {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_AVX512,
+                                           RP_SGEMM_NR_AVX512, 192, 192, rp_sgemm_ukr_avx512,
+                                           rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2};
+
+static const rp_sgemm_kdesc *kdesc_of(rp_sgemm_kernel k) {
+  switch (k) {
+    case RP_SGEMM_AVX512: return &rp_sgemm_kd_avx512;
+    case RP_SGEMM_AVX2: return &rp_sgemm_kd_avx2;
+    default: return &rp_sgemm_kd_portable;
+  }
+}
+
+const char *rp_sgemm_kernel_name(rp_sgemm_kernel k) {
+  return k >= 0 && k < RP_SGEMM_KERNELS ? kdesc_of(k)->name : "?";
+}
+
+int rp_sgemm_kernel_supported(rp_sgemm_kernel k) {
+  return k >= 0 && k < RP_SGEMM_KERNELS && rp_isa_allows(kdesc_of(k)->isa);
+}
+
+int rp_sgemm_kernel_best(void) {
+  if (rp_sgemm_kernel_supported(RP_SGEMM_AVX512)) return RP_SGEMM_AVX512;
+  if (rp_sgemm_kernel_supported(RP_SGEMM_AVX2)) return RP_SGEMM_AVX2;
+  return -1;
+}
+
+/* ---- operands and packing */
+
+/* X(r, k) = kcontig ? p[r*ld + k] : p[k*ld + r], r < rows, k < K */
+typedef struct {
+  const float *p;
+  long ld;
+  int kcontig, rows, K;
+} sg_src;
+
+/* Rows [r0, r0 + w) (zero past s->rows) by k [k0, k0 + kc) into out[kc][w],
+ * with kd's transposing pack when it has one. */
+static void pack_panel(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int w, long k0,
+                       long kc, float *restrict out) {
+  const int have = RP_MIN(w, s->rows - r0);
+  if (s->kcontig && kd->pack_t) {
+    kd->pack_t(s->p + (long)r0 * s->ld + k0, s->ld, have, w, kc, out);
+    return;
+  }
+  if (!s->kcontig && kd->pack_n) {
+    kd->pack_n(s->p + k0 * s->ld + r0, s->ld, have, w, kc, out);
+    return;
+  }
+  if (!s->kcontig) {
+    for (long k = 0; k < kc; k++) {
+      const float *src = s->p + (k0 + k) * s->ld + r0;
+      float *dst = out + k * w;
+      memcpy(dst, src, sizeof(float) * (size_t)have);
+      for (int r = have; r < w; r++) dst[r] = 0.0f;
+    }
+    return;
+  }
+  for (int r = 0; r < w; r++) {
+    if (r < have) {
+      const float *src = s->p + (long)(r0 + r) * s->ld + k0;
+      for (long k = 0; k < kc; k++) out[k * w + r] = src[k];
+    } else {
+      for (long k = 0; k < kc; k++) out[k * w + r] = 0.0f;
+    }
+  }
+}
+
+static long npanels(long cols, int nr) { return (cols + nr - 1) / nr; }
+static size_t bpack_bytes(const rp_sgemm_kdesc *kd, long cols, long K) {
+  return (size_t)(npanels(cols, kd->nr) * K * kd->nr) * sizeof(float);
+}
+static size_t abuf_bytes(const rp_sgemm_kdesc *kd) {
+  return (size_t)kd->mc * (size_t)kd->kc * sizeof(float);
+}
+static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+/* The k blocks of K: as few as kc allows, all of one size but the last. */
+static long block_k(long K, int kc) {
+  long nblk = (K + kc - 1) / kc;
+  return nblk > 0 ? (K + nblk - 1) / nblk : 1;
+}
+
+/* ---- packing B panels in parallel (one or two matrices per job) */
+
+typedef struct {
+  sg_src src;
+  int cols;
+  float *out;
+} bpack_job;
+
+typedef struct {
+  const rp_sgemm_kdesc *kd;
+  bpack_job job[2];
+  int njobs;
+} bpack_ctx;
+
+static void bpack_task(void *vctx, int ith, int nth) {
+  const bpack_ctx *c = vctx;
+  const int nr = c->kd->nr;
+  long n0 = c->njobs > 0 ? npanels(c->job[0].cols, nr) : 0;
+  long total = n0 + (c->njobs > 1 ? npanels(c->job[1].cols, nr) : 0), lo, hi;
+  rp_split(total, ith, nth, &lo, &hi);
+  for (long q = lo; q < hi; q++) {
+    const bpack_job *j = &c->job[q < n0 ? 0 : 1];
+    long jr = q < n0 ? q : q - n0, K = j->src.K;
+    pack_panel(c->kd, &j->src, (int)(jr * nr), nr, 0, K, j->out + jr * K * nr);
+  }
+}
+
+static void bpack_run(bpack_ctx *c, rp_pool *pool) {
+  long work = 0;
+  for (int i = 0; i < c->njobs; i++) work += (long)c->job[i].cols * c->job[i].src.K;
+  if (work > 0) rp_kern_run(pool, bpack_task, c, work);
+}
+
+/* ---- one product over a thread's region of C */
+
+/* Panels per B block packed on the fly (dweight's B): 24 x 32 columns x kc =
+ * 192 is 576 KiB (avx2: 24 x 16 x 256, 384 KiB), in L2 beside the A block; 24
+ * rather than 16 so that at C = 384 each of two threads packs its 768 columns
+ * of fcproj's B as one block and so packs A (dout) once, not twice (measured:
+ * packing was 11% of a step, bench_step under perf). */
+#define NC_PANELS 24
+
+typedef struct {
+  float *c;
+  long ldc;
+  int M, Nc, K;
+  sg_src a;
+  const float *bpack; /* npanels(Nc) panels of K x nr, packed before the job; or NULL: */
+  sg_src b;           /* B(k, j) = X(j, k), packed block by block by each thread */
+  const float *init;  /* Nc floats (a bias) added to every row, or NULL */
+  const float *resid; /* M x Nc with C's stride added to the product, or NULL */
+  int load_c;         /* C accumulates (+=) */
+  int split_cols; /* threads take column panels (all rows) instead of row tiles */
+} gemm_prob;
+
+/* C[m0:m1, panels p0:p1) over the k block [pc, pc + kcb), with B panel jr at
+ * bp(jr) (kcb x nr): A packed per mc rows, each B micro-panel reused by the
+ * block's tiles. */
+static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, long m0,
+                        long m1, long p0, long p1, long pc, long kcb, const float *bbase,
+                        long bstride) {
+  const int MR = kd->mr, NR = kd->nr;
+  for (long ic = m0; ic < m1; ic += kd->mc) {
+    const long mcb = RP_MIN((long)kd->mc, m1 - ic), ntile = (mcb + MR - 1) / MR;
+    for (long t = 0; t < ntile; t++)
+      pack_panel(kd, &g->a, (int)(ic + t * MR), MR, pc, kcb, abuf + t * kcb * MR);
+    for (long jr = p0; jr < p1; jr++) {
+      const float *bp = bbase + (jr - p0) * bstride;
+      const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
+      /* the first k block adds the bias and the residual (or C itself when
+       * accumulating), every later one the partial sum already in C */
+      const float *init = g->init && pc == 0 ? g->init + jr * NR : NULL;
+      const float *add = pc > 0 || g->load_c ? g->c : pc == 0 ? g->resid : NULL;
+      for (long t = 0; t < ntile; t++) {
+        const long off = (ic + t * MR) * g->ldc + jr * NR;
+        kd->ukr(kcb, abuf + t * kcb * MR, bp, g->c + off, g->ldc,
+                (int)RP_MIN((long)MR, mcb - t * MR), nr, init, add ? add + off : NULL);
+      }
+    }
+  }
+}
+
+static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf,
+                        float *bbuf, long m0, long m1, long p0, long p1) {
+  const int NR = kd->nr;
+  const long kb = block_k(g->K, kd->kc);
+  if (g->bpack) {
+    for (long pc = 0; pc < g->K; pc += kb)
+      block_tiles(g, kd, abuf, m0, m1, p0, p1, pc, RP_MIN(kb, (long)g->K - pc),
+                  g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR);
+    return;
+  }
+  /* B packed here, a block of panels by a block of k at a time, so the packed
+   * copy lives in L2 instead of making a round trip through memory */
+  for (long q0 = p0; q0 < p1; q0 += NC_PANELS) {
+    const long q1 = RP_MIN(q0 + NC_PANELS, p1);
+    for (long pc = 0; pc < g->K; pc += kb) {
+      const long kcb = RP_MIN(kb, (long)g->K - pc);
+      for (long jr = q0; jr < q1; jr++)
+        pack_panel(kd, &g->b, (int)(jr * NR), NR, pc, kcb, bbuf + (jr - q0) * kcb * NR);
+      block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR);
+    }
+  }
+}
+
+/* This thread's region of C: whole MR-row tiles (or NR-column panels), so
+ * tiles never straddle threads. */
+static void thread_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, int ith, int nth,
+                          long *m0, long *m1, long *p0, long *p1) {
+  long t0, t1, np = npanels(g->Nc, kd->nr);
+  if (g->split_cols) {
+    rp_split(np, ith, nth, p0, p1);
+    *m0 = 0;
+    *m1 = *p1 > *p0 ? g->M : 0;
+    return;
+  }
+  rp_split((g->M + kd->mr - 1) / kd->mr, ith, nth, &t0, &t1);
+  *m0 = RP_MIN(t0 * kd->mr, (long)g->M);
+  *m1 = RP_MIN(t1 * kd->mr, (long)g->M);
+  *p0 = 0;
+  *p1 = np;
+}
+
+static void gemm_part(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, float *bbuf,
+                      long m0, long m1, long p0, long p1) {
+  if (m1 <= m0 || p1 <= p0) return;
+  if (g->K > 0) {
+    gemm_region(g, kd, abuf, bbuf, m0, m1, p0, p1);
+    return;
+  }
+  /* K = 0: the sum is empty */
+  const long j0 = p0 * kd->nr, j1 = RP_MIN(p1 * kd->nr, (long)g->Nc);
+  for (long m = m0; m < m1; m++)
+    for (long j = j0; j < j1; j++) {
+      float *o = g->c + m * g->ldc + j;
+      float v = g->init ? g->init[j] : 0.0f;
+      *o = g->load_c ? v + *o : g->resid ? v + g->resid[m * g->ldc + j] : v;
+    }
+}
+
+/* ---- the GEMM job: up to two products, the residual start and the bias sums */
+
+typedef struct {
+  const rp_sgemm_kdesc *kd;
+  gemm_prob prob[2];
+  int nprob;
+  char *bufs; /* per thread: an A block, then a B block */
+  size_t buf_stride;
+  float *dbias;              /* dbias[OC] += column sums of dout (or NULL) */
+  const float *dout;
+  int N, OC;
+  rp_sgemm_rows_fn epi; /* forward: on the thread's finished rows */
+  void *epi_ctx;
+} gemm_ctx;
+
+static void gemm_task(void *vctx, int ith, int nth) {
+  const gemm_ctx *c = vctx;
+  float *abuf = (float *)(c->bufs + (size_t)ith * c->buf_stride);
+  float *bbuf = (float *)((char *)abuf + align64(abuf_bytes(c->kd)));
+  for (int i = 0; i < c->nprob; i++) {
+    long m0, m1, p0, p1;
+    thread_region(&c->prob[i], c->kd, ith, nth, &m0, &m1, &p0, &p1);
+    gemm_part(&c->prob[i], c->kd, abuf, bbuf, m0, m1, p0, p1);
+    if (c->epi && m1 > m0) c->epi(c->epi_ctx, m0, m1, ith);
+  }
+  if (c->dbias) {
+    long lo, hi;
+    rp_kern_split_cols(c->OC, ith, nth, &lo, &hi);
+    rp_matmul_dbias_cols(c->dbias, c->dout, lo, hi, c->N, c->OC);
+  }
+}
+
+/* ---- workspace: B packs and per-thread A blocks, kept between calls. One
+ * GEMM at a time per process uses it (pools running side by side take turns). */
+
+static rp_kern_ws g_ws = RP_KERN_WS_INIT("sgemm");
+
+static char *ws_acquire(size_t bytes) { return rp_kern_ws_acquire(&g_ws, bytes); }
+static void ws_release(void) { rp_kern_ws_release(&g_ws); }
+
+void rp_sgemm_workspace_release(void) { rp_kern_ws_free(&g_ws); }
+
+static int pool_nth(rp_pool *pool) { return pool ? rp_pool_size(pool) : 1; }
+
+static size_t bbuf_bytes(const rp_sgemm_kdesc *kd) {
+  return (size_t)NC_PANELS * (size_t)kd->nr * (size_t)kd->kc * sizeof(float);
+}
+/* One A block per thread, and a B block when a product packs B on the fly. */
+static size_t thread_bytes(const rp_sgemm_kdesc *kd, int with_b) {
+  return align64(abuf_bytes(kd)) + (with_b ? align64(bbuf_bytes(kd)) : 0);
+}
+
+/* ---- entry points */
+
+static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float *w,
+                    const float *bias, const float *resid, int N, int IC, int OC,
+                    rp_pool *pool, rp_sgemm_rows_fn epi, void *epi_ctx) {
+  const rp_sgemm_kdesc *kd = kdesc_of(k);
+  size_t bbytes = align64(bpack_bytes(kd, OC, IC));
+  char *ws = ws_acquire(bbytes + thread_bytes(kd, 0) * (size_t)pool_nth(pool));
+  bpack_ctx bc = {.kd = kd, .njobs = 1};
+  bc.job[0] = (bpack_job){{w, IC, 1, OC, IC}, OC, (float *)ws};
+  bpack_run(&bc, pool);
+  gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + bbytes, .buf_stride = thread_bytes(kd, 0),
+                .epi = epi, .epi_ctx = epi_ctx};
+  c.prob[0] = (gemm_prob){.c = out, .ldc = OC, .M = N, .Nc = OC, .K = IC,
+                          .a = {inp, IC, 1, N, IC}, .bpack = (const float *)ws,
+                          .init = bias, .resid = resid};
+  rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC + 1));
+  ws_release();
+}
+
+void rp_sgemm_forward(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
+                      const float *bias, const float *resid, int N, int IC, int OC,
+                      rp_pool *pool) {
+  forward(k, out, inp, weight, bias, resid, N, IC, OC, pool, NULL, NULL);
+}
+
+void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
+                          const float *bias, int N, int IC, int OC, rp_pool *pool,
+                          rp_sgemm_rows_fn epi, void *epi_ctx) {
+  forward(k, out, inp, weight, bias, NULL, N, IC, OC, pool, epi, epi_ctx);
+}
+
+/* dweight's B is the layer input (N x IC, as big as an activation): it is
+ * packed block by block inside the job. Its threads split the columns (IC)
+ * when they are the wider side, so that each packs only its own part of B and
+ * they share A (dout) instead, the narrower operand; else the rows (OC). */
+void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
+                       const float *dout, const float *inp, const float *w, int N, int IC,
+                       int OC, int dinp_set, rp_pool *pool) {
+  if (!dinp && !dweight && !dbias) return;
+  const rp_sgemm_kdesc *kd = kdesc_of(k);
+  size_t b1 = dinp ? align64(bpack_bytes(kd, IC, OC)) : 0;
+  size_t per_thread = thread_bytes(kd, dweight != NULL);
+  char *ws = ws_acquire(b1 + per_thread * (size_t)pool_nth(pool));
+  if (dinp) {
+    bpack_ctx bc = {.kd = kd, .njobs = 1};
+    bc.job[0] = (bpack_job){{w, IC, 0, IC, OC}, IC, (float *)ws};
+    bpack_run(&bc, pool);
+  }
+  gemm_ctx c = {.kd = kd, .bufs = ws + b1, .buf_stride = per_thread, .dbias = dbias,
+                .dout = dout, .N = N, .OC = OC};
+  if (dinp)
+    c.prob[c.nprob++] = (gemm_prob){.c = dinp, .ldc = IC, .M = N, .Nc = IC, .K = OC,
+                                    .a = {dout, OC, 1, N, OC}, .bpack = (const float *)ws,
+                                    .load_c = !dinp_set};
+  if (dweight)
+    c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
+                                    .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},
+                                    .load_c = 1, .split_cols = IC > OC};
+  rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC * c.nprob + 1));
+  ws_release();
+}

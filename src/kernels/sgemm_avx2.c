@@ -1,0 +1,170 @@
+/* AVX2 + FMA micro-kernel of the fp32 GEMM (sgemm.c), compiled through target
+ * attributes and only called when the rp_isa.h ceiling allows avx2.
+ *
+ * A 6 x 16 tile of C in 12 ymm accumulators; per k, 2 loads of the B panel and
+ * 6 broadcasts of the A panel feed 12 multiply-adds (the 16 registers hold the
+ * 12 accumulators, 2 B vectors and the broadcast). k is unrolled twice, as in
+ * the AVX-512 kernel. Columns past nr are masked (vmaskmov), rows past mr are
+ * neither read nor written. */
+#include "sgemm_internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define TAVX2 __attribute__((target("avx2,fma")))
+
+#define DECL(i) __m256 c##i##_0, c##i##_1;
+#define START(i) c##i##_0 = s0, c##i##_1 = s1;
+#define PREFETCH_C(i)                                              \
+  if ((i) < mr) {                                                  \
+    _mm_prefetch((const char *)(cin + (i) * ldc), _MM_HINT_T0);    \
+    _mm_prefetch((const char *)(cin + (i) * ldc + 8), _MM_HINT_T0); \
+  }
+#define ADD_C(i)                                                                    \
+  if ((i) < mr) {                                                                   \
+    c##i##_0 = _mm256_add_ps(c##i##_0, _mm256_maskload_ps(cin + (i) * ldc, m0));      \
+    c##i##_1 = _mm256_add_ps(c##i##_1, _mm256_maskload_ps(cin + (i) * ldc + 8, m1));  \
+  }
+#define FMA(i)                                                   \
+  {                                                              \
+    const __m256 av = _mm256_broadcast_ss(ak + (i));             \
+    c##i##_0 = _mm256_fmadd_ps(av, b0, c##i##_0);                \
+    c##i##_1 = _mm256_fmadd_ps(av, b1, c##i##_1);                \
+  }
+#define STORE(i)                                                 \
+  if ((i) < mr) {                                                \
+    _mm256_maskstore_ps(c + (i) * ldc, m0, c##i##_0);            \
+    _mm256_maskstore_ps(c + (i) * ldc + 8, m1, c##i##_1);        \
+  }
+#define ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5)
+#define STEP(k)                                                                 \
+  {                                                                             \
+    const float *bk = b + (k) * 16, *ak = a + (k) * 6;                          \
+    const __m256 b0 = _mm256_load_ps(bk), b1 = _mm256_load_ps(bk + 8);          \
+    ROWS(FMA)                                                                   \
+  }
+
+_Static_assert(RP_SGEMM_MR_AVX2 == 6 && RP_SGEMM_NR_AVX2 == 16, "the tile is spelled out");
+
+/* lanes [0, n) set */
+TAVX2 static __m256i lanes(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc,
+                             int mr, int nr, const float *init, const float *cin) {
+  const __m256i m0 = lanes(nr), m1 = lanes(nr - 8);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 s0 = init ? _mm256_maskload_ps(init, m0) : zero;
+  const __m256 s1 = init ? _mm256_maskload_ps(init + 8, m1) : zero;
+  ROWS(DECL)
+  ROWS(START)
+  if (cin) {
+    ROWS(PREFETCH_C)
+  }
+  long k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    STEP(k)
+    STEP(k + 1)
+  }
+  if (k < kc) STEP(k)
+  if (cin) {
+    ROWS(ADD_C)
+  }
+  ROWS(STORE)
+}
+
+/* ---- the transposing pack: out[k][w] = src[r][k] for the w rows r of a
+ * panel, in 8 x 8 blocks (8 row loads, 24 shuffles, 8 stores) instead of one
+ * scalar store per element; both kernels' panels take it (w = 12, 16, 32). */
+
+TAVX2 static void transpose8(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+TAVX2 void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long kc,
+                                float *out) {
+  const long k8 = kc / 8 * 8;
+  for (int r0 = 0; r0 < w; r0 += 8) {
+    const int nw = RP_MIN(8, w - r0), nv = RP_MAX(0, RP_MIN(nw, have - r0));
+    for (long k = 0; k < k8; k += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; i++)
+        r[i] = i < nv ? _mm256_loadu_ps(src + (long)(r0 + i) * ld + k) : _mm256_setzero_ps();
+      transpose8(r);
+      for (int j = 0; j < 8; j++) {
+        float *o = out + (k + j) * w + r0;
+        if (nw == 8) _mm256_storeu_ps(o, r[j]);
+        else if (nw == 4) _mm_storeu_ps(o, _mm256_castps256_ps128(r[j]));
+        else {
+          float t[8];
+          _mm256_storeu_ps(t, r[j]);
+          for (int i = 0; i < nw; i++) o[i] = t[i];
+        }
+      }
+    }
+    for (long k = k8; k < kc; k++)
+      for (int i = 0; i < nw; i++)
+        out[k * w + r0 + i] = i < nv ? src[(long)(r0 + i) * ld + k] : 0.0f;
+  }
+}
+
+/* The plain pack: out[k][w] = src[k * ld + r] for r < have, 0 up to w; eight
+ * lanes at a time with masks for both edges (a memcpy per k of 12 to 32
+ * floats cost more in calls than in bytes). */
+TAVX2 void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long kc,
+                                float *out) {
+  enum { MAXV = 8 }; /* w <= 64 */
+  __m256i lm[MAXV], sm[MAXV];
+  const int nv = (w + 7) / 8;
+  for (int v = 0; v < nv; v++) {
+    lm[v] = lanes(RP_MAX(0, RP_MIN(8, have - 8 * v)));
+    sm[v] = lanes(RP_MIN(8, w - 8 * v));
+  }
+  const int whole = have == w && w % 8 == 0;
+  for (long k = 0; k < kc; k++) {
+    const float *s = src + k * ld;
+    float *o = out + k * w;
+    if (whole) {
+      for (int v = 0; v < nv; v++) _mm256_storeu_ps(o + 8 * v, _mm256_loadu_ps(s + 8 * v));
+    } else {
+      for (int v = 0; v < nv; v++)
+        _mm256_maskstore_ps(o + 8 * v, sm[v], _mm256_maskload_ps(s + 8 * v, lm[v]));
+    }
+  }
+}
+
+#else
+
+void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long kc, float *out) {
+  (void)src, (void)ld, (void)have, (void)w, (void)kc, (void)out;
+  rp_fatal("rp_sgemm_pack_n_avx2 called on a build without AVX2");
+}
+
+void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long kc, float *out) {
+  (void)src, (void)ld, (void)have, (void)w, (void)kc, (void)out;
+  rp_fatal("rp_sgemm_pack_t_avx2 called on a build without AVX2");
+}
+
+void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc, int mr,
+                       int nr, const float *init, const float *cin) {
+  (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)init, (void)cin;
+  rp_fatal("rp_sgemm_ukr_avx2 called on a build without AVX2");
+}
+
+#endif

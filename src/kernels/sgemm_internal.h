@@ -1,0 +1,56 @@
+/* Private to the fp32 GEMM files (sgemm.c and its micro-kernels).
+ *
+ * A micro-kernel computes one MR x NR tile of C over kc steps of k:
+ *   C[0:mr, 0:nr] (ldc) = (init + A_panel * B_panel) + Cin
+ * where A_panel is float [kc][MR] (MR rows), B_panel float [kc][NR] (NR
+ * columns), both packed by sgemm.c with zeros past the matrix edges; init is
+ * an NR-float row (a bias) added to every row, or NULL for +0; Cin, an addend
+ * with C's stride, is C itself (accumulating over k blocks), a residual, or
+ * NULL. The products are one running sum over k in order (one rounding per
+ * multiply-add), then Cin is added: a tile's position never changes a result,
+ * so neither can the thread count. Only mr rows and nr columns of C and Cin
+ * are touched. */
+#ifndef RP_SGEMM_INTERNAL_H
+#define RP_SGEMM_INTERNAL_H
+
+#include "ringpipe/rp_base.h"
+#include "ringpipe/rp_isa.h"
+
+typedef void (*rp_sgemm_ukr)(long kc, const float *a, const float *b, float *c, long ldc,
+                             int mr, int nr, const float *init, const float *cin);
+/* packs w panel columns (rows r < have of the source, zeros up to w) by kc
+ * steps of k into out[kc][w]; the source is k-contiguous (pack_t: X(r, k) =
+ * src[r * ld + k]) or r-contiguous (pack_n: X(r, k) = src[k * ld + r]) */
+typedef void (*rp_sgemm_pack_fn)(const float *src, long ld, int have, int w, long kc,
+                                 float *out);
+
+typedef struct {
+  const char *name;
+  rp_isa isa; /* the rp_isa.h level it needs */
+  int mr;     /* rows of a tile (A panel width) */
+  int nr;     /* columns of a tile (B panel width) */
+  int kc;     /* most k per block (C tiles are reloaded once per block) */
+  int mc;     /* rows per packed A block (multiple of mr) */
+  rp_sgemm_ukr ukr;
+  /* vector packs, or NULL for sgemm.c's plain loops */
+  rp_sgemm_pack_fn pack_t, pack_n;
+} rp_sgemm_kdesc;
+
+/* sgemm_avx512.c: 12 x 32 (24 zmm accumulators) */
+#define RP_SGEMM_MR_AVX512 12
+#define RP_SGEMM_NR_AVX512 32
+void rp_sgemm_ukr_avx512(long kc, const float *a, const float *b, float *c, long ldc, int mr,
+                         int nr, const float *init, const float *cin);
+/* sgemm_avx2.c: 6 x 16 (12 ymm accumulators) */
+#define RP_SGEMM_MR_AVX2 6
+#define RP_SGEMM_NR_AVX2 16
+void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc, int mr,
+                       int nr, const float *init, const float *cin);
+
+/* sgemm_avx2.c: the packs of the avx2 and avx512 kernels (w <= 64) */
+void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long kc, float *out);
+void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long kc, float *out);
+
+extern const rp_sgemm_kdesc rp_sgemm_kd_avx512, rp_sgemm_kd_avx2, rp_sgemm_kd_portable;
+
+#endif

@@ -1,0 +1,296 @@
+/* ringpipe's own fp32 GEMM (rp_sgemm.h): every kernel the ISA ceiling allows
+ * (portable, avx2, avx512) against the reference loops in double, on shapes
+ * with ragged edges on every side (rows not a multiple of MR, columns not of
+ * NR, odd K, K = 0), with bias, residual (aliased and not), accumulate and set;
+ * results bitwise equal for 1, 2 and 3 threads; the epilogue sees each row
+ * once; the matmul entry points in RP_GEMM_OWN mode are these calls. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "kt_util.h"
+#include "ringpipe/rp_sgemm.h"
+
+typedef struct {
+  int N, IC, OC;
+} shape;
+
+/* Edges of every tile size: MR 4/6/12, NR 16/32; K odd, above one k block
+ * (kc 192/256) and not a multiple of it; the dweight column split (IC > OC)
+ * and row split; more than one B block of panels (IC > 16 * 32). */
+static const shape shapes[] = {
+    {1, 1, 1},    {5, 7, 3},     {13, 33, 17},  {25, 31, 65},   {37, 200, 48},
+    {64, 385, 96}, {50, 96, 600}, {30, 520, 40}, {129, 64, 130}, {40, 1030, 20},
+};
+#define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+/* Each output is a sum of K products of |x| <= 1; its float rounding error is
+ * about sqrt(K) roundings of partial sums of size about sqrt(K) (random signs):
+ * the bound allows 2^-22 * K^1.5, while one wrong or missing term is off by
+ * about 1/3 on average. */
+static double tol_of(int K) { return 2.4e-7 * K * sqrt((double)K) + 1e-6; }
+
+static double *fwd_want(const float *inp, const float *w, const float *b, const float *resid,
+                        int N, int IC, int OC) {
+  double *o = kt_doubles((long)N * OC);
+  for (long n = 0; n < N; n++)
+    for (long j = 0; j < OC; j++) {
+      double s = (b ? b[j] : 0.0) + (resid ? resid[n * OC + j] : 0.0);
+      for (long i = 0; i < IC; i++) s += (double)inp[n * IC + i] * w[j * IC + i];
+      o[n * OC + j] = s;
+    }
+  return o;
+}
+
+static int close_to(const char *what, const float *got, const double *want, long n, int K) {
+  return kt_check_close(what, got, want, n, 0.0, tol_of(K));
+}
+
+static void check_forward(rp_sgemm_kernel k, const shape *s, rp_pool *pool, rp_rng *rng) {
+  const int N = s->N, IC = s->IC, OC = s->OC;
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
+  float *out = kt_floats((long)N * OC), *res = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, rng, -1, 1);
+  kt_fill(w, (long)OC * IC, rng, -1, 1);
+  kt_fill(b, OC, rng, -1, 1);
+  kt_fill(res, (long)N * OC, rng, -1, 1);
+  double *want = fwd_want(inp, w, b, NULL, N, IC, OC);
+  rp_sgemm_forward(k, out, inp, w, b, NULL, N, IC, OC, pool);
+  assert_int_equal(close_to("forward+bias", out, want, (long)N * OC, IC), 0);
+  free(want);
+  want = fwd_want(inp, w, NULL, NULL, N, IC, OC);
+  rp_sgemm_forward(k, out, inp, w, NULL, NULL, N, IC, OC, pool);
+  assert_int_equal(close_to("forward", out, want, (long)N * OC, IC), 0);
+  free(want);
+  /* residual into a separate output, then in place (out aliases resid) */
+  want = fwd_want(inp, w, b, res, N, IC, OC);
+  rp_sgemm_forward(k, out, inp, w, b, res, N, IC, OC, pool);
+  assert_int_equal(close_to("forward+resid", out, want, (long)N * OC, IC), 0);
+  memcpy(out, res, sizeof(float) * (size_t)N * OC);
+  rp_sgemm_forward(k, out, inp, w, b, out, N, IC, OC, pool);
+  assert_int_equal(close_to("forward+resid in place", out, want, (long)N * OC, IC), 0);
+  free(want);
+  free(inp), free(w), free(b), free(out), free(res);
+}
+
+static void check_backward(rp_sgemm_kernel k, const shape *s, rp_pool *pool, rp_rng *rng) {
+  const int N = s->N, IC = s->IC, OC = s->OC;
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+  float *dout = kt_floats((long)N * OC);
+  float *dinp = kt_floats((long)N * IC), *dw = kt_floats((long)OC * IC), *db = kt_floats(OC);
+  float *dinp0 = kt_floats((long)N * IC), *dw0 = kt_floats((long)OC * IC), *db0 = kt_floats(OC);
+  kt_fill(inp, (long)N * IC, rng, -1, 1);
+  kt_fill(w, (long)OC * IC, rng, -1, 1);
+  kt_fill(dout, (long)N * OC, rng, -1, 1);
+  kt_fill(dinp0, (long)N * IC, rng, -1, 1);
+  kt_fill(dw0, (long)OC * IC, rng, -1, 1);
+  kt_fill(db0, OC, rng, -1, 1);
+  double *wdi = kt_doubles((long)N * IC), *wdw = kt_doubles((long)OC * IC);
+  double *wdb = kt_doubles(OC);
+  for (long n = 0; n < N; n++)
+    for (long i = 0; i < IC; i++) {
+      double a = 0;
+      for (long o = 0; o < OC; o++) a += (double)dout[n * OC + o] * w[o * IC + i];
+      wdi[n * IC + i] = a;
+    }
+  for (long o = 0; o < OC; o++) {
+    double sb = db0[o];
+    for (long n = 0; n < N; n++) sb += dout[n * OC + o];
+    wdb[o] = sb;
+    for (long i = 0; i < IC; i++) {
+      double a = dw0[o * IC + i];
+      for (long n = 0; n < N; n++) a += (double)dout[n * OC + o] * inp[n * IC + i];
+      wdw[o * IC + i] = a;
+    }
+  }
+  /* set: dinp is written (start from NaN to prove it is never read) */
+  for (long i = 0; i < (long)N * IC; i++) dinp[i] = NAN;
+  memcpy(dw, dw0, sizeof(float) * (size_t)OC * IC);
+  memcpy(db, db0, sizeof(float) * (size_t)OC);
+  rp_sgemm_backward(k, dinp, dw, db, dout, inp, w, N, IC, OC, 1, pool);
+  assert_int_equal(close_to("dinp (set)", dinp, wdi, (long)N * IC, OC), 0);
+  assert_int_equal(close_to("dweight", dw, wdw, (long)OC * IC, N), 0);
+  assert_int_equal(close_to("dbias", db, wdb, OC, N), 0);
+  /* accumulate: dinp += */
+  memcpy(dinp, dinp0, sizeof(float) * (size_t)N * IC);
+  for (long i = 0; i < (long)N * IC; i++) wdi[i] += dinp0[i];
+  rp_sgemm_backward(k, dinp, NULL, NULL, dout, inp, w, N, IC, OC, 0, pool);
+  assert_int_equal(close_to("dinp (+=)", dinp, wdi, (long)N * IC, OC), 0);
+  free(inp), free(w), free(dout), free(dinp), free(dw), free(db);
+  free(dinp0), free(dw0), free(db0), free(wdi), free(wdw), free(wdb);
+}
+
+static void test_sgemm_against_reference(void **state) {
+  (void)state;
+  rp_pool *pools[2] = {NULL, kt_pool(2)};
+  int tested = 0;
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) {
+      printf("sgemm kernel %s: not allowed by the ISA ceiling here, skipped\n",
+             rp_sgemm_kernel_name((rp_sgemm_kernel)k));
+      continue;
+    }
+    tested++;
+    for (int p = 0; p < 2; p++)
+      for (int s = 0; s < NSHAPES; s++) {
+        rp_rng rng;
+        rp_rng_seed(&rng, 100 + (uint64_t)s);
+        check_forward((rp_sgemm_kernel)k, &shapes[s], pools[p], &rng);
+        check_backward((rp_sgemm_kernel)k, &shapes[s], pools[p], &rng);
+      }
+  }
+  assert_true(tested >= 1); /* the portable kernel runs everywhere */
+  rp_pool_destroy(pools[1]);
+}
+
+/* K = 0: the sums are empty; out becomes the bias, or zero without one. */
+static void test_sgemm_empty_k(void **state) {
+  (void)state;
+  const int N = 13, OC = 37;
+  float b[37], out[13 * 37], unused[1] = {0};
+  for (int j = 0; j < OC; j++) b[j] = (float)j;
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+    for (int i = 0; i < N * OC; i++) out[i] = NAN;
+    rp_sgemm_forward((rp_sgemm_kernel)k, out, unused, unused, b, NULL, N, 0, OC, NULL);
+    for (int i = 0; i < N * OC; i++) assert_true(out[i] == b[i % OC]);
+    rp_sgemm_forward((rp_sgemm_kernel)k, out, unused, unused, NULL, NULL, N, 0, OC, NULL);
+    for (int i = 0; i < N * OC; i++) assert_true(out[i] == 0.0f);
+  }
+}
+
+/* Every C element is one sum in one order, so 1, 2 and 3 threads (and every
+ * row split they make) agree bitwise. */
+static void test_sgemm_thread_invariance(void **state) {
+  (void)state;
+  const int N = 203, IC = 389, OC = 171;
+  rp_rng rng;
+  rp_rng_seed(&rng, 7);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
+  float *dout = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  kt_fill(b, OC, &rng, -1, 1);
+  kt_fill(dout, (long)N * OC, &rng, -1, 1);
+  rp_pool *pools[3] = {NULL, kt_pool(2), kt_pool(3)};
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+    float *out[3], *dinp[3], *dw[3], *db[3];
+    for (int p = 0; p < 3; p++) {
+      out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
+      dw[p] = kt_floats((long)OC * IC), db[p] = kt_floats(OC);
+      rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, b, NULL, N, IC, OC, pools[p]);
+      rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], dw[p], db[p], dout, inp, w, N, IC, OC, 1,
+                        pools[p]);
+    }
+    for (int p = 1; p < 3; p++) {
+      assert_memory_equal(out[0], out[p], sizeof(float) * (size_t)N * OC);
+      assert_memory_equal(dinp[0], dinp[p], sizeof(float) * (size_t)N * IC);
+      assert_memory_equal(dw[0], dw[p], sizeof(float) * (size_t)OC * IC);
+      assert_memory_equal(db[0], db[p], sizeof(float) * (size_t)OC);
+    }
+    /* rows 50.. alone (as a rank holding part of the batch would compute them) */
+    float *part = kt_floats((long)N * OC);
+    rp_sgemm_forward((rp_sgemm_kernel)k, part, inp + 50L * IC, w, b, NULL, N - 50, IC, OC,
+                     pools[1]);
+    assert_memory_equal(part, out[0] + 50L * OC, sizeof(float) * (size_t)(N - 50) * OC);
+    free(part);
+    for (int p = 0; p < 3; p++) free(out[p]), free(dinp[p]), free(dw[p]), free(db[p]);
+  }
+  rp_pool_destroy(pools[1]);
+  rp_pool_destroy(pools[2]);
+  free(inp), free(w), free(b), free(dout);
+}
+
+typedef struct {
+  int *seen;
+  const float *out;
+  int OC;
+  int bad;
+} epi_ctx;
+
+static void epi_mark(void *vctx, long lo, long hi, int ith) {
+  epi_ctx *c = vctx;
+  (void)ith;
+  for (long r = lo; r < hi; r++) {
+    __atomic_fetch_add(&c->seen[r], 1, __ATOMIC_RELAXED);
+    /* the rows are finished when the epilogue sees them */
+    for (int j = 0; j < c->OC; j++)
+      if (c->out[r * c->OC + j] != c->out[r * c->OC + j]) c->bad = 1;
+  }
+}
+
+static void test_sgemm_epilogue_rows(void **state) {
+  (void)state;
+  const int N = 77, IC = 40, OC = 50;
+  rp_rng rng;
+  rp_rng_seed(&rng, 3);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+  float *out = kt_floats((long)N * OC), *ref = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  rp_pool *pool = kt_pool(2);
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+    int seen[77] = {0};
+    for (int i = 0; i < N * OC; i++) out[i] = NAN;
+    epi_ctx c = {seen, out, OC, 0};
+    rp_sgemm_forward_epi((rp_sgemm_kernel)k, out, inp, w, NULL, N, IC, OC, pool, epi_mark, &c);
+    for (int r = 0; r < N; r++) assert_int_equal(seen[r], 1);
+    assert_int_equal(c.bad, 0);
+    rp_sgemm_forward((rp_sgemm_kernel)k, ref, inp, w, NULL, NULL, N, IC, OC, pool);
+    assert_memory_equal(out, ref, sizeof(float) * (size_t)N * OC);
+  }
+  rp_pool_destroy(pool);
+  free(inp), free(w), free(out), free(ref);
+}
+
+/* RP_GEMM_OWN: rp_matmul_* are the rp_sgemm calls of the best kernel (bitwise). */
+static void test_matmul_own_mode(void **state) {
+  (void)state;
+  int best = rp_sgemm_kernel_best();
+  if (best < 0) {
+    printf("no own GEMM kernel at this ISA ceiling: rp_matmul_* use OpenBLAS, skipped\n");
+    return;
+  }
+  const int N = 96, IC = 70, OC = 90;
+  rp_rng rng;
+  rp_rng_seed(&rng, 5);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
+  float *dout = kt_floats((long)N * OC);
+  float *o1 = kt_floats((long)N * OC), *o2 = kt_floats((long)N * OC);
+  float *d1 = kt_floats((long)N * IC), *d2 = kt_floats((long)N * IC);
+  float *w1 = kt_floats((long)OC * IC), *w2 = kt_floats((long)OC * IC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  kt_fill(b, OC, &rng, -1, 1);
+  kt_fill(dout, (long)N * OC, &rng, -1, 1);
+  rp_pool *pool = kt_pool(2);
+  rp_gemm_set_mode(pool, RP_GEMM_OWN);
+  assert_int_equal(rp_gemm_get_mode(pool), RP_GEMM_OWN);
+  rp_matmul_forward(o1, inp, w, b, N, IC, OC, pool);
+  rp_sgemm_forward((rp_sgemm_kernel)best, o2, inp, w, b, NULL, N, IC, OC, pool);
+  assert_memory_equal(o1, o2, sizeof(float) * (size_t)N * OC);
+  rp_matmul_backward_set(d1, w1, NULL, dout, inp, w, N, IC, OC, pool);
+  rp_sgemm_backward((rp_sgemm_kernel)best, d2, w2, NULL, dout, inp, w, N, IC, OC, 1, pool);
+  assert_memory_equal(d1, d2, sizeof(float) * (size_t)N * IC);
+  assert_memory_equal(w1, w2, sizeof(float) * (size_t)OC * IC);
+  rp_pool_destroy(pool);
+  free(inp), free(w), free(b), free(dout), free(o1), free(o2), free(d1), free(d2), free(w1);
+  free(w2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sgemm_against_reference),
+      cmocka_unit_test(test_sgemm_empty_k),
+      cmocka_unit_test(test_sgemm_thread_invariance),
+      cmocka_unit_test(test_sgemm_epilogue_rows),
+      cmocka_unit_test(test_matmul_own_mode),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  rp_sgemm_workspace_release();
+  return rc;
+}
