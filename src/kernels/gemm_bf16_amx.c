@@ -92,10 +92,33 @@ static void row16_kcontig(const rp_bf16_src *s, int r, long p, uint32_t *dst) {
 /* The same from an fp32 row, each element rounded to bf16 (RNE) as it is read:
  * the model's activations go into the tiles without a separate conversion
  * pass. 32 floats -> 32 bf16 in order are 16 pairs, element 2p low. */
-static inline uint16_t f32_rne(const float *x) {
-  uint32_t u;
-  memcpy(&u, x, 4);
-  return rp_bf16_rne_bits(u);
+/* rne16: rp_bf16_rne_bits of 16 floats (masked), in 512-bit integer ops: the
+ * same bits (round to nearest even, NaN made quiet with its sign and top
+ * payload), so the packers stay bitwise equal to a conversion
+ * pass followed by a bf16 pack. The scalar loop was 5-6% of a bf16 training
+ * step (perf, Sapphire Rapids). */
+static inline __m256i rne16(const float *src, __mmask16 m) {
+  const __m512i u = _mm512_maskz_loadu_epi32(m, src);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                       _mm512_and_si512(hi, _mm512_set1_epi32(1))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  const __m512i q = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q));
+}
+
+static inline __mmask16 first_n(int n) {
+  return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* dst[0:n) = bf16 of src[0:n), any n >= 0 */
+static void rne_row(const float *src, int n, uint16_t *dst) {
+  for (int e = 0; e < n; e += 16) {
+    const __mmask16 m = first_n(n - e);
+    _mm256_mask_storeu_epi16(dst + e, m, rne16(src + e, m));
+  }
 }
 
 static void row16_kcontig32(const rp_bf16_src *s, int r, long p, uint32_t *dst) {
@@ -104,12 +127,14 @@ static void row16_kcontig32(const rp_bf16_src *s, int r, long p, uint32_t *dst) 
     return;
   }
   const float *row = s->src32 + (long)r * s->ld;
-  uint16_t h[2 * KB];
-  if (2 * (p + KB) <= s->K) {
-    for (int e = 0; e < 2 * KB; e++) h[e] = f32_rne(row + 2 * p + e);
-  } else {
-    for (int e = 0; e < 2 * KB; e++) h[e] = 2 * p + e < s->K ? f32_rne(row + 2 * p + e) : 0;
+  const long have = s->K - 2 * p; /* elements of the row left from 2p */
+  if (have >= 2 * KB) {
+    _mm256_storeu_si256((__m256i *)dst, rne16(row + 2 * p, 0xFFFF));
+    _mm256_storeu_si256((__m256i *)(dst + KB / 2), rne16(row + 2 * p + 16, 0xFFFF));
+    return;
   }
+  uint16_t h[2 * KB] = {0};
+  rne_row(row + 2 * p, have > 0 ? (int)have : 0, h);
   memcpy(dst, h, sizeof h);
 }
 
@@ -126,10 +151,8 @@ static void pairs_rowpair(const rp_bf16_src *s, int r0, int nrows, long p, int q
     uint16_t lo32[MR], hi32[MR];
     const uint16_t *lo = zeros, *hi = zeros;
     if (nv > 0 && s->src32) {
-      if (k < s->K)
-        for (int w = 0; w < nv; w++) lo32[w] = f32_rne(s->src32 + k * s->ld + rb + w);
-      if (k + 1 < s->K)
-        for (int w = 0; w < nv; w++) hi32[w] = f32_rne(s->src32 + (k + 1) * s->ld + rb + w);
+      if (k < s->K) rne_row(s->src32 + k * s->ld + rb, nv, lo32);
+      if (k + 1 < s->K) rne_row(s->src32 + (k + 1) * s->ld + rb, nv, hi32);
       lo = k < s->K ? lo32 : zeros;
       hi = k + 1 < s->K ? hi32 : zeros;
     } else if (nv > 0) {
