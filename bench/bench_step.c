@@ -108,15 +108,19 @@ static void train_step(bench_model *b, rp_pool *pool) {
 static double quiet_gemm_peak(const rp_gpt_config *cfg, int N, int reps, rp_pool *pool) {
   long C = cfg->C;
   const long shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, cfg->Vp}};
-  long maxio = 4 * C > cfg->Vp ? 4 * C : cfg->Vp;
+  long maxio = 4 * C > cfg->Vp ? 4 * C : cfg->Vp, maxw = 0;
+  for (int s = 0; s < 5; s++)
+    if (shapes[s][0] * shapes[s][1] > maxw) maxw = shapes[s][0] * shapes[s][1];
+  /* weights sized by the largest IC x OC (the LM head's C x Vp), not maxio^2,
+   * which at the GPT-2 vocabulary would be 10 GB each */
   float *inp = rp_alloc(N * maxio * sizeof(float), RP_MEM_WORKSPACE);
   float *out = rp_alloc(N * maxio * sizeof(float), RP_MEM_WORKSPACE);
-  float *w = rp_alloc(maxio * maxio * sizeof(float), RP_MEM_WORKSPACE);
-  float *dw = rp_alloc(maxio * maxio * sizeof(float), RP_MEM_WORKSPACE);
+  float *w = rp_alloc(maxw * sizeof(float), RP_MEM_WORKSPACE);
+  float *dw = rp_alloc(maxw * sizeof(float), RP_MEM_WORKSPACE);
   float *dinp = rp_alloc(N * maxio * sizeof(float), RP_MEM_WORKSPACE);
   if (!inp || !out || !w || !dw || !dinp) return 0;
   for (long i = 0; i < N * maxio; i++) inp[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
-  for (long i = 0; i < maxio * maxio; i++) w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+  for (long i = 0; i < maxw; i++) w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
   double tmin[5][2], flops = 0;
   for (int s = 0; s < 5; s++) tmin[s][0] = tmin[s][1] = 1e30;
   for (int r = 0; r < reps; r++)
@@ -148,45 +152,47 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* --gemm ab: the GEMM modes (blas, split, and own where the ISA ceiling has a
- * kernel for it) in one process, rotating every step (and every peak
+/* --gemm ab: the GEMM modes (blas, split, and own and auto where the ISA ceiling
+ * has a kernel for own) in one process, rotating every step (and every peak
  * measurement), so that load from other processes falls on all alike. Reports
  * per mode the best peak, the median and best step, each mode's median step
  * over split's (the OpenBLAS default before own), and MFU against the best
- * mode's peak (the honest denominator: the best GEMM rate these threads reach). */
+ * mode's peak (the honest denominator: the best GEMM rate these threads reach).
+ * auto is the pool's mode left unset, as --gemm auto runs. */
 static void ab_modes(bench_model *b, rp_pool *pool, const rp_gpt_config *cfg, int N,
                      int steps) {
-  const rp_gemm_mode modes[3] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT, RP_GEMM_OWN};
-  const char *names[3] = {"blas", "split", "own"};
-  const int nm = rp_sgemm_kernel_best() >= 0 ? 3 : 2;
-  double peak[3] = {0, 0, 0};
+  /* -1: the pool's mode unset, i.e. what --gemm auto runs */
+  const int modes[4] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT, RP_GEMM_OWN, -1};
+  const char *names[4] = {"blas", "split", "own", "auto"};
+  const int nm = rp_sgemm_kernel_best() >= 0 ? 4 : 2;
+  double peak[4] = {0, 0, 0, 0};
   for (int r = 0; r < 6; r++)
     for (int k = 0; k < nm; k++) {
       int md = (k + r) % nm;
-      rp_gemm_set_mode(pool, modes[md]);
+      rp_pool_set_gemm_mode(pool, modes[md]);
       double p = quiet_gemm_peak(cfg, N, 2, pool);
       if (p > peak[md]) peak[md] = p;
     }
-  double *dt[3];
-  for (int k = 0; k < 3; k++) dt[k] = malloc(sizeof(double) * (size_t)steps);
-  if (!dt[0] || !dt[1] || !dt[2]) return;
+  double *dt[4];
+  for (int k = 0; k < 4; k++) dt[k] = malloc(sizeof(double) * (size_t)steps);
+  if (!dt[0] || !dt[1] || !dt[2] || !dt[3]) return;
   for (int k = 0; k < nm; k++) { /* warm each mode once */
-    rp_gemm_set_mode(pool, modes[k]);
+    rp_pool_set_gemm_mode(pool, modes[k]);
     train_step(b, pool);
   }
   for (int i = 0; i < steps; i++)
     for (int k = 0; k < nm; k++) {
       int md = (k + i) % nm;
-      rp_gemm_set_mode(pool, modes[md]);
+      rp_pool_set_gemm_mode(pool, modes[md]);
       double t0 = rp_now();
       train_step(b, pool);
       dt[md][i] = rp_now() - t0;
     }
-  double best_peak = 0, med[3] = {0, 0, 0};
+  double best_peak = 0, med[4] = {0, 0, 0, 0};
   for (int k = 0; k < nm; k++) best_peak = peak[k] > best_peak ? peak[k] : best_peak;
   double flops = rp_gpt_flops_per_token(cfg, b->a.T) * N;
   printf("A/B of the GEMM modes, rotating, %d steps each%s:\n", steps,
-         nm == 3 ? "" : " (no own GEMM kernel at this ISA ceiling)");
+         nm == 4 ? "" : " (no own GEMM kernel at this ISA ceiling)");
   printf("%-6s %12s %12s %12s %14s %14s %14s\n", "mode", "peak GF/s", "median ms", "best ms",
          "MFU(median)", "MFU(best)", "median/split");
   for (int k = 0; k < nm; k++) {
@@ -198,7 +204,7 @@ static void ab_modes(bench_model *b, rp_pool *pool, const rp_gpt_config *cfg, in
            med[k] * 1e3, dt[k][0] * 1e3, flops / med[k] / best_peak, flops / dt[k][0] / best_peak,
            med[k] / med[1]);
   printf("(MFU against the best mode's peak, %.1f GFLOP/s)\n", best_peak / 1e9);
-  for (int k = 0; k < 3; k++) free(dt[k]);
+  for (int k = 0; k < 4; k++) free(dt[k]);
 }
 
 int main(int argc, char **argv) {

@@ -47,7 +47,8 @@ void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
  * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice;
  * RP_GEMM_OWN: ringpipe's GEMM (rp_sgemm.h): the shared operand packed once by
  *   all pool threads, then each runs its rows. Products with fewer than 16
- *   rows per thread (decoding) still take the OpenBLAS paths. */
+ *   rows per thread (decoding) still take the OpenBLAS paths, and so do
+ *   weights over 4 MiB when the mode was not set (auto). */
 typedef enum { RP_GEMM_BLAS_THREADS = 0, RP_GEMM_POOL_SPLIT = 1, RP_GEMM_OWN = 2 } rp_gemm_mode;
 /* --gemm auto|blas|split|own, in that order: auto keeps the measured default. */
 typedef enum {
@@ -57,6 +58,9 @@ typedef enum {
   RP_GEMM_CHOOSE_OWN
 } rp_gemm_choice;
 const char *rp_gemm_mode_name(rp_gemm_mode mode); /* "blas", "split", "own" */
+/* The pool's mode in words, with what auto does (own only for weights up to
+ * 4 MiB, OpenBLAS split above: where each measured faster) */
+const char *rp_gemm_describe(const rp_pool *pool);
 void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode);  /* the pool's runs */
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
 /* sgemm FLOP/s of forward + backward over the (in, out) feature shapes with N

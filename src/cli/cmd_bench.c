@@ -84,7 +84,7 @@ static int bench_train(int argc, char **argv) {
     rp_mem_report(mem, sizeof mem);
     printf("bench train: L=%d C=%d NH=%d T=%d B=%d, %d threads, attention %s, gemm %s\n",
            o.layers, o.channels, o.heads, o.seq, o.batch, rp_pool_size(t.pool), t.exec.attn->name,
-           rp_gemm_mode_name(rp_gemm_get_mode(t.pool)));
+           rp_gemm_describe(t.pool));
     char isa[512];
     rp_isa_kernel_summary(isa, sizeof isa);
     printf("  instruction sets: %s\n", isa);

@@ -37,6 +37,13 @@ rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool) {
   return rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
 }
 
+const char *rp_gemm_describe(const rp_pool *pool) {
+  rp_gemm_mode m = rp_gemm_get_mode(pool);
+  if (m == RP_GEMM_OWN && rp_pool_gemm_mode(pool) != RP_GEMM_OWN)
+    return "auto (own for weights up to 4 MiB, split above)";
+  return rp_gemm_mode_name(m);
+}
+
 const char *rp_gemm_mode_name(rp_gemm_mode mode) {
   switch (mode) {
     case RP_GEMM_BLAS_THREADS: return "blas";
@@ -176,8 +183,20 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
 /* Mirrors the choice of matmul_forward below: one thread runs the row kernel
  * over all rows (but one row takes sgemv), split mode runs it on row slices
  * unless the product is skinny. */
-int rp_matmul_own_applies(rp_pool *pool, int N) {
-  return rp_gemm_get_mode(pool) == RP_GEMM_OWN && N >= SKINNY_ROWS_PER_THREAD * pool_threads(pool);
+/* In auto mode (the pool's mode unset) the own GEMM takes only weights up to
+ * this size: on the default model's shapes (C = 384, weights up to 2.3 MiB) it
+ * made whole steps 2-4% faster than split mode, while on the 124M shape's
+ * (C = 768: 7 to 9 MiB, and the 147 MiB LM head) its GEMMs measured 5-15%
+ * slower than OpenBLAS's (bench_step --gemm ab with both models' shapes, and
+ * one-GEMM timings per shape, Sapphire Rapids, 2 threads). An explicit
+ * --gemm own takes every shape. */
+#define OWN_AUTO_MAX_WEIGHT_BYTES ((long)4 << 20)
+
+int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC) {
+  if (rp_gemm_get_mode(pool) != RP_GEMM_OWN || N < SKINNY_ROWS_PER_THREAD * pool_threads(pool))
+    return 0;
+  return rp_pool_gemm_mode(pool) == RP_GEMM_OWN ||
+         (long)IC * OC * (long)sizeof(float) <= OWN_AUTO_MAX_WEIGHT_BYTES;
 }
 
 int rp_matmul_rows_fusable(rp_pool *pool, int N) {
@@ -207,7 +226,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
                            const float *resid, int N, int IC, int OC, rp_pool *pool) {
   int nth = pool_threads(pool);
   int skinny = N < SKINNY_ROWS_PER_THREAD * nth;
-  if (rp_matmul_own_applies(pool, N)) {
+  if (rp_matmul_own_applies(pool, N, IC, OC)) {
     rp_sgemm_forward((rp_sgemm_kernel)rp_sgemm_kernel_best(), out, inp, weight, bias, resid, N, IC,
                      OC, pool);
     return;
@@ -246,7 +265,7 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
   mm_ctx c = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
               .weight = weight, .N = N, .IC = IC, .OC = OC, .dinp_beta = dinp_beta,
               .do_gemm = 1};
-  if (rp_matmul_own_applies(pool, N)) {
+  if (rp_matmul_own_applies(pool, N, IC, OC)) {
     rp_sgemm_backward((rp_sgemm_kernel)rp_sgemm_kernel_best(), dinp, dweight, dbias, dout, inp,
                       weight, N, IC, OC, dinp_beta == 0.0f, pool);
     return;

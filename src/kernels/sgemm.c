@@ -140,7 +140,8 @@ static long block_k(long K, int kc) {
 
 typedef struct {
   sg_src src;
-  int cols;
+  int cols;  /* panel rows of the source to pack (B: columns, A: rows) */
+  int width; /* panel width: the kernel's nr for B, mr for A */
   float *out;
 } bpack_job;
 
@@ -152,14 +153,13 @@ typedef struct {
 
 static void bpack_task(void *vctx, int ith, int nth) {
   const bpack_ctx *c = vctx;
-  const int nr = c->kd->nr;
-  long n0 = c->njobs > 0 ? npanels(c->job[0].cols, nr) : 0;
-  long total = n0 + (c->njobs > 1 ? npanels(c->job[1].cols, nr) : 0), lo, hi;
+  long n0 = c->njobs > 0 ? npanels(c->job[0].cols, c->job[0].width) : 0;
+  long total = n0 + (c->njobs > 1 ? npanels(c->job[1].cols, c->job[1].width) : 0), lo, hi;
   rp_split(total, ith, nth, &lo, &hi);
   for (long q = lo; q < hi; q++) {
     const bpack_job *j = &c->job[q < n0 ? 0 : 1];
     long jr = q < n0 ? q : q - n0, K = j->src.K;
-    pack_panel(c->kd, &j->src, (int)(jr * nr), nr, 0, K, j->out + jr * K * nr);
+    pack_panel(c->kd, &j->src, (int)(jr * j->width), j->width, 0, K, j->out + jr * K * j->width);
   }
 }
 
@@ -183,6 +183,8 @@ typedef struct {
   long ldc;
   int M, Nc, K;
   sg_src a;
+  const float *apack; /* ceil(M / mr) panels of K x mr packed before the job, or NULL: A
+                         packed block by block from a by each thread */
   const float *bpack; /* npanels(Nc) panels of K x nr, packed before the job; or NULL: */
   sg_src b;           /* B(k, j) = X(j, k), packed block by block by each thread */
   const float *init;  /* Nc floats (a bias) added to every row, or NULL */
@@ -200,8 +202,16 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
   const int MR = kd->mr, NR = kd->nr;
   for (long ic = m0; ic < m1; ic += kd->mc) {
     const long mcb = RP_MIN((long)kd->mc, m1 - ic), ntile = (mcb + MR - 1) / MR;
-    for (long t = 0; t < ntile; t++)
-      pack_panel(kd, &g->a, (int)(ic + t * MR), MR, pc, kcb, abuf + t * kcb * MR);
+    /* tile t's A panel: ap + t * astride, kcb x MR */
+    const float *ap = abuf;
+    long astride = kcb * MR;
+    if (g->apack) {
+      ap = g->apack + (ic / MR) * g->K * MR + pc * MR;
+      astride = (long)g->K * MR;
+    } else {
+      for (long t = 0; t < ntile; t++)
+        pack_panel(kd, &g->a, (int)(ic + t * MR), MR, pc, kcb, abuf + t * kcb * MR);
+    }
     for (long jr = p0; jr < p1; jr++) {
       const float *bp = bbase + (jr - p0) * bstride;
       const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
@@ -211,7 +221,7 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       const float *add = pc > 0 || g->load_c ? g->c : pc == 0 ? g->resid : NULL;
       for (long t = 0; t < ntile; t++) {
         const long off = (ic + t * MR) * g->ldc + jr * NR;
-        kd->ukr(kcb, abuf + t * kcb * MR, bp, g->c + off, g->ldc,
+        kd->ukr(kcb, ap + t * astride, bp, g->c + off, g->ldc,
                 (int)RP_MIN((long)MR, mcb - t * MR), nr, init, add ? add + off : NULL);
       }
     }
@@ -223,9 +233,14 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
   const int NR = kd->nr;
   const long kb = block_k(g->K, kd->kc);
   if (g->bpack) {
-    for (long pc = 0; pc < g->K; pc += kb)
-      block_tiles(g, kd, abuf, m0, m1, p0, p1, pc, RP_MIN(kb, (long)g->K - pc),
-                  g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR);
+    /* blocks of mc rows outermost: the block's C (mc x Nc) stays in L2 while
+     * all its k blocks add to it, and the shared B is read once per block */
+    for (long ic = m0; ic < m1; ic += kd->mc) {
+      const long ic1 = RP_MIN(ic + kd->mc, m1);
+      for (long pc = 0; pc < g->K; pc += kb)
+        block_tiles(g, kd, abuf, ic, ic1, p0, p1, pc, RP_MIN(kb, (long)g->K - pc),
+                    g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR);
+    }
     return;
   }
   /* B packed here, a block of panels by a block of k at a time, so the packed
@@ -330,20 +345,41 @@ static size_t thread_bytes(const rp_sgemm_kdesc *kd, int with_b) {
 
 /* ---- entry points */
 
+/* A weight packed whole before the job is read by every thread from L3 (or
+ * memory) once per block of rows: good while it is a few MiB (a layer's
+ * weights), bad for the LM head (V x C, 154 MiB at GPT-2's vocabulary), whose
+ * packed copy would make a round trip through memory and then be streamed
+ * again per block of rows (measured: 0.77x OpenBLAS's rate on the 124M shape's
+ * LM head). Above this size the forward packs the input (N x IC) instead, and
+ * the threads split the weight's rows, each packing its own part in L2-sized
+ * blocks. */
+#define PREPACK_MAX_BYTES ((size_t)16 << 20)
+
 static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float *w,
                     const float *bias, const float *resid, int N, int IC, int OC,
                     rp_pool *pool, rp_sgemm_rows_fn epi, void *epi_ctx) {
   const rp_sgemm_kdesc *kd = kdesc_of(k);
-  size_t bbytes = align64(bpack_bytes(kd, OC, IC));
-  char *ws = ws_acquire(bbytes + thread_bytes(kd, 0) * (size_t)pool_nth(pool));
+  const int big_w = !epi && bpack_bytes(kd, OC, IC) > PREPACK_MAX_BYTES &&
+                    bpack_bytes(kd, N, IC) < bpack_bytes(kd, OC, IC);
+  const size_t pbytes = align64(big_w ? (size_t)npanels(N, kd->mr) * IC * kd->mr * sizeof(float)
+                                      : bpack_bytes(kd, OC, IC));
+  const size_t per_thread = thread_bytes(kd, big_w);
+  char *ws = ws_acquire(pbytes + per_thread * (size_t)pool_nth(pool));
   bpack_ctx bc = {.kd = kd, .njobs = 1};
-  bc.job[0] = (bpack_job){{w, IC, 1, OC, IC}, OC, (float *)ws};
+  bc.job[0] = big_w ? (bpack_job){{inp, IC, 1, N, IC}, N, kd->mr, (float *)ws}
+                    : (bpack_job){{w, IC, 1, OC, IC}, OC, kd->nr, (float *)ws};
   bpack_run(&bc, pool);
-  gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + bbytes, .buf_stride = thread_bytes(kd, 0),
+  gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + pbytes, .buf_stride = per_thread,
                 .epi = epi, .epi_ctx = epi_ctx};
   c.prob[0] = (gemm_prob){.c = out, .ldc = OC, .M = N, .Nc = OC, .K = IC,
-                          .a = {inp, IC, 1, N, IC}, .bpack = (const float *)ws,
-                          .init = bias, .resid = resid};
+                          .a = {inp, IC, 1, N, IC}, .init = bias, .resid = resid};
+  if (big_w) {
+    c.prob[0].apack = (const float *)ws;
+    c.prob[0].b = (sg_src){w, IC, 1, OC, IC};
+    c.prob[0].split_cols = 1;
+  } else {
+    c.prob[0].bpack = (const float *)ws;
+  }
   rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC + 1));
   ws_release();
 }
@@ -360,8 +396,12 @@ void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const
   forward(k, out, inp, weight, bias, NULL, N, IC, OC, pool, epi, epi_ctx);
 }
 
+/* A thread's share of dweight up to this size stays in L2 (2 MiB) while the
+ * k blocks revisit it. */
+#define DW_C_MAX_BYTES ((size_t)3 << 19)
+
 /* dweight's B is the layer input (N x IC, as big as an activation): it is
- * packed block by block inside the job. Its threads split the columns (IC)
+ * packed block by block inside the job (unless dweight is big, see below). Its threads split the columns (IC)
  * when they are the wider side, so that each packs only its own part of B and
  * they share A (dout) instead, the narrower operand; else the rows (OC). */
 void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
@@ -369,15 +409,22 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
                        int OC, int dinp_set, rp_pool *pool) {
   if (!dinp && !dweight && !dbias) return;
   const rp_sgemm_kdesc *kd = kdesc_of(k);
+  const int nth = pool_nth(pool);
+  /* dweight's B packed whole first when each thread's share of dweight is too
+   * big for its L2: then the k blocks must all add to one block of rows
+   * before the next (rows outermost), or that share would go through memory
+   * once per k block (the 124M shape's LM head: 11 times 77 MiB) */
+  const int dw_prepack = dweight && (size_t)OC * IC * sizeof(float) / (size_t)nth > DW_C_MAX_BYTES;
   size_t b1 = dinp ? align64(bpack_bytes(kd, IC, OC)) : 0;
-  size_t per_thread = thread_bytes(kd, dweight != NULL);
-  char *ws = ws_acquire(b1 + per_thread * (size_t)pool_nth(pool));
-  if (dinp) {
-    bpack_ctx bc = {.kd = kd, .njobs = 1};
-    bc.job[0] = (bpack_job){{w, IC, 0, IC, OC}, IC, (float *)ws};
-    bpack_run(&bc, pool);
-  }
-  gemm_ctx c = {.kd = kd, .bufs = ws + b1, .buf_stride = per_thread, .dbias = dbias,
+  size_t b2 = dw_prepack ? align64(bpack_bytes(kd, IC, N)) : 0;
+  size_t per_thread = thread_bytes(kd, dweight && !dw_prepack);
+  char *ws = ws_acquire(b1 + b2 + per_thread * (size_t)nth);
+  bpack_ctx bc = {.kd = kd};
+  if (dinp) bc.job[bc.njobs++] = (bpack_job){{w, IC, 0, IC, OC}, IC, kd->nr, (float *)ws};
+  if (dw_prepack)
+    bc.job[bc.njobs++] = (bpack_job){{inp, IC, 0, IC, N}, IC, kd->nr, (float *)(ws + b1)};
+  if (bc.njobs) bpack_run(&bc, pool);
+  gemm_ctx c = {.kd = kd, .bufs = ws + b1 + b2, .buf_stride = per_thread, .dbias = dbias,
                 .dout = dout, .N = N, .OC = OC};
   if (dinp)
     c.prob[c.nprob++] = (gemm_prob){.c = dinp, .ldc = IC, .M = N, .Nc = IC, .K = OC,
@@ -386,7 +433,8 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
   if (dweight)
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
                                     .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},
-                                    .load_c = 1, .split_cols = IC > OC};
+                                    .bpack = dw_prepack ? (const float *)(ws + b1) : NULL,
+                                    .load_c = 1, .split_cols = !dw_prepack && IC > OC};
   rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC * c.nprob + 1));
   ws_release();
 }

@@ -74,7 +74,7 @@ static void print_banner(const rp_trainer *t) {
   if (t->bf16.n) print_bf16_benefit();
   printf("  ranks %d (dp %d x pp %d x cp %d x tp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, rp_pool_size(t->pool),
-         rp_gemm_mode_name(rp_gemm_get_mode(t->pool)), t->data_dir);
+         rp_gemm_describe(t->pool), t->data_dir);
   if (o->emulate.n)
     printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %g,%g,%g ms per rank), "
            "communication is real; losses are not meaningful\n", o->emulate.v[0],

@@ -52,8 +52,9 @@ const rp_opt rp_train_opt_table[] = {
     {"gemm", RP_OPT_ENUM, E(gemm), "auto", 0, 0, "auto|blas|split|own",
      "which GEMM runs and how it uses the threads: own (ringpipe's GEMM, its shared operand "
      "packed once by all threads; needs avx2), blas (OpenBLAS threads), split (pool threads "
-     "each run single-threaded OpenBLAS sgemm on a slice), auto (own where the ISA ceiling "
-     "allows its avx512 kernel, else split: the measured faster default)"},
+     "each run single-threaded OpenBLAS sgemm on a slice), auto (own for weights up to 4 MiB "
+     "where the ISA ceiling allows its avx512 kernel, else split: the measured faster "
+     "default)"},
     {"eval-every", RP_OPT_INT, O(eval_every), "25", 0, 100000000, NULL,
      "validation loss every N steps (0: only at the end)"},
     {"eval-batches", RP_OPT_INT, O(eval_batches), "8", 1, 1000000, NULL,

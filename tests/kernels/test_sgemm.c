@@ -3,7 +3,9 @@
  * with ragged edges on every side (rows not a multiple of MR, columns not of
  * NR, odd K, K = 0), with bias, residual (aliased and not), accumulate and set;
  * results bitwise equal for 1, 2 and 3 threads; the epilogue sees each row
- * once; the matmul entry points in RP_GEMM_OWN mode are these calls. */
+ * once; past the driver's size limits (a weight like an LM head's, a big
+ * dweight) the other loop orders hold to the same; the matmul entry points in
+ * RP_GEMM_OWN mode are these calls. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -204,6 +206,44 @@ static void test_sgemm_thread_invariance(void **state) {
   free(inp), free(w), free(b), free(dout);
 }
 
+/* Past the driver's size limits: a weight over 16 MiB (the forward packs the
+ * input and splits the weight's rows among threads, as for an LM head) and a
+ * dweight share over 1.5 MiB (dweight's B packed whole, rows outermost), on
+ * ragged edges; against the reference and bitwise across thread counts. */
+static void test_sgemm_big_operands(void **state) {
+  (void)state;
+  const shape big = {37, 1030, 4100};
+  rp_pool *pools[3] = {NULL, kt_pool(2), kt_pool(3)};
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+    rp_rng rng;
+    rp_rng_seed(&rng, 41);
+    check_forward((rp_sgemm_kernel)k, &big, pools[1], &rng);
+    check_backward((rp_sgemm_kernel)k, &big, pools[1], &rng);
+    const int N = big.N, IC = big.IC, OC = big.OC;
+    float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+    float *dout = kt_floats((long)N * OC);
+    kt_fill(inp, (long)N * IC, &rng, -1, 1);
+    kt_fill(w, (long)OC * IC, &rng, -1, 1);
+    kt_fill(dout, (long)N * OC, &rng, -1, 1);
+    float *out[3], *dw[3];
+    for (int p = 0; p < 3; p++) {
+      out[p] = kt_floats((long)N * OC), dw[p] = kt_floats((long)OC * IC);
+      rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, NULL, NULL, N, IC, OC, pools[p]);
+      rp_sgemm_backward((rp_sgemm_kernel)k, NULL, dw[p], NULL, dout, inp, w, N, IC, OC, 1,
+                        pools[p]);
+    }
+    for (int p = 1; p < 3; p++) {
+      assert_memory_equal(out[0], out[p], sizeof(float) * (size_t)N * OC);
+      assert_memory_equal(dw[0], dw[p], sizeof(float) * (size_t)OC * IC);
+    }
+    for (int p = 0; p < 3; p++) free(out[p]), free(dw[p]);
+    free(inp), free(w), free(dout);
+  }
+  rp_pool_destroy(pools[1]);
+  rp_pool_destroy(pools[2]);
+}
+
 typedef struct {
   int *seen;
   const float *out;
@@ -287,6 +327,7 @@ int main(void) {
       cmocka_unit_test(test_sgemm_against_reference),
       cmocka_unit_test(test_sgemm_empty_k),
       cmocka_unit_test(test_sgemm_thread_invariance),
+      cmocka_unit_test(test_sgemm_big_operands),
       cmocka_unit_test(test_sgemm_epilogue_rows),
       cmocka_unit_test(test_matmul_own_mode),
   };
