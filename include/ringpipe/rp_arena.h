@@ -34,6 +34,16 @@ size_t rp_mem_peak_total(void);    /* peak of the sum, not the sum of peaks */
 size_t rp_mem_process_peak_rss(void); /* the kernel's peak RSS of the process */
 void rp_mem_reset_peaks(void);     /* peak := current, for per-phase measurement */
 
+/* Per-call workspace that is reused: like rp_alloc(bytes, RP_MEM_WORKSPACE)
+ * (zero-filled, accounted while held), but rp_scratch_free keeps the block for
+ * the next rp_scratch_alloc that fits (a few are kept, not counted), so a
+ * kernel called every layer does not map and fault in fresh pages each time.
+ * rp_scratch_release frees the kept blocks. Pair rp_scratch_alloc with
+ * rp_scratch_free. */
+void *rp_scratch_alloc(size_t bytes);
+void rp_scratch_free(void *p);
+void rp_scratch_release(void);
+
 /* Writes "params 1.2 MiB, grads ..., total peak ..." into buf. */
 void rp_mem_report(char *buf, size_t n);
 

@@ -387,7 +387,7 @@ static rp_status backward_qkv(float *dqkv, const float *dout, const float *qkv,
                               rp_pool *pool) {
   rp_flash_problem pr;
   RP_TRY(qkv_problem(&pr, qkv, B, T, C, NH, causal, kr, cfg));
-  float *dsum = rp_alloc(sizeof(float) * (size_t)B * NH * (T > 0 ? T : 1), RP_MEM_WORKSPACE);
+  float *dsum = rp_scratch_alloc(sizeof(float) * (size_t)B * NH * (T > 0 ? T : 1));
   if (!dsum) return RP_ENOMEM;
   rp_flash_view dsv = rp_flash_view_of(dsum, T, (long)NH * T);
   rp_flash_view dov = rp_flash_view_of(dout, C, (long)T * C);
@@ -399,7 +399,7 @@ static rp_status backward_qkv(float *dqkv, const float *dout, const float *qkv,
                                 rp_flash_view_of(dqkv, C3, bs),
                                 rp_flash_view_of(dqkv + C, C3, bs),
                                 rp_flash_view_of(dqkv + 2L * C, C3, bs), pool);
-  rp_free(dsum);
+  rp_scratch_free(dsum);
   return s;
 }
 

@@ -237,12 +237,11 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
   c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 3 * HS * bq + 15) & ~15L;
-  c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
+  c->scratch = rp_scratch_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads));
   int ok = c->scratch != NULL;
   if (ok && c->split == RP_FLASH_SPLIT_HEAD) {
     c->head_rows_floats = (2L * pr->Tq * HS + 15) & ~15L;
-    c->head_rows = rp_alloc(sizeof(float) * (size_t)(c->head_rows_floats * nthreads),
-                            RP_MEM_WORKSPACE);
+    c->head_rows = rp_scratch_alloc(sizeof(float) * (size_t)(c->head_rows_floats * nthreads));
     ok = c->head_rows != NULL;
   }
   if (ok && c->split == RP_FLASH_SPLIT_KEYBLOCK && dq.p) {
@@ -252,8 +251,8 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
     for (long i = 0; ok && i < n; i++) atomic_init(&c->dq_turn[i], 0);
   }
   if (!ok) {
-    rp_free(c->scratch);
-    rp_free(c->head_rows);
+    rp_scratch_free(c->scratch);
+    rp_scratch_free(c->head_rows);
     free(c);
     return rp_err(RP_ENOMEM, "out of memory for flash backward workspace (B*NH=%ld, T=%d, HS=%d)",
                   BNH, pr->Tq, pr->HS);
@@ -267,8 +266,8 @@ rp_status rp_flash_bwd_finish(void *vctx, rp_pool *pool) {
   if (!c) return RP_OK;
   (void)pool;
   free(c->dq_turn);
-  rp_free(c->head_rows);
-  rp_free(c->scratch);
+  rp_scratch_free(c->head_rows);
+  rp_scratch_free(c->scratch);
   free(c);
   return RP_OK;
 }

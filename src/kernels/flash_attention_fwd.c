@@ -243,8 +243,8 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);
   c->scratch_floats = ((long)c->pl.bq * (c->pl.bk + 2L + pr->HS) + 15) & ~15L;
-  c->kt = rp_alloc(sizeof(float) * (size_t)(tiles * tile_floats), RP_MEM_WORKSPACE);
-  c->scratch = rp_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads), RP_MEM_WORKSPACE);
+  c->kt = rp_scratch_alloc(sizeof(float) * (size_t)(tiles * tile_floats));
+  c->scratch = rp_scratch_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads));
   c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);
   c->slots = calloc((size_t)c->nslots, sizeof *c->slots);
   if (!c->kt || !c->scratch || !c->kt_state || !c->slots) {
@@ -275,8 +275,8 @@ rp_status rp_flash_fwd_finish(void *vctx, rp_pool *pool) {
     pthread_cond_destroy(&c->slots[i].left);
   }
   free(c->slots);
-  rp_free(c->kt);
-  rp_free(c->scratch);
+  rp_scratch_free(c->kt);
+  rp_scratch_free(c->scratch);
   free(c->kt_state);
   free(c);
   return RP_OK;

@@ -20,7 +20,7 @@ static rp_status flash_prepare(const rp_attn_backend *a, rp_attn_batch *batch, i
 }
 
 static int32_t *self_ranges(const rp_docs *d) {
-  int32_t *kr = rp_alloc(sizeof(int32_t) * 2 * (size_t)d->B * d->T, RP_MEM_WORKSPACE);
+  int32_t *kr = rp_scratch_alloc(sizeof(int32_t) * 2 * (size_t)d->B * d->T);
   if (kr) rp_docs_self_ranges(d, kr);
   return kr;
 }
@@ -31,7 +31,7 @@ static rp_status flash_forward(const rp_attn_backend *a, const rp_attn_batch *x,
   int32_t *kr = self_ranges(x->docs);
   if (!kr) return rp_err(RP_ENOMEM, "out of memory for document key ranges");
   rp_status s = rp_flash_forward_ranges(out, saved, qkv, x->B, x->T, x->C, x->NH, kr, a->ctx, pool);
-  rp_free(kr);
+  rp_scratch_free(kr);
   return s;
 }
 
@@ -46,7 +46,7 @@ static rp_status flash_backward(const rp_attn_backend *a, const rp_attn_batch *x
   rp_status s =
       rp_flash_backward_ranges(dqkv, dout, qkv, out, saved, x->B, x->T, x->C, x->NH, kr, a->ctx,
                                pool);
-  rp_free(kr);
+  rp_scratch_free(kr);
   return s;
 }
 

@@ -82,6 +82,37 @@ static void test_alloc_accounting(void **state) {
   rp_free(a);
 }
 
+/* Scratch blocks: zero-filled and accounted while held, kept after free for
+ * the next request that fits (the same block back, zeroed again), not counted
+ * while kept; a request bigger than every kept block gets a new one. */
+static void test_scratch_reuse(void **state) {
+  (void)state;
+  rp_scratch_release();
+  size_t before = rp_mem_current(RP_MEM_WORKSPACE);
+  float *a = rp_scratch_alloc(300000 * sizeof(float));
+  assert_non_null(a);
+  assert_true(((uintptr_t)a & 63) == 0);
+  assert_int_equal(rp_mem_current(RP_MEM_WORKSPACE), before + 1200000);
+  for (int i = 0; i < 300000; i++) a[i] = 1.0f;
+  rp_scratch_free(a);
+  assert_int_equal(rp_mem_current(RP_MEM_WORKSPACE), before);
+  float *b = rp_scratch_alloc(200000 * sizeof(float));
+  assert_ptr_equal(a, b);
+  assert_int_equal(rp_mem_current(RP_MEM_WORKSPACE), before + 800000);
+  for (int i = 0; i < 200000; i++) assert_true(b[i] == 0.0f);
+  float *c = rp_scratch_alloc(400000 * sizeof(float)); /* b is held: a new block */
+  assert_non_null(c);
+  assert_true(c != b);
+  rp_scratch_free(b);
+  rp_scratch_free(c);
+  assert_int_equal(rp_mem_current(RP_MEM_WORKSPACE), before);
+  float *d = rp_scratch_alloc(350000 * sizeof(float)); /* only c fits */
+  assert_ptr_equal(d, c);
+  rp_scratch_free(d);
+  rp_scratch_release();
+  assert_int_equal(rp_mem_current(RP_MEM_WORKSPACE), before);
+}
+
 /* Ranks per node: the grid's MPI count when set, else Open MPI's or Slurm's
  * variables ("2(x3),1": nodes 0-2 run 2 tasks, node 3 runs 1). */
 static void test_local_ranks(void **state) {
@@ -136,6 +167,7 @@ int main(void) {
       cmocka_unit_test(test_pool_async_leaves_caller_free),
       cmocka_unit_test(test_split_covers_range),
       cmocka_unit_test(test_alloc_accounting),
+      cmocka_unit_test(test_scratch_reuse),
       cmocka_unit_test(test_local_ranks),
       cmocka_unit_test(test_errors_carry_message),
       cmocka_unit_test(test_rng_deterministic),
