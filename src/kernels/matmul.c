@@ -14,14 +14,17 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_sgemm.h"
 
-/* The default is pool split, by measurement (bench/bench_step --gemm ab, both
- * modes alternating step by step in one process, 2 threads, GPT L=6 C=384):
- * the sgemm rates of the two modes are equal on a quiet machine, but whole steps
- * are faster in split mode, and more so on a loaded machine, because OpenBLAS's
- * idle threads keep spinning (sched_yield) for ~0.1 s after every call and so
- * compete with the pool's workers for the cores during every non-GEMM kernel,
- * while in split mode OpenBLAS never starts its threads. With many threads per
- * rank the row slices get thin and blas mode may win: --gemm blas. */
+/* Between the two OpenBLAS modes, split is the better, by measurement
+ * (bench/bench_step --gemm ab, modes alternating step by step in one process,
+ * 2 threads, GPT L=6 C=384): the sgemm rates of the two modes are equal on a
+ * quiet machine, but whole steps are faster in split mode, and more so on a
+ * loaded machine, because OpenBLAS's idle threads keep spinning (sched_yield)
+ * for ~0.1 s after every call and so compete with the pool's workers for the
+ * cores during every non-GEMM kernel, while in split mode OpenBLAS never
+ * starts its threads. With many threads per rank the row slices get thin and
+ * blas mode may win: --gemm blas. The default (auto) runs ringpipe's own GEMM
+ * for the shapes where it measured faster still, split for the rest (see
+ * rp_gemm_get_mode and rp_matmul_own_applies). */
 static int g_blas_threads = -1; /* unknown until the first rp_blas_set_threads */
 
 /* The mode is the run's, kept by its pool (no pool: the default). */
@@ -180,9 +183,6 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
 /* Fewer rows than this per thread: split the output columns instead. */
 #define SKINNY_ROWS_PER_THREAD 16
 
-/* Mirrors the choice of matmul_forward below: one thread runs the row kernel
- * over all rows (but one row takes sgemv), split mode runs it on row slices
- * unless the product is skinny. */
 /* In auto mode (the pool's mode unset) the own GEMM takes only weights up to
  * this size: on the default model's shapes (C = 384, weights up to 2.3 MiB) it
  * made whole steps 2-4% faster than split mode, while on the 124M shape's
@@ -199,10 +199,14 @@ int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC) {
          (long)IC * OC * (long)sizeof(float) <= OWN_AUTO_MAX_WEIGHT_BYTES;
 }
 
+/* Mirrors the choice of matmul_forward below where the own GEMM does not
+ * apply: one thread runs the row kernel over all rows (but one row takes
+ * sgemv), split mode (and auto's OpenBLAS shapes, which run as split) runs it
+ * on row slices unless the product is skinny. */
 int rp_matmul_rows_fusable(rp_pool *pool, int N) {
   int nth = pool_threads(pool);
   if (nth == 1) return N > 1;
-  return rp_gemm_get_mode(pool) == RP_GEMM_POOL_SPLIT && N >= SKINNY_ROWS_PER_THREAD * nth;
+  return rp_gemm_get_mode(pool) != RP_GEMM_BLAS_THREADS && N >= SKINNY_ROWS_PER_THREAD * nth;
 }
 
 static void bwd_task(void *vctx, int ith, int nth) {

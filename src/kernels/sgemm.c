@@ -6,17 +6,22 @@
  *   forward: C = out,     A = inp (N x IC),     B(k=i, j=o) = w[o][i]
  *   dinp:    C = dinp,    A = dout (N x OC),    B(k=o, j=i) = w[o][i]
  *   dweight: C = dweight, A(m=o, k=n) = dout[n][o], B(k=n, j=i) = inp[n][i]
- * B, the operand every thread reads, is packed whole once per call by all the
- * pool's threads (one dispatch), in NR-column panels of all K; then each thread
- * takes its share of MR-row tiles of C and loops
+ The usual case (forward and dinp with a weight of a few MiB): B, the operand
+ * every thread reads, is packed whole once per call by all the pool's threads
+ * (one dispatch), in NR-column panels of all K; then each thread takes its
+ * share of MR-row tiles of C and loops
  *   for each block of mc rows
  *     for each block of k (at most kc, all blocks of one K the same size)
  *       pack the A block (mc x kc, MR-row panels) into its own buffer
  *       for each NR-column panel (B micro-panel kc x NR, reused by the tiles)
  *         for each MR-row tile: micro-kernel
- * so a thread only writes its own rows of C. The blocks of k depend on K only,
- * so a C element is the same sum in the same order whichever thread, tile or
- * rank computes it.
+ * so a thread only writes its own rows of C. When B is big (dweight's layer
+ * input; a weight over 16 MiB such as an LM head) each thread packs its B in
+ * blocks of panels by k instead, and the loops run column block, k block, row
+ * block (BLIS's order); the threads then split C's columns where that makes
+ * each pack only its own part (see forward and rp_sgemm_backward). The blocks
+ * of k depend on K only, so a C element is the same sum in the same order
+ * whichever thread, tile or rank computes it.
  *
  * Block sizes for a 48 KiB L1d and 2 MiB L2 per core (Sapphire Rapids): the
  * AVX-512 kernel's B micro-panel of kc = 192 is 24 KiB and its A panel 9 KiB, so
