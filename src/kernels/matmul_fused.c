@@ -26,23 +26,22 @@ typedef struct {
   int timed;
 } fused_ctx;
 
+/* The epilogue on rows [lo, hi) of pre, timed on thread 0. ringpipe's GEMM
+ * calls it on each thread's rows as soon as they are done. */
+static void gelu_rows(void *vctx, long lo, long hi, int ith) {
+  fused_ctx *c = vctx;
+  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
+  if (hi > lo)
+    rp_gelu_forward_span(c->post + lo * c->OC, c->pre + lo * c->OC, (hi - lo) * c->OC);
+  if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
+}
+
 static void fwd_gelu_task(void *vctx, int ith, int nth) {
   fused_ctx *c = vctx;
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
   rp_matmul_rows_forward(c->pre, c->inp, c->weight, c->bias, NULL, lo, hi, c->IC, c->OC);
-  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
-  if (hi > lo)
-    rp_gelu_forward_span(c->post + lo * c->OC, c->pre + lo * c->OC, (hi - lo) * c->OC);
-  if (c->timed && ith == 0) c->epi_s = rp_now() - t0;
-}
-
-/* ringpipe's GEMM calls this on each thread's rows as soon as they are done */
-static void gelu_rows(void *vctx, long lo, long hi, int ith) {
-  fused_ctx *c = vctx;
-  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
-  rp_gelu_forward_span(c->post + lo * c->OC, c->pre + lo * c->OC, (hi - lo) * c->OC);
-  if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
+  gelu_rows(c, lo, hi, ith);
 }
 
 void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,

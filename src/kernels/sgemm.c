@@ -127,8 +127,12 @@ static void pack_panel(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int w,
 }
 
 static long npanels(long cols, int nr) { return (cols + nr - 1) / nr; }
+/* rows of a source packed whole into width-wide panels of all K */
+static size_t panels_bytes(long rows, long K, int width) {
+  return (size_t)(npanels(rows, width) * K * width) * sizeof(float);
+}
 static size_t bpack_bytes(const rp_sgemm_kdesc *kd, long cols, long K) {
-  return (size_t)(npanels(cols, kd->nr) * K * kd->nr) * sizeof(float);
+  return panels_bytes(cols, K, kd->nr);
 }
 static size_t abuf_bytes(const rp_sgemm_kdesc *kd) {
   return (size_t)kd->mc * (size_t)kd->kc * sizeof(float);
@@ -366,8 +370,7 @@ static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float
   const rp_sgemm_kdesc *kd = kdesc_of(k);
   const int big_w = !epi && bpack_bytes(kd, OC, IC) > PREPACK_MAX_BYTES &&
                     bpack_bytes(kd, N, IC) < bpack_bytes(kd, OC, IC);
-  const size_t pbytes = align64(big_w ? (size_t)npanels(N, kd->mr) * IC * kd->mr * sizeof(float)
-                                      : bpack_bytes(kd, OC, IC));
+  const size_t pbytes = align64(big_w ? panels_bytes(N, IC, kd->mr) : bpack_bytes(kd, OC, IC));
   const size_t per_thread = thread_bytes(kd, big_w);
   char *ws = ws_acquire(pbytes + per_thread * (size_t)pool_nth(pool));
   bpack_ctx bc = {.kd = kd, .njobs = 1};
