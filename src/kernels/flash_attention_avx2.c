@@ -1,7 +1,11 @@
 /* AVX2 + FMA inner loops of flash attention (target attributes; called only
  * when the rp_isa.h ceiling allows avx2). Same structure as the AVX-512
  * file with 8-lane vectors and 16 registers: micro-kernel blocks of up to 6 x 16
- * (12 accumulators), masked loads/stores for ragged column edges. */
+ * (12 accumulators), masked loads/stores for ragged column edges. The k loop
+ * is unrolled twice, as in the AVX-512 kernel: at the avx2 ceiling
+ * (RINGPIPE_ISA=avx2, Sapphire Rapids, bench_flash_cpu one thread, 5 pairs)
+ * forward+backward took 0.971 of the time at T = 2048 non-causal and 0.970 at
+ * T = 1024 causal. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #include <math.h>
@@ -47,7 +51,7 @@ TAVX2 AI __m256i lane_mask(int rem) {
     } else {                                                                              \
       ROWS_6(RV_##NV, ZERO)                                                               \
     }                                                                                     \
-    for (int k = 0; k < K; k++) {                                                         \
+    _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                 \
       const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
       RV_##NV(BLOAD, 0)                                                                   \
       ROWS_6(RV_##NV, FMA)                                                                \

@@ -20,10 +20,14 @@
     _mm_prefetch((const char *)(cin + (i) * ldc), _MM_HINT_T0);    \
     _mm_prefetch((const char *)(cin + (i) * ldc + 8), _MM_HINT_T0); \
   }
-#define ADD_C(i)                                                                    \
-  if ((i) < mr) {                                                                   \
-    c##i##_0 = _mm256_add_ps(c##i##_0, _mm256_maskload_ps(cin + (i) * ldc, m0));      \
-    c##i##_1 = _mm256_add_ps(c##i##_1, _mm256_maskload_ps(cin + (i) * ldc + 8, m1));  \
+/* whole (a constant after inlining): a full 6 x 16 tile, nearly every tile,
+ * moves C, the addend and the bias with plain loads and stores; vmaskmovps is
+ * an extra uop on Intel, and its store form is microcoded on AMD Zen 2/3 */
+#define CLOAD(p, m) (whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m))
+#define ADD_C(i)                                                                   \
+  if ((i) < mr) {                                                                  \
+    c##i##_0 = _mm256_add_ps(c##i##_0, CLOAD(cin + (i) * ldc, m0));                \
+    c##i##_1 = _mm256_add_ps(c##i##_1, CLOAD(cin + (i) * ldc + 8, m1));            \
   }
 #define FMA(i)                                                   \
   {                                                              \
@@ -31,10 +35,12 @@
     c##i##_0 = _mm256_fmadd_ps(av, b0, c##i##_0);                \
     c##i##_1 = _mm256_fmadd_ps(av, b1, c##i##_1);                \
   }
+#define CSTORE(p, m, v) \
+  if (whole) _mm256_storeu_ps(p, v); else _mm256_maskstore_ps(p, m, v);
 #define STORE(i)                                                 \
   if ((i) < mr) {                                                \
-    _mm256_maskstore_ps(c + (i) * ldc, m0, c##i##_0);            \
-    _mm256_maskstore_ps(c + (i) * ldc + 8, m1, c##i##_1);        \
+    CSTORE(c + (i) * ldc, m0, c##i##_0)                          \
+    CSTORE(c + (i) * ldc + 8, m1, c##i##_1)                      \
   }
 #define ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5)
 #define STEP(k)                                                                 \
@@ -51,12 +57,13 @@ TAVX2 static __m256i lanes(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc,
-                             int mr, int nr, const float *init, const float *cin) {
+TAVX2 static inline __attribute__((always_inline)) void
+ukr_body(long kc, const float *a, const float *b, float *c, long ldc, int mr, int nr,
+         const float *init, const float *cin, const int whole) {
   const __m256i m0 = lanes(nr), m1 = lanes(nr - 8);
   const __m256 zero = _mm256_setzero_ps();
-  const __m256 s0 = init ? _mm256_maskload_ps(init, m0) : zero;
-  const __m256 s1 = init ? _mm256_maskload_ps(init + 8, m1) : zero;
+  const __m256 s0 = init ? CLOAD(init, m0) : zero;
+  const __m256 s1 = init ? CLOAD(init + 8, m1) : zero;
   ROWS(DECL)
   ROWS(START)
   if (cin) {
@@ -72,6 +79,14 @@ TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, 
     ROWS(ADD_C)
   }
   ROWS(STORE)
+}
+
+TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc,
+                             int mr, int nr, const float *init, const float *cin) {
+  if (mr == RP_SGEMM_MR_AVX2 && nr == RP_SGEMM_NR_AVX2)
+    ukr_body(kc, a, b, c, ldc, RP_SGEMM_MR_AVX2, RP_SGEMM_NR_AVX2, init, cin, 1);
+  else
+    ukr_body(kc, a, b, c, ldc, mr, nr, init, cin, 0);
 }
 
 /* ---- the transposing pack: out[k][w] = src[r][k] for the w rows r of a
