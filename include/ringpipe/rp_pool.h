@@ -29,6 +29,11 @@ int rp_pool_size(const rp_pool *p);
  * the kernels' default): a per-run setting, kept by the pool the run owns. */
 void rp_pool_set_gemm_mode(rp_pool *p, int mode);
 int rp_pool_gemm_mode(const rp_pool *p);
+/* The packed-weight cache the own GEMM may use for this pool's runs
+ * (rp_sgemm.h), or NULL: set by a run only while its weights do not change. */
+struct rp_sgemm_wcache;
+void rp_pool_set_wcache(rp_pool *p, struct rp_sgemm_wcache *c);
+struct rp_sgemm_wcache *rp_pool_wcache(const rp_pool *p);
 
 void rp_pool_run(rp_pool *p, rp_pool_fn fn, void *ctx);
 

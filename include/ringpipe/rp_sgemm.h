@@ -17,6 +17,9 @@
 #ifndef RP_SGEMM_H
 #define RP_SGEMM_H
 
+#include <stddef.h>
+
+#include "ringpipe/rp_base.h"
 #include "ringpipe/rp_pool.h"
 
 typedef enum {
@@ -49,6 +52,32 @@ void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const
 void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                        const float *dout, const float *inp, const float *weight, int N, int IC,
                        int OC, int dinp_set, rp_pool *pool);
+
+/* ---- packed weights kept across calls
+ *
+ * Every call packs the weight it multiplies (the forward in one layout, dinp
+ * in another). A step with several micro-batches (gradient accumulation, a
+ * pipeline's, recompute) multiplies the same unchanged weights once per
+ * micro-batch, and packing them was a tenth of a step at micro-batches of 256
+ * rows. A run that knows its weights stay put for a while (from the start of
+ * a step's forward passes to the end of its backward passes) creates a cache,
+ * attaches it to its pool (rp_pool_set_wcache) for that window and
+ * invalidates it before the next; while attached, rp_sgemm_forward and
+ * rp_sgemm_backward keep each weight's pack, keyed by its address, layout and
+ * shape, and reuse it: bitwise the same results, the packing done once per
+ * window. A weight whose pack is over max_entry_bytes (an LM head) is not
+ * kept. Changing a weight while the cache is attached and valid makes the
+ * GEMM use its stale pack: detach or invalidate first. */
+typedef struct rp_sgemm_wcache rp_sgemm_wcache;
+rp_status rp_sgemm_wcache_create(rp_sgemm_wcache **out, size_t max_entry_bytes);
+void rp_sgemm_wcache_invalidate(rp_sgemm_wcache *c); /* every pack stale; memory kept */
+void rp_sgemm_wcache_free(rp_sgemm_wcache *c);
+typedef struct {
+  long hits, packs;  /* calls that reused a pack, calls that packed into the cache */
+  int entries;       /* weights (x layouts) with a pack */
+  size_t bytes;      /* held by the packs (RP_MEM_WORKSPACE) */
+} rp_sgemm_wcache_stats;
+rp_sgemm_wcache_stats rp_sgemm_wcache_get_stats(const rp_sgemm_wcache *c);
 
 /* Frees the packing workspace (kept between calls; grows as needed). */
 void rp_sgemm_workspace_release(void);

@@ -37,6 +37,7 @@ typedef struct {
   rp_gemm_choice gemm;
   int threads, pin, log_every, eval_every, eval_batches, ckpt_every, sample_tokens;
   int measure_peak, quiet, stop_after, keep_ckpts, profile;
+  int weight_cache;  /* keep the own GEMM's weight packs across a step's micro-batches */
   int tensorboard;  /* mirror metrics.jsonl into OUT/tensorboard */
   float comm_timeout;
   /* parallelism */
@@ -78,6 +79,7 @@ typedef struct {
   struct rp_tp *tp;             /* --tp > 1: the tensor-parallel collectives */
   rp_cp_place cp_place;         /* --pack under cp: how packed rows are placed */
   rp_pool *pool;
+  struct rp_sgemm_wcache *wcache; /* --weight-cache: attached to pool while weights hold */
   rp_exec exec;
   rp_acts acts;                 /* pp == 1: one micro-batch's activations */
   rp_layer_acts *layer_views;
@@ -132,8 +134,12 @@ typedef struct {
 } rp_loss_head;
 
 /* Zeroes the gradients and arms the data-parallel buckets for a step of
- * `microbatches` forward/backward calls on this rank. */
+ * `microbatches` forward/backward calls on this rank. From here until
+ * rp_engine_reduce (or rp_engine_weights_may_change) the weights must not
+ * change: with --weight-cache the own GEMM reuses their packs. */
 void rp_engine_begin_step(rp_trainer *t, int microbatches);
+/* Ends that window early: the GEMM packs every weight again. */
+void rp_engine_weights_may_change(rp_trainer *t);
 /* The activation buffer bound for chunk m (the model, or a reference copy of
  * it) with B <= o->batch sequences of T <= o->seq positions; the caller fills
  * tokens, targets and positions. */

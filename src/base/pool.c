@@ -50,6 +50,7 @@ struct rp_pool {
   int async;                   /* job runs on workers only (caller free) */
   int pinned_caller;           /* the creating thread was pinned: unpin on destroy */
   int gemm_mode;               /* how this pool's runs use it for GEMMs (kernels' enum), -1 unset */
+  struct rp_sgemm_wcache *wcache; /* packed weights the own GEMM may reuse, or NULL */
 };
 
 static inline void cpu_relax(void) {
@@ -212,6 +213,12 @@ void rp_pool_set_gemm_mode(rp_pool *p, int mode) {
 }
 
 int rp_pool_gemm_mode(const rp_pool *p) { return p ? p->gemm_mode : -1; }
+
+void rp_pool_set_wcache(rp_pool *p, struct rp_sgemm_wcache *c) {
+  if (p) p->wcache = c;
+}
+
+struct rp_sgemm_wcache *rp_pool_wcache(const rp_pool *p) { return p ? p->wcache : NULL; }
 
 static void start_job(rp_pool *p, rp_pool_fn fn, void *ctx, int async) {
   p->fn = fn;

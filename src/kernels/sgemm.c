@@ -370,23 +370,30 @@ static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float
   const rp_sgemm_kdesc *kd = kdesc_of(k);
   const int big_w = !epi && bpack_bytes(kd, OC, IC) > PREPACK_MAX_BYTES &&
                     bpack_bytes(kd, N, IC) < bpack_bytes(kd, OC, IC);
-  const size_t pbytes = align64(big_w ? panels_bytes(N, IC, kd->mr) : bpack_bytes(kd, OC, IC));
+  /* the weight's pack kept from an earlier call, or kept for later ones */
+  rp_sgemm_wentry *kept = big_w ? NULL
+                                : rp_sgemm_wcache_entry(rp_pool_wcache(pool), w, RP_WPACK_FORWARD,
+                                                        IC, OC, (int)k, bpack_bytes(kd, OC, IC));
+  const size_t pbytes =
+      kept ? 0 : align64(big_w ? panels_bytes(N, IC, kd->mr) : bpack_bytes(kd, OC, IC));
   const size_t per_thread = thread_bytes(kd, big_w);
   char *ws = ws_acquire(pbytes + per_thread * (size_t)pool_nth(pool));
+  float *pack = kept ? kept->buf : (float *)ws;
   bpack_ctx bc = {.kd = kd, .njobs = 1};
-  bc.job[0] = big_w ? (bpack_job){{inp, IC, 1, N, IC}, N, kd->mr, (float *)ws}
-                    : (bpack_job){{w, IC, 1, OC, IC}, OC, kd->nr, (float *)ws};
-  bpack_run(&bc, pool);
+  bc.job[0] = big_w ? (bpack_job){{inp, IC, 1, N, IC}, N, kd->mr, pack}
+                    : (bpack_job){{w, IC, 1, OC, IC}, OC, kd->nr, pack};
+  if (!kept || !kept->valid) bpack_run(&bc, pool);
+  if (kept) kept->valid = 1;
   gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + pbytes, .buf_stride = per_thread,
                 .epi = epi, .epi_ctx = epi_ctx};
   c.prob[0] = (gemm_prob){.c = out, .ldc = OC, .M = N, .Nc = OC, .K = IC,
                           .a = {inp, IC, 1, N, IC}, .init = bias, .resid = resid};
   if (big_w) {
-    c.prob[0].apack = (const float *)ws;
+    c.prob[0].apack = pack;
     c.prob[0].b = (sg_src){w, IC, 1, OC, IC};
     c.prob[0].split_cols = 1;
   } else {
-    c.prob[0].bpack = (const float *)ws;
+    c.prob[0].bpack = pack;
   }
   rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC + 1));
   ws_release();
@@ -423,20 +430,26 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
    * before the next (rows outermost), or that share would go through memory
    * once per k block (the 124M shape's LM head: 11 times 77 MiB) */
   const int dw_prepack = dweight && (size_t)OC * IC * sizeof(float) / (size_t)nth > DW_C_MAX_BYTES;
-  size_t b1 = dinp ? align64(bpack_bytes(kd, IC, OC)) : 0;
+  rp_sgemm_wentry *kept = dinp ? rp_sgemm_wcache_entry(rp_pool_wcache(pool), w, RP_WPACK_DINP,
+                                                        OC, IC, (int)k, bpack_bytes(kd, IC, OC))
+                               : NULL;
+  size_t b1 = dinp && !kept ? align64(bpack_bytes(kd, IC, OC)) : 0;
   size_t b2 = dw_prepack ? align64(bpack_bytes(kd, IC, N)) : 0;
   size_t per_thread = thread_bytes(kd, dweight && !dw_prepack);
   char *ws = ws_acquire(b1 + b2 + per_thread * (size_t)nth);
+  float *wpack = kept ? kept->buf : (float *)ws;
   bpack_ctx bc = {.kd = kd};
-  if (dinp) bc.job[bc.njobs++] = (bpack_job){{w, IC, 0, IC, OC}, IC, kd->nr, (float *)ws};
+  if (dinp && (!kept || !kept->valid))
+    bc.job[bc.njobs++] = (bpack_job){{w, IC, 0, IC, OC}, IC, kd->nr, wpack};
   if (dw_prepack)
     bc.job[bc.njobs++] = (bpack_job){{inp, IC, 0, IC, N}, IC, kd->nr, (float *)(ws + b1)};
   if (bc.njobs) bpack_run(&bc, pool);
+  if (kept) kept->valid = 1;
   gemm_ctx c = {.kd = kd, .bufs = ws + b1 + b2, .buf_stride = per_thread, .dbias = dbias,
                 .dout = dout, .N = N, .OC = OC};
   if (dinp)
     c.prob[c.nprob++] = (gemm_prob){.c = dinp, .ldc = IC, .M = N, .Nc = IC, .K = OC,
-                                    .a = {dout, OC, 1, N, OC}, .bpack = (const float *)ws,
+                                    .a = {dout, OC, 1, N, OC}, .bpack = wpack,
                                     .load_c = !dinp_set};
   if (dweight)
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,

@@ -17,11 +17,24 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_train.h"
 #include "ringpipe/rp_wait.h"
 #include "train_internal.h"
 
+/* The weights hold still from here until the step's reduction: the own GEMM
+ * may keep their packs (rp_sgemm.h), invalidated first because the last
+ * update, a rollback or a load may have changed any weight. */
+static void weights_hold(rp_trainer *t) {
+  if (!t->wcache) return;
+  rp_sgemm_wcache_invalidate(t->wcache);
+  rp_pool_set_wcache(t->pool, t->wcache);
+}
+
+void rp_engine_weights_may_change(rp_trainer *t) { rp_pool_set_wcache(t->pool, NULL); }
+
 void rp_engine_begin_step(rp_trainer *t, int microbatches) {
+  weights_hold(t);
   for (int c = 0; c < t->nchunks; c++)
     RP_PROF(RP_PROF_OPT_ZERO_GRADS,
             rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool));
@@ -58,6 +71,7 @@ double rp_engine_forward_backward(rp_trainer *t, rp_acts *a, const rp_loss_head 
 }
 
 rp_status rp_engine_reduce(rp_trainer *t, double *sumsq) {
+  rp_engine_weights_may_change(t);
   /* sums over replicas (and the tied wte between first and last stage) */
   rp_status s;
   RP_PROF(RP_PROF_COMM, s = rp_dp_finish(t->dp));
@@ -67,12 +81,14 @@ rp_status rp_engine_reduce(rp_trainer *t, double *sumsq) {
 }
 
 void rp_engine_apply(rp_trainer *t, float lr, float grad_scale) {
+  rp_engine_weights_may_change(t);
   RP_PROF(RP_PROF_OPT_ADAMW, rp_optimizer_step(t, lr, grad_scale));
   rp_engine_finish_update(t);
 }
 
 void rp_engine_finish_update(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
+  rp_engine_weights_may_change(t);
   t->step++;
   if (t->bf16.n)
     rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,

@@ -12,6 +12,7 @@
 #include "ringpipe/rp_prof.h"
 #include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_report.h"
+#include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_stop.h"
 #include "ringpipe/rp_tb.h"
 #include "ringpipe/rp_train.h"
@@ -287,6 +288,12 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
     printf("post-validation: %d of %d steps rolled back (clipping or a non-finite value)\n",
            t->rollbacks, t->step - first);
   printf("peak memory (rank 0): %s\n", mem);
+  if (t->wcache) {
+    rp_sgemm_wcache_stats ws = rp_sgemm_wcache_get_stats(t->wcache);
+    printf("weight cache (rank 0): %d weight packs kept (%.2f MiB of the workspace), %ld packs "
+           "made, %ld reused (--no-weight-cache packs every time)\n",
+           ws.entries, (double)ws.bytes / (1 << 20), ws.packs, ws.hits);
+  }
   if (o->profile) print_profile(t);
 }
 

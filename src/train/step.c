@@ -157,6 +157,7 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   /* --post-validate: the update goes first, the global checks after it */
   int speculated = o->post_validate != RP_POSTVAL_OFF;
   if (speculated) {
+    rp_engine_weights_may_change(t);
     RP_TRY(rp_dp_finish(t->dp));
     RP_TRY(rp_post_validation_speculate(t, lr));
   }

@@ -156,6 +156,11 @@ static rp_status setup_data_parallel(rp_trainer *t) {
   return RP_OK;
 }
 
+/* A weight whose pack is bigger (an LM head at GPT-2's vocabulary: 154 MiB)
+ * is packed per call as without the cache: its pack would double a large
+ * allocation to save a pass that is small beside its GEMM. */
+#define WCACHE_MAX_ENTRY_BYTES ((size_t)16 << 20)
+
 static rp_status setup_compute(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int threads = o->threads > 0 ? o->threads : rp_default_threads();
@@ -170,6 +175,10 @@ static rp_status setup_compute(rp_trainer *t) {
                     rp_isa_name(rp_isa_active()), rp_isa_source());
     rp_gemm_set_mode(t->pool, RP_GEMM_OWN);
   }
+  /* the packs are worth keeping only when a step uses a weight twice */
+  if (o->weight_cache && rp_gemm_get_mode(t->pool) == RP_GEMM_OWN &&
+      (o->microbatches > 1 || o->recompute != RP_RECOMPUTE_NONE))
+    RP_TRY(rp_sgemm_wcache_create(&t->wcache, WCACHE_MAX_ENTRY_BYTES));
   t->exec.pool = t->pool;
   t->exec.attn = rp_attn_of_kind(o->attention);
   t->local_attn = t->exec.attn;
@@ -432,6 +441,8 @@ void rp_trainer_free(rp_trainer *t) {
   }
   free(t->chunks);
   free(t->all_stages);
+  rp_pool_set_wcache(t->pool, NULL);
+  rp_sgemm_wcache_free(t->wcache);
   if (t->pool) rp_pool_destroy(t->pool);
   if (t->grid.world_size) rp_grid_free(&t->grid);
   memset(t, 0, sizeof *t);
