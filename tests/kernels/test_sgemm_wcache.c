@@ -14,7 +14,7 @@
 #include "kt_util.h"
 #include "ringpipe/rp_sgemm.h"
 
-enum { N = 75, IC = 70, OC = 90 };
+enum { N = 75, IC = 70, OC = 90, WIDE = 90 /* max(IC, OC): the transposed shape's too */ };
 
 typedef struct {
   float *out, *dinp, *dw;
@@ -43,12 +43,12 @@ typedef struct {
 static operands make_operands(uint64_t seed) {
   rp_rng rng;
   rp_rng_seed(&rng, seed);
-  operands o = {kt_floats((long)N * IC), kt_floats((long)OC * IC), kt_floats(OC),
-                kt_floats((long)N * OC)};
-  kt_fill(o.inp, (long)N * IC, &rng, -1, 1);
+  operands o = {kt_floats((long)N * WIDE), kt_floats((long)OC * IC), kt_floats(WIDE),
+                kt_floats((long)N * WIDE)};
+  kt_fill(o.inp, (long)N * WIDE, &rng, -1, 1);
   kt_fill(o.w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(o.b, OC, &rng, -1, 1);
-  kt_fill(o.dout, (long)N * OC, &rng, -1, 1);
+  kt_fill(o.b, WIDE, &rng, -1, 1);
+  kt_fill(o.dout, (long)N * WIDE, &rng, -1, 1);
   return o;
 }
 
