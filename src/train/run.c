@@ -76,6 +76,12 @@ static void print_banner(const rp_trainer *t) {
   printf("  ranks %d (dp %d x pp %d x cp %d x tp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, rp_pool_size(t->pool),
          rp_gemm_describe(t->pool), t->data_dir);
+  if (o->weight_cache)
+    printf("  weight cache: %s\n",
+           t->wcache ? "on (each weight packed once per step)"
+           : rp_gemm_get_mode(t->pool) != RP_GEMM_OWN
+               ? "not used: it keeps the own GEMM's packs, and the gemm mode is not own"
+               : "not used: a step multiplies each weight once (--microbatches 1, no --recompute)");
   if (o->emulate.n)
     printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %g,%g,%g ms per rank), "
            "communication is real; losses are not meaningful\n", o->emulate.v[0],
