@@ -204,7 +204,7 @@ static void fwd_tile_rows(fwd_ctx *c, kv_slot *slot, long b, long h, int qb, flo
  * sequences a group is as many heads as threads, so that the workers start it
  * on different heads: each packs its own head's K and V tiles instead of
  * waiting while another packs the one tile they both need first (T = 256,
- * B 4, 6 heads, 2 threads: forward 0.92 of the time). A long head's tiles
+ * B 4, 6 heads, 2 threads: forward 0.90 of the time). A long head's tiles
  * fill the L2, and workers sharing one head were 1.4 % faster at T = 4096:
  * there a group is one head. */
 static void task_of(const fwd_ctx *c, long t, long *bh, long *qb_rank) {
