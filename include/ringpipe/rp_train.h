@@ -164,6 +164,9 @@ void rp_engine_apply(rp_trainer *t, float lr, float grad_scale);
 rp_status rp_engine_save(rp_trainer *t, const char *dir, const char *meta_fields);
 rp_status rp_engine_load(rp_trainer *t, const char *dir);
 void rp_trainer_free(rp_trainer *t);
+/* What --weight-cache does in this run ("on ...", or why it is not used);
+ * NULL when it was not asked for. */
+const char *rp_trainer_weight_cache_state(const rp_trainer *t);
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
 rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss);
 /* Runs the whole job: steps, logging, eval, checkpoints, final sample. */

@@ -76,12 +76,7 @@ static void print_banner(const rp_trainer *t) {
   printf("  ranks %d (dp %d x pp %d x cp %d x tp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, rp_pool_size(t->pool),
          rp_gemm_describe(t->pool), t->data_dir);
-  if (o->weight_cache)
-    printf("  weight cache: %s\n",
-           t->wcache ? "on (each weight packed once per step)"
-           : rp_gemm_get_mode(t->pool) != RP_GEMM_OWN
-               ? "not used: it keeps the own GEMM's packs, and the gemm mode is not own"
-               : "not used: a step multiplies each weight once (--microbatches 1, no --recompute)");
+  if (rp_trainer_weight_cache_state(t)) printf("  weight cache: %s\n", rp_trainer_weight_cache_state(t));
   if (o->emulate.n)
     printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %g,%g,%g ms per rank), "
            "communication is real; losses are not meaningful\n", o->emulate.v[0],
@@ -301,6 +296,14 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
            ws.entries, (double)ws.bytes / (1 << 20), ws.packs, ws.hits);
   }
   if (o->profile) print_profile(t);
+}
+
+const char *rp_trainer_weight_cache_state(const rp_trainer *t) {
+  if (!t->o.weight_cache) return NULL;
+  if (t->wcache) return "on (each weight packed once per step)";
+  if (rp_gemm_get_mode(t->pool) != RP_GEMM_OWN)
+    return "not used: it keeps the own GEMM's packs, and the gemm mode is not own";
+  return "not used: a step multiplies each weight once (--microbatches 1, no --recompute)";
 }
 
 rp_status rp_trainer_run(rp_trainer *t) {
