@@ -88,8 +88,8 @@ static int bench_train(int argc, char **argv) {
     char isa[512];
     rp_isa_kernel_summary(isa, sizeof isa);
     printf("  instruction sets: %s\n", isa);
-    if (rp_trainer_weight_cache_state(&t))
-      printf("  weight cache: %s\n", rp_trainer_weight_cache_state(&t));
+    const char *wcache = rp_trainer_weight_cache_state(&t);
+    if (wcache) printf("  weight cache: %s\n", wcache);
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
     double rate = rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs;

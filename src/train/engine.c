@@ -88,7 +88,6 @@ void rp_engine_apply(rp_trainer *t, float lr, float grad_scale) {
 
 void rp_engine_finish_update(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
-  rp_engine_weights_may_change(t);
   t->step++;
   if (t->bf16.n)
     rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,

@@ -76,7 +76,8 @@ static void print_banner(const rp_trainer *t) {
   printf("  ranks %d (dp %d x pp %d x cp %d x tp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, rp_pool_size(t->pool),
          rp_gemm_describe(t->pool), t->data_dir);
-  if (rp_trainer_weight_cache_state(t)) printf("  weight cache: %s\n", rp_trainer_weight_cache_state(t));
+  const char *wcache = rp_trainer_weight_cache_state(t);
+  if (wcache) printf("  weight cache: %s\n", wcache);
   if (o->emulate.n)
     printf("  EMULATED COMPUTE: pipeline actions sleep (tF,tB,tW = %g,%g,%g ms per rank), "
            "communication is real; losses are not meaningful\n", o->emulate.v[0],
