@@ -55,13 +55,14 @@ static void ukr_portable(long kc, const float *a, const float *b, float *c, long
 }
 
 const rp_sgemm_kdesc rp_sgemm_kd_portable = {"portable", RP_ISA_SCALAR, PMR, PNR, 256, 64,
-                                             ukr_portable, NULL, NULL};
+                                             ukr_portable, NULL, NULL, NULL};
 const rp_sgemm_kdesc rp_sgemm_kd_avx2 = {"avx2", RP_ISA_AVX2, RP_SGEMM_MR_AVX2, RP_SGEMM_NR_AVX2,
                                          256, 120, rp_sgemm_ukr_avx2, rp_sgemm_pack_t_avx2,
-                                         rp_sgemm_pack_n_avx2};
+                                         rp_sgemm_pack_n_avx2, rp_sgemm_pack_nblock_avx2};
 const rp_sgemm_kdesc rp_sgemm_kd_avx512 = {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_AVX512,
                                            RP_SGEMM_NR_AVX512, 192, 192, rp_sgemm_ukr_avx512,
-                                           rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2};
+                                           rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2,
+                                           rp_sgemm_pack_nblock_avx2};
 
 static const rp_sgemm_kdesc *kdesc_of(rp_sgemm_kernel k) {
   switch (k) {
@@ -126,6 +127,18 @@ static void pack_panel(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int w,
   }
 }
 
+/* np panels from row r0 on, panel p into out + p * kc * w: an r-contiguous
+ * source in one row-by-row sweep where kd has the block pack, else panel by
+ * panel */
+static void pack_panels(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int np, int w,
+                        long k0, long kc, float *restrict out) {
+  if (!s->kcontig && kd->pack_nblock && np > 1) {
+    kd->pack_nblock(s->p + k0 * s->ld + r0, s->ld, RP_MAX(0, s->rows - r0), w, np, kc, out);
+    return;
+  }
+  for (int p = 0; p < np; p++) pack_panel(kd, s, r0 + p * w, w, k0, kc, out + p * kc * w);
+}
+
 static long npanels(long cols, int nr) { return (cols + nr - 1) / nr; }
 /* rows of a source packed whole into width-wide panels of all K */
 static size_t panels_bytes(long rows, long K, int width) {
@@ -165,10 +178,13 @@ static void bpack_task(void *vctx, int ith, int nth) {
   long n0 = c->njobs > 0 ? npanels(c->job[0].cols, c->job[0].width) : 0;
   long total = n0 + (c->njobs > 1 ? npanels(c->job[1].cols, c->job[1].width) : 0), lo, hi;
   rp_split(total, ith, nth, &lo, &hi);
-  for (long q = lo; q < hi; q++) {
-    const bpack_job *j = &c->job[q < n0 ? 0 : 1];
-    long jr = q < n0 ? q : q - n0, K = j->src.K;
-    pack_panel(c->kd, &j->src, (int)(jr * j->width), j->width, 0, K, j->out + jr * K * j->width);
+  for (long q = lo; q < hi;) { /* this thread's panels of each job, in one sweep each */
+    const int ji = q < n0 ? 0 : 1;
+    const bpack_job *j = &c->job[ji];
+    const long jr = ji ? q - n0 : q, end = ji ? hi - n0 : RP_MIN(hi, n0), K = j->src.K;
+    pack_panels(c->kd, &j->src, (int)(jr * j->width), (int)(end - jr), j->width, 0, K,
+                j->out + jr * K * j->width);
+    q += end - jr;
   }
 }
 
@@ -218,8 +234,7 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       ap = g->apack + (ic / MR) * g->K * MR + pc * MR;
       astride = (long)g->K * MR;
     } else {
-      for (long t = 0; t < ntile; t++)
-        pack_panel(kd, &g->a, (int)(ic + t * MR), MR, pc, kcb, abuf + t * kcb * MR);
+      pack_panels(kd, &g->a, (int)ic, (int)ntile, MR, pc, kcb, abuf);
     }
     for (long jr = p0; jr < p1; jr++) {
       const float *bp = bbase + (jr - p0) * bstride;
@@ -258,8 +273,7 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
     const long q1 = RP_MIN(q0 + NC_PANELS, p1);
     for (long pc = 0; pc < g->K; pc += kb) {
       const long kcb = RP_MIN(kb, (long)g->K - pc);
-      for (long jr = q0; jr < q1; jr++)
-        pack_panel(kd, &g->b, (int)(jr * NR), NR, pc, kcb, bbuf + (jr - q0) * kcb * NR);
+      pack_panels(kd, &g->b, (int)(q0 * NR), (int)(q1 - q0), NR, pc, kcb, bbuf);
       block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR);
     }
   }

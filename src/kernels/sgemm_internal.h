@@ -24,6 +24,11 @@ typedef void (*rp_sgemm_ukr)(long kc, const float *a, const float *b, float *c, 
 typedef void (*rp_sgemm_pack_fn)(const float *src, long ld, int have, int w, long kc,
                                  float *out);
 
+/* np such panels side by side (source columns [0, np * w), the first have of
+ * them real), panel p into out + p * kc * w: r-contiguous sources only */
+typedef void (*rp_sgemm_packblk_fn)(const float *src, long ld, int have, int w, int np, long kc,
+                                    float *out);
+
 typedef struct {
   const char *name;
   rp_isa isa; /* the rp_isa.h level it needs */
@@ -34,6 +39,7 @@ typedef struct {
   rp_sgemm_ukr ukr;
   /* vector packs, or NULL for sgemm.c's plain loops */
   rp_sgemm_pack_fn pack_t, pack_n;
+  rp_sgemm_packblk_fn pack_nblock; /* or NULL: pack_n (or the plain loop) per panel */
 } rp_sgemm_kdesc;
 
 /* sgemm_avx512.c: 12 x 32 (24 zmm accumulators) */
@@ -50,6 +56,8 @@ void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long l
 /* sgemm_avx2.c: the packs of the avx2 and avx512 kernels (w <= 64) */
 void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long kc, float *out);
 void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long kc, float *out);
+void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w, int np, long kc,
+                               float *out);
 
 extern const rp_sgemm_kdesc rp_sgemm_kd_avx512, rp_sgemm_kd_avx2, rp_sgemm_kd_portable;
 
