@@ -82,7 +82,7 @@ static void train_step(bench_model *b, rp_pool *pool) {
   rp_chunk *m = &b->m;
   int N = b->a.B * b->a.T;
   rp_prof_step_begin();
-  RP_PROF(RP_PROF_OPT_ZERO_GRADS, rp_chunk_zero_grads(m));
+  RP_PROF(RP_PROF_OPT_ZERO_GRADS, rp_zero(m->grads, (long)m->num_params, pool));
   rp_chunk_forward(m, &b->a, NULL, &b->x);
   rp_chunk_backward(m, &b->a, &b->w, 1.0f / (float)N, &b->x);
   double ss;
