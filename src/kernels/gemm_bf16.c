@@ -148,11 +148,16 @@ static void bpack_task(void *vctx, int ith, int nth) {
   long n0 = c->njobs > 0 ? npanels(c->job[0].cols) : 0;
   long total = n0 + (c->njobs > 1 ? npanels(c->job[1].cols) : 0), lo, hi;
   rp_split(total, ith, nth, &lo, &hi);
-  for (long q = lo; q < hi; q++) {
+  for (long q = lo; q < hi;) {
     const bpack_job *j = &c->job[q < n0 ? 0 : 1];
-    long jr = q < n0 ? q : q - n0, kp = panel_pairs(c->fmt, j->src.K);
-    rp_bf16_pack_panel(c->fmt, &j->src, (int)(jr * NR), NR, 0, kp,
+    const long jr = q < n0 ? q : q - n0, end = q < n0 ? RP_MIN(hi, n0) : hi - n0;
+    const long kp = panel_pairs(c->fmt, j->src.K);
+    /* row-pair sources a few panels at a time, each pair of source rows read
+     * across them in one pass (rp_bf16_pack_block) rather than once per panel */
+    const long np = j->src.kcontig ? 1 : RP_MIN(end - jr, (long)(RP_BF16_BLOCK_MAX / NR));
+    rp_bf16_pack_block(c->fmt, &j->src, (int)(jr * NR), (int)(np * NR), NR, 0, kp,
                        (char *)j->out + jr * kp * NR * rp_bf16_slot_bytes(c->fmt));
+    q += np;
   }
 }
 

@@ -16,6 +16,8 @@
 #include "ringpipe/rp_bf16.h"
 
 #define RP_BF16_NR 64 /* columns per B panel: 4 zmm vectors of fp32 */
+/* most rows of a row-pair block rp_bf16_pack_block packs in one sweep */
+#define RP_BF16_BLOCK_MAX 256
 /* PAIRS panels hold a multiple of this many pairs (zero past K): the AMX kernel
  * steps k by a tile of 16 pairs, the others stop at K. */
 #define RP_BF16_PAIRS_KALIGN 16

@@ -100,7 +100,7 @@ void rp_bf16_pack_panel(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int width
   else pack_rowpair(fmt, s, r0, width, rv, p0, kp, out);
 }
 
-#define BLOCK_MAX 256
+#define BLOCK_MAX RP_BF16_BLOCK_MAX
 
 /* Inlined with a constant width, so that the copies into the panels are a few
  * moves rather than memcpy calls. */
