@@ -132,7 +132,7 @@ static void pack_panel(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int w,
  * panel */
 static void pack_panels(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int np, int w,
                         long k0, long kc, float *restrict out) {
-  if (!s->kcontig && kd->pack_nblock && np > 1) {
+  if (!s->kcontig && kd->pack_nblock) {
     kd->pack_nblock(s->p + k0 * s->ld + r0, s->ld, RP_MAX(0, s->rows - r0), w, np, kc, out);
     return;
   }

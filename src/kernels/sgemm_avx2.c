@@ -202,10 +202,7 @@ TAVX2 void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w,
     case RP_SGEMM_MR_AVX512: pack_nblock_body(src, ld, have, np, kc, out, RP_SGEMM_MR_AVX512); break;
     case RP_SGEMM_NR_AVX2: pack_nblock_body(src, ld, have, np, kc, out, RP_SGEMM_NR_AVX2); break;
     case RP_SGEMM_MR_AVX2: pack_nblock_body(src, ld, have, np, kc, out, RP_SGEMM_MR_AVX2); break;
-    default:
-      for (int p = 0; p < np; p++)
-        rp_sgemm_pack_n_avx2(src + (long)p * w, ld, RP_MAX(0, RP_MIN(w, have - p * w)), w, kc,
-                             out + (long)p * kc * w);
+    default: pack_nblock_body(src, ld, have, np, kc, out, w);
   }
 }
 
