@@ -38,7 +38,8 @@ const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {.kernel = RP_BF16_KERNEL_AVX512_FMA
 const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {.kernel = RP_BF16_KERNEL_AVX512_BF16,
                                               .fmt = RP_BF16_FMT_PAIRS, .mr = RP_BF16_MR_DP,
                                               .kc = 256, .mc = 120,
-                                              .ukr = rp_bf16_ukr_avx512_bf16};
+                                              .ukr = rp_bf16_ukr_avx512_bf16,
+                                              .pack_a = rp_bf16_dp_pack_a, .a32 = 1};
 /* AMX: a 32-row A panel of kc = 256 pairs is 32 KiB (L1), a B micro-panel 64 KiB
  * (L2), the A block of mc = 128 rows 128 KiB. */
 const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF16_FMT_PAIRS,

@@ -39,6 +39,8 @@ _Static_assert(MR == 32 && KB == 16, "the kernel below is written for 2 x 16 row
 #if defined(RP_BUILD_AMX)
 #include <immintrin.h>
 
+#include "gemm_bf16_rne512.h"
+
 /* ---- tile configuration: per thread (ldtilecfg sets the calling thread's
  * state only), loaded before a thread's share of a GEMM and released after it,
  * so no thread keeps the 8 KiB tile state live between GEMMs. */
@@ -92,50 +94,9 @@ static void row16_kcontig(const rp_bf16_src *s, int r, long p, uint32_t *dst) {
 /* The same from an fp32 row, each element rounded to bf16 (RNE) as it is read:
  * the model's activations go into the tiles without a separate conversion
  * pass. 32 floats -> 32 bf16 in order are 16 pairs, element 2p low. */
-/* rne16: rp_bf16_rne_bits of 16 floats (masked), in 512-bit integer ops: the
- * same bits (round to nearest even, NaN made quiet with its sign and top
- * payload), so the packers stay bitwise equal to a conversion
- * pass followed by a bf16 pack. The scalar loop was 5-6% of a bf16 training
- * step (perf, Sapphire Rapids). */
-static inline __m256i rne16(const float *src, __mmask16 m) {
-  const __m512i u = _mm512_maskz_loadu_epi32(m, src);
-  const __m512i hi = _mm512_srli_epi32(u, 16);
-  const __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
-                       _mm512_and_si512(hi, _mm512_set1_epi32(1))), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-  const __m512i q = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q));
-}
-
-static inline __mmask16 first_n(int n) {
-  return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
-/* dst[0:n) = bf16 of src[0:n), any n >= 0 */
-static void rne_row(const float *src, int n, uint16_t *dst) {
-  for (int e = 0; e < n; e += 16) {
-    const __mmask16 m = first_n(n - e);
-    _mm256_mask_storeu_epi16(dst + e, m, rne16(src + e, m));
-  }
-}
-
 static void row16_kcontig32(const rp_bf16_src *s, int r, long p, uint32_t *dst) {
-  if (r >= s->rows) {
-    memset(dst, 0, KB * 4);
-    return;
-  }
-  const float *row = s->src32 + (long)r * s->ld;
-  const long have = s->K - 2 * p; /* elements of the row left from 2p */
-  if (have >= 2 * KB) {
-    _mm256_storeu_si256((__m256i *)dst, rne16(row + 2 * p, 0xFFFF));
-    _mm256_storeu_si256((__m256i *)(dst + KB / 2), rne16(row + 2 * p + 16, 0xFFFF));
-    return;
-  }
-  uint16_t h[2 * KB] = {0};
-  rne_row(row + 2 * p, have > 0 ? (int)have : 0, h);
-  memcpy(dst, h, sizeof h);
+  if (r >= s->rows) memset(dst, 0, KB * 4);
+  else rp_rne512_pairs16(s->src32 + (long)r * s->ld, s->K, p, dst);
 }
 
 /* Pairs from rows k, k+1 of the source (A(m, k) = src[k * ld + m]): the two
@@ -151,8 +112,8 @@ static void pairs_rowpair(const rp_bf16_src *s, int r0, int nrows, long p, int q
     uint16_t lo32[MR], hi32[MR];
     const uint16_t *lo = zeros, *hi = zeros;
     if (nv > 0 && s->src32) {
-      if (k < s->K) rne_row(s->src32 + k * s->ld + rb, nv, lo32);
-      if (k + 1 < s->K) rne_row(s->src32 + (k + 1) * s->ld + rb, nv, hi32);
+      if (k < s->K) rp_rne512_row(s->src32 + k * s->ld + rb, nv, lo32);
+      if (k + 1 < s->K) rp_rne512_row(s->src32 + (k + 1) * s->ld + rb, nv, hi32);
       lo = k < s->K ? lo32 : zeros;
       hi = k + 1 < s->K ? hi32 : zeros;
     } else if (nv > 0) {

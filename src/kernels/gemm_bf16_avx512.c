@@ -18,6 +18,9 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#include <string.h>
+
+#include "gemm_bf16_rne512.h"
 
 #define T512F __attribute__((target("avx512f")))
 #define T512BF __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
@@ -104,6 +107,74 @@ T512BF void rp_bf16_ukr_avx512_bf16(long kp, const void *a_, const void *b_, flo
   TILE_STORE(acc, mk);
 }
 
+/* ---- A panels of the vdpbf16ps kernel from fp32 operands: pack_a with a32, so
+ * the model's fp32 activations and output gradients are rounded (RNE) as they
+ * are packed, not in a conversion pass that writes a bf16 copy first. The
+ * panels are [kp][MR] pairs, the bits of rounding first and rp_bf16_pack_block
+ * (tests/bf16 holds them to it). */
+
+#define PB 16 /* pairs of a k-contiguous row rounded per step (rp_rne512_pairs16) */
+
+/* Rows whose k runs contiguously (the forward's input, dinp's output gradient):
+ * MR rows of PB pairs rounded into a small block, then transposed into the panel. */
+T512BF static void pack_kcontig32(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                                  uint32_t *out) {
+  for (int t = 0; t * MR < nrows; t++) {
+    uint32_t *panel = out + (long)t * kp * MR;
+    for (long pb = 0; pb < kp; pb += PB) {
+      const int np = kp - pb < PB ? (int)(kp - pb) : PB;
+      uint32_t blk[MR][PB];
+      for (int w = 0; w < MR; w++) {
+        const int r = r0 + t * MR + w;
+        if (r < s->rows) rp_rne512_pairs16(s->src32 + (long)r * s->ld, s->K, p0 + pb, blk[w]);
+        else memset(blk[w], 0, sizeof blk[w]);
+      }
+      for (int q = 0; q < np; q++)
+        for (int w = 0; w < MR; w++) panel[(pb + q) * MR + w] = blk[w][q];
+    }
+  }
+}
+
+/* Pairs from source rows k, k+1 (dweight's output gradient, A(m, k) = src[k*ld + m]):
+ * both row segments rounded and interleaved 16 lanes at a time across the
+ * block, then cut into the panels. At most BLOCK rows per call. */
+#define BLOCK (RP_BF16_BLOCK_MAX / MR * MR)
+T512BF static void pack_rowpair32(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                                  uint32_t *out) {
+  const int npan = (nrows + MR - 1) / MR;
+  int nv = s->rows - r0;
+  nv = nv < 0 ? 0 : nv > nrows ? nrows : nv;
+  uint32_t pairs[BLOCK + 16];
+  for (long p = 0; p < kp; p++) {
+    const long k = 2 * (p0 + p);
+    const float *lo = s->src32 + k * s->ld + r0, *hi = lo + s->ld;
+    for (int e = 0; e < npan * MR; e += 16) {
+      const __mmask16 m = rp_rne512_first_n(nv - e);
+      const __m256i l = k < s->K ? rp_rne512_16(lo + e, m) : _mm256_setzero_si256();
+      const __m256i h = k + 1 < s->K ? rp_rne512_16(hi + e, m) : _mm256_setzero_si256();
+      const __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(l),
+                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      _mm512_storeu_si512(pairs + e, v);
+    }
+    for (int t = 0; t < npan; t++)
+      memcpy(out + (long)t * kp * MR + p * MR, pairs + t * MR, MR * sizeof(uint32_t));
+  }
+}
+
+void rp_bf16_dp_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out) {
+  if (!s->src32) {
+    rp_bf16_pack_block(RP_BF16_FMT_PAIRS, s, r0, nrows, MR, p0, kp, out);
+    return;
+  }
+  if (s->kcontig) {
+    pack_kcontig32(s, r0, nrows, p0, kp, out);
+    return;
+  }
+  for (int c0 = 0; c0 < nrows; c0 += BLOCK)
+    pack_rowpair32(s, r0 + c0, nrows - c0 < BLOCK ? nrows - c0 : BLOCK, p0, kp,
+                   (uint32_t *)out + (long)(c0 / MR) * kp * MR);
+}
+
 #else /* not x86-64 with GCC/clang: only the portable kernel exists */
 
 void rp_bf16_ukr_avx512_fma(long kp, const void *a, const void *b, float *c, long ldc,
@@ -113,6 +184,9 @@ void rp_bf16_ukr_avx512_fma(long kp, const void *a, const void *b, float *c, lon
 void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, long ldc,
                              int mr, int nr, const float *init, int load_c) {
   rp_fatal("rp_bf16_ukr_avx512_bf16 called on a build without AVX-512");
+}
+void rp_bf16_dp_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out) {
+  rp_fatal("rp_bf16_dp_pack_a called on a build without AVX-512");
 }
 
 #endif

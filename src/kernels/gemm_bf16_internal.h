@@ -89,6 +89,9 @@ void rp_bf16_ukr_avx512_fma(long kp, const void *a, const void *b, float *c, lon
                             int mr, int nr, const float *init, int load_c);
 void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, long ldc,
                              int mr, int nr, const float *init, int load_c);
+/* The vdpbf16ps kernel's A packer: fp32 sources (src32) rounded as packed, bf16
+ * ones through rp_bf16_pack_block. */
+void rp_bf16_dp_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out);
 #define RP_BF16_MR_FMA 6
 #define RP_BF16_MR_DP 6
 
