@@ -65,8 +65,9 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
  * invalidates it before the next; while attached, rp_sgemm_forward and
  * rp_sgemm_backward keep each weight's pack, keyed by its address, layout and
  * shape, and reuse it: bitwise the same results, the packing done once per
- * window. A weight whose pack is over max_entry_bytes (an LM head) is not
- * kept. Changing a weight while the cache is attached and valid makes the
+ * window. The bf16 GEMM (rp_bf16.h) keeps its weight packs in the same cache,
+ * keyed by the bf16 copy's address. A weight whose pack is over max_entry_bytes
+ * (an LM head) is not kept. Changing a weight while the cache is attached and valid makes the
  * GEMM use its stale pack: detach or invalidate first. */
 typedef struct rp_sgemm_wcache rp_sgemm_wcache;
 rp_status rp_sgemm_wcache_create(rp_sgemm_wcache **out, size_t max_entry_bytes);

@@ -5,8 +5,9 @@
  *   forward: C = out,     A = inp (N x IC),     B(k=i, j=o) = w[o][i]
  *   dinp:    C = dinp,    A = dout (N x OC),    B(k=o, j=i) = w[o][i]
  *   dweight: C = dweight, A(m=o, k=n) = dout[n][o], B(k=n, j=i) = inp[n][i]
- * B is packed whole, once per call (or once per optimizer step for weights, see
- * rp_bf16_wpack), in 64-column panels; the threads then split the rows of C in
+ * B is packed whole, once per call (weights: once per optimizer step with
+ * rp_bf16_wpack, or once per step's window in the pool's packed-weight cache of
+ * rp_sgemm.h when one is attached), in 64-column panels; the threads then split the rows of C in
  * MR-row tiles and loop
  *   for each block of mc rows (A block, packed per thread)
  *     for each block of kc pairs
@@ -31,6 +32,8 @@
 #include "kern_util.h"
 #include "kern_ws.h"
 #include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_pool.h"
+#include "wcache_internal.h"
 
 const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {.kernel = RP_BF16_KERNEL_AVX512_FMA,
                                              .fmt = RP_BF16_FMT_F32, .mr = RP_BF16_MR_FMA,
@@ -243,20 +246,35 @@ static size_t round_bytes(const rp_bf16_kdesc *kd, const float *x32, long n) {
   return x32 && !kd->a32 ? align64((size_t)n * sizeof(uint16_t)) : 0;
 }
 
+/* The weight's pack for this layout kept in the pool's packed-weight cache
+ * (rp_sgemm.h), or NULL: no cache attached, or the pack over its size limit. */
+static rp_sgemm_wentry *kept_pack(rp_pool *pool, const rp_bf16_kdesc *kd, const uint16_t *w,
+                                  int layout, int K, int cols) {
+  /* the portable kernel has a descriptor per format: the key holds both */
+  return rp_sgemm_wcache_entry(rp_pool_wcache(pool), w, layout, K, cols,
+                               2 * (int)kd->kernel + (int)kd->fmt,
+                               panels_bytes(kd->fmt, cols, K));
+}
+
 static void forward_unpacked(float *out, const uint16_t *inp, const float *inp32,
                              const uint16_t *w, const float *bias, int N, int IC, int OC,
                              rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
-  size_t bbytes = align64(panels_bytes(kd->fmt, OC, IC));
+  rp_sgemm_wentry *kept = kept_pack(pool, kd, w, RP_WPACK_BF16_FORWARD, IC, OC);
+  size_t bbytes = kept ? 0 : align64(panels_bytes(kd->fmt, OC, IC));
   size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
   size_t tbytes = round_bytes(kd, inp32, (long)N * IC);
   char *ws = ws_acquire(bbytes + abytes + tbytes);
+  char *bpack = kept ? kept->buf : ws;
   const uint16_t *r = round_unless_a32(kd, &inp32, (long)N * IC,
                                        (uint16_t *)(ws + bbytes + abytes), pool);
-  bpack_ctx bc = {.fmt = kd->fmt, .njobs = 1};
-  bc.job[0] = (bpack_job){src_of(w, IC, 1, OC, IC), OC, ws};
-  bpack_run(&bc, pool);
-  forward_with(out, r ? r : inp, inp32, ws, ws + bbytes, kd, bias, N, IC, OC, pool);
+  if (!kept || !kept->valid) {
+    bpack_ctx bc = {.fmt = kd->fmt, .njobs = 1};
+    bc.job[0] = (bpack_job){src_of(w, IC, 1, OC, IC), OC, bpack};
+    bpack_run(&bc, pool);
+  }
+  if (kept) kept->valid = 1;
+  forward_with(out, r ? r : inp, inp32, bpack, ws + bbytes, kd, bias, N, IC, OC, pool);
   ws_release();
 }
 
@@ -295,20 +313,24 @@ static void backward_unpacked(float *dinp, float *dweight, float *dbias,
                               const uint16_t *w, int N, int IC, int OC, int dinp_set,
                               rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
-  size_t b1 = dinp ? align64(panels_bytes(kd->fmt, IC, OC)) : 0;
+  rp_sgemm_wentry *kept = dinp ? kept_pack(pool, kd, w, RP_WPACK_BF16_DINP, OC, IC) : NULL;
+  size_t b1 = dinp && !kept ? align64(panels_bytes(kd->fmt, IC, OC)) : 0;
   size_t b2 = dweight ? align64(panels_bytes(kd->fmt, IC, N)) : 0;
   size_t abytes = align64(abuf_bytes(kd)) * (size_t)pool_nth(pool);
   size_t tbytes = round_bytes(kd, dout32, (long)N * OC);
   char *ws = ws_acquire(b1 + b2 + abytes + tbytes);
+  char *wpack = kept ? kept->buf : ws;
   const uint16_t *r = round_unless_a32(kd, &dout32, (long)N * OC,
                                        (uint16_t *)(ws + b1 + b2 + abytes), pool);
   if (r) dout = r;
   bpack_ctx bc = {.fmt = kd->fmt};
-  if (dinp) bc.job[bc.njobs++] = (bpack_job){src_of(w, IC, 0, IC, OC), IC, ws};
+  if (dinp && (!kept || !kept->valid))
+    bc.job[bc.njobs++] = (bpack_job){src_of(w, IC, 0, IC, OC), IC, wpack};
   if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws + b1};
   bpack_run(&bc, pool);
-  backward_with(dinp, dweight, dbias, dout, dout32, ws, ws + b1, ws + b1 + b2, kd, N, IC, OC,
-                dinp_set, pool);
+  if (kept) kept->valid = 1;
+  backward_with(dinp, dweight, dbias, dout, dout32, wpack, ws + b1, ws + b1 + b2, kd, N, IC,
+                OC, dinp_set, pool);
   ws_release();
 }
 

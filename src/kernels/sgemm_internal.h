@@ -61,21 +61,6 @@ void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w, int n
 
 extern const rp_sgemm_kdesc rp_sgemm_kd_avx512, rp_sgemm_kd_avx2, rp_sgemm_kd_portable;
 
-/* sgemm_wcache.c: one weight's pack in the cache of rp_sgemm.h. layout says
- * which B the weight is (the forward's, dinp's); valid: buf holds its pack. */
-enum { RP_WPACK_FORWARD = 0, RP_WPACK_DINP = 1 };
-typedef struct {
-  const float *w;
-  int layout, K, cols, kernel;
-  float *buf;
-  int valid;
-} rp_sgemm_wentry;
-/* The entry for this weight, layout and shape (made on first use, its buffer
- * of bytes allocated), counted as a hit when valid; NULL when there is no
- * cache, the pack is over the cache's size limit, or memory is short (the
- * caller then packs into its workspace as without a cache). */
-struct rp_sgemm_wcache;
-rp_sgemm_wentry *rp_sgemm_wcache_entry(struct rp_sgemm_wcache *c, const float *w, int layout,
-                                       int K, int cols, int kernel, size_t bytes);
+#include "wcache_internal.h" /* the packed-weight cache, shared with the bf16 GEMM */
 
 #endif

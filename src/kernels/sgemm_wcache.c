@@ -1,5 +1,5 @@
-/* The own GEMM's packed-weight cache (rp_sgemm.h): one packed copy per weight
- * and layout, found by the weight's address and shape, valid until the owner
+/* The packed-weight cache (rp_sgemm.h) of the own GEMM and the bf16 GEMM: one
+ * packed copy per weight and layout, found by the weight's address and shape, valid until the owner
  * invalidates the cache. The buffers are kept across invalidations (the same
  * weights come back every step) and accounted as workspace. */
 #include <stdlib.h>
@@ -44,7 +44,7 @@ static int same_key(const rp_sgemm_wentry *e, const rp_sgemm_wentry *k) {
          e->kernel == k->kernel;
 }
 
-rp_sgemm_wentry *rp_sgemm_wcache_entry(rp_sgemm_wcache *c, const float *w, int layout, int K,
+rp_sgemm_wentry *rp_sgemm_wcache_entry(rp_sgemm_wcache *c, const void *w, int layout, int K,
                                        int cols, int kernel, size_t bytes) {
   if (!c || bytes > c->max_entry_bytes) return NULL;
   const rp_sgemm_wentry key = {.w = w, .layout = layout, .K = K, .cols = cols, .kernel = kernel};
@@ -61,7 +61,7 @@ rp_sgemm_wentry *rp_sgemm_wcache_entry(rp_sgemm_wcache *c, const float *w, int l
     c->e = e;
     c->cap = cap;
   }
-  float *buf = rp_alloc(bytes, RP_MEM_WORKSPACE);
+  void *buf = rp_alloc(bytes, RP_MEM_WORKSPACE);
   if (!buf) return NULL;
   rp_sgemm_wentry *e = &c->e[c->n++];
   *e = key;

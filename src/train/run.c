@@ -299,11 +299,18 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
   if (o->profile) print_profile(t);
 }
 
+/* The run's matmuls go through a GEMM that packs its weights: the own fp32 GEMM,
+ * or the bf16 GEMM (ringpipe's own whatever the gemm mode). */
+int rp_trainer_packs_weights(const rp_trainer *t) {
+  return rp_gemm_get_mode(t->pool) == RP_GEMM_OWN || t->o.precision == RP_PRECISION_BF16;
+}
+
 const char *rp_trainer_weight_cache_state(const rp_trainer *t) {
   if (!t->o.weight_cache) return NULL;
   if (t->wcache) return "on (each weight packed once per step)";
-  if (rp_gemm_get_mode(t->pool) != RP_GEMM_OWN)
-    return "not used: it keeps the own GEMM's packs, and the gemm mode is not own";
+  if (!rp_trainer_packs_weights(t))
+    return "not used: it keeps the own GEMM's and the bf16 GEMM's packs, and this run has "
+           "neither (fp32 with a gemm mode other than own)";
   return "not used: a step multiplies each weight once (--microbatches 1, no --recompute)";
 }
 

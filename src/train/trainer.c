@@ -176,7 +176,7 @@ static rp_status setup_compute(rp_trainer *t) {
     rp_gemm_set_mode(t->pool, RP_GEMM_OWN);
   }
   /* the packs are worth keeping only when a step uses a weight twice */
-  if (o->weight_cache && rp_gemm_get_mode(t->pool) == RP_GEMM_OWN &&
+  if (o->weight_cache && rp_trainer_packs_weights(t) &&
       (o->microbatches > 1 || o->recompute != RP_RECOMPUTE_NONE))
     RP_TRY(rp_sgemm_wcache_create(&t->wcache, WCACHE_MAX_ENTRY_BYTES));
   t->exec.pool = t->pool;

@@ -1,11 +1,12 @@
 #!/bin/sh
-# --weight-cache: the own GEMM keeps each weight's packs for a step's later
-# micro-batches; the runs must be bitwise those without it, in every layout
+# --weight-cache: the own GEMM (and the bf16 GEMM, --precision bf16) keeps each
+# weight's packs for a step's later micro-batches; the runs must be bitwise those without it, in every layout
 # that reuses weights within a step or changes them between steps: gradient
 # accumulation, full recompute, a V pipeline whose every step is rolled back
 # and redone (--post-validate always-rollback: the weights change under the
 # cache between steps), and ZeRO-1 data parallelism (the all-gathered
-# parameters). Each cached run must report packs reused. At an ISA ceiling
+# parameters), and bf16 with gradient accumulation and with a rolled-back
+# pipeline (the bf16 weight copies refreshed under the cache). Each cached run must report packs reused. At an ISA ceiling
 # with no own GEMM kernel (scalar) --gemm own is refused and so is this test's
 # subject: it says so and passes.
 # usage: weight_cache.sh RINGPIPE COMPARE WORKDIR
@@ -33,7 +34,9 @@ run() { # run NAME NP ARGS...
 }
 for layout in "accum 1 --microbatches 4" "recompute 1 --recompute full" \
               "pp 2 --pp 2 --vpp 2 --schedule zb-v --microbatches 4 --post-validate always-rollback" \
-              "zero 2 --zero 1 --microbatches 2"; do
+              "zero 2 --zero 1 --microbatches 2" \
+              "bf16 1 --precision bf16 --microbatches 4" \
+              "bf16-pp 2 --precision bf16 --pp 2 --microbatches 4 --post-validate always-rollback"; do
   set -- $layout
   tag=$1 np=$2
   shift 2
