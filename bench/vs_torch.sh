@@ -92,7 +92,8 @@ isa=$("$RINGPIPE" bench train --steps 1 --layers 1 --channels 64 --heads 1 --seq
 } | tee "$report"
 
 # ratios "a/b" of paired columns -> "median (min..max)"
-spread() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END {
+spread() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{ v[NR] = $1 } END {
+  if (NR == 0) { printf "n/a (no round gave both rates)"; exit }
   m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
   printf "%.2fx (%.2f..%.2f)", m, v[1], v[NR] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print 0 }'; }
@@ -115,13 +116,17 @@ for model in $MODELS; do
   echo "|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
   for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
+    # a run that fails shows as "failed" (its last stderr line is printed) and the
+    # rounds go on: pipefail must not end the script here
     rp=$("$RINGPIPE" bench train $flags --precision "$PRECISION" --steps $((STEPS + 2)) --threads "$THREADS" \
-         --no-measure-peak 2>/dev/null | sed -n 's/^  tokens\/s: //p')
+         --no-measure-peak 2>"$OUT/last.err" | sed -n 's/^  tokens\/s: //p') || true
+    [ -n "$rp" ] || echo "vs_torch: ringpipe bench train failed: $(tail -1 "$OUT/last.err")" >&2
     line="| $r | $rp |"
     for impl in $IMPLS; do
       # shellcheck disable=SC2086
       tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
-           --threads "$THREADS" 2>/dev/null | sed -n 's/^tokens\/s: //p')
+           --threads "$THREADS" 2>"$OUT/last.err" | sed -n 's/^tokens\/s: //p') || true
+      [ -n "$tt" ] || echo "vs_torch: torch $impl failed: $(tail -1 "$OUT/last.err")" >&2
       line="$line ${tt:-failed} |"
       [ -n "$tt" ] && [ -n "$rp" ] && ratios[$impl]="${ratios[$impl]:-} $(ratio "$rp" "$tt")"
     done
@@ -149,12 +154,12 @@ if [ -n "$ATTN_T" ]; then
       for r in $(seq "$ROUNDS"); do
         if [ "$ATTN_CLOCK" = cpu ]; then
           row=$("$FLASH_CPU" "$T" "$causal" 3 2>/dev/null |
-                sed -n 's/.*f+b \([0-9.]*\) ms.* = \([0-9.]*\) of the FMA peak.*/\1 \2/p')
+                sed -n 's/.*f+b \([0-9.]*\) ms.* = \([0-9.]*\) of the FMA peak.*/\1 \2/p') || true
         else
           row=$("$RINGPIPE" bench attention --tmin "$T" --tmax "$T" --causal "$cz" --batch 1 \
                 --heads 6 --head-size 64 --naive-max-gib 0 --threads "$THREADS" \
                 --min-seconds 0.5 2>/dev/null |
-                awk -v T="$T" '$1 == T && $2 ~ /yes|no/ { print $5, $19 }')
+                awk -v T="$T" '$1 == T && $2 ~ /yes|no/ { print $5, $19 }') || true
         fi
         fl=${row%% *}
         fma=${row##* }
@@ -162,9 +167,9 @@ if [ -n "$ATTN_T" ]; then
         if [ "$ATTN_CLOCK" = cpu ]; then tclock=--cpu-time; fi
         # shellcheck disable=SC2086
         sd=$("$TPY" "$PYBENCH" attention --seq "$T" --causal "$causal" --batch 1 --heads 6 \
-             --head-size 64 --threads "$THREADS" $tclock 2>/dev/null | sed -n 's/^fb_ms: //p')
+             --head-size 64 --threads "$THREADS" $tclock 2>/dev/null | sed -n 's/^fb_ms: //p') || true
         x=$(ratio "${sd:-0}" "${fl:-0}")
-        rs="$rs $x"
+        if [ -n "$sd" ] && [ -n "$fl" ]; then rs="$rs $x"; fi
         echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x |" | tee -a "$report"
       done
       summary="$summary
@@ -173,5 +178,6 @@ flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)"
   done
   echo "$summary" | tee -a "$report"
 fi
+rm -f "$OUT/last.err"
 echo
 echo "vs_torch: report in $report"
