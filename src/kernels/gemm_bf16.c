@@ -7,8 +7,8 @@
  *   dweight: C = dweight, A(m=o, k=n) = dout[n][o], B(k=n, j=i) = inp[n][i]
  * B is packed whole, once per call (weights: once per optimizer step with
  * rp_bf16_wpack, or once per step's window in the pool's packed-weight cache of
- * rp_sgemm.h when one is attached), in 64-column panels; the threads then split the rows of C in
- * MR-row tiles and loop
+ * rp_sgemm.h when one is attached), in 64-column panels; the threads then split
+ * the rows of C in MR-row tiles and loop
  *   for each block of mc rows (A block, packed per thread)
  *     for each block of kc pairs
  *       for each 64-column panel (B micro-panel: kc pairs x 64, reused by the tiles)

@@ -1,7 +1,8 @@
 /* The packed-weight cache (rp_sgemm.h) of the own GEMM and the bf16 GEMM: one
- * packed copy per weight and layout, found by the weight's address and shape, valid until the owner
- * invalidates the cache. The buffers are kept across invalidations (the same
- * weights come back every step) and accounted as workspace. */
+ * packed copy per weight and layout, found by the weight's address and shape,
+ * valid until the owner invalidates the cache. The buffers are kept across
+ * invalidations (the same weights come back every step) and accounted as
+ * workspace. */
 #include <stdlib.h>
 
 #include "ringpipe/rp_arena.h"

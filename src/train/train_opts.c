@@ -57,8 +57,8 @@ const rp_opt rp_train_opt_table[] = {
      "default)"},
     {"weight-cache", RP_OPT_BOOL, O(weight_cache), "0", 0, 0, NULL,
      "when a step multiplies each weight more than once (--microbatches > 1, a pipeline's "
-     "micro-batches, --recompute) and the own GEMM or the bf16 GEMM (--precision bf16) runs, pack each weight once per step and "
-     "keep the packs for the step's later uses: bitwise the same results; costs workspace "
+     "micro-batches, --recompute) and the own GEMM or the bf16 GEMM (--precision bf16) "
+     "runs, pack each weight once per step and keep the packs for the step's later uses: bitwise the same results; costs workspace "
      "memory of twice the weights (their forward and dinp packs); measured 0.96 of the step "
      "time at --batch 1 --microbatches 4 of the default model, 0.84 with --precision bf16"},
     {"eval-every", RP_OPT_INT, O(eval_every), "25", 0, 100000000, NULL,

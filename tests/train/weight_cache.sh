@@ -1,12 +1,13 @@
 #!/bin/sh
-# --weight-cache: the own GEMM (and the bf16 GEMM, --precision bf16) keeps each
-# weight's packs for a step's later micro-batches; the runs must be bitwise those without it, in every layout
-# that reuses weights within a step or changes them between steps: gradient
-# accumulation, full recompute, a V pipeline whose every step is rolled back
-# and redone (--post-validate always-rollback: the weights change under the
-# cache between steps), and ZeRO-1 data parallelism (the all-gathered
-# parameters), and bf16 with gradient accumulation and with a rolled-back
-# pipeline (the bf16 weight copies refreshed under the cache). Each cached run must report packs reused. At an ISA ceiling
+# --weight-cache: the own GEMM (and the bf16 GEMM, --precision bf16) keeps
+# each weight's packs for a step's later micro-batches; the runs must be
+# bitwise those without it, in every layout that reuses weights within a step
+# or changes them between steps: gradient accumulation, full recompute, a V
+# pipeline whose every step is rolled back and redone (--post-validate
+# always-rollback: the weights change under the cache between steps), ZeRO-1
+# data parallelism (the all-gathered parameters), and bf16 with gradient
+# accumulation and with a rolled-back pipeline (the bf16 weight copies change
+# between steps). Each cached run must report packs reused. At an ISA ceiling
 # with no own GEMM kernel (scalar) --gemm own is refused and so is this test's
 # subject: it says so and passes.
 # usage: weight_cache.sh RINGPIPE COMPARE WORKDIR
