@@ -167,9 +167,6 @@ void rp_trainer_free(rp_trainer *t);
 /* What --weight-cache does in this run ("on ...", or why it is not used);
  * NULL when it was not asked for. */
 const char *rp_trainer_weight_cache_state(const rp_trainer *t);
-/* Whether the run's matmuls pack their weights (the own fp32 GEMM, or bf16), so
- * that --weight-cache can keep the packs. */
-int rp_trainer_packs_weights(const rp_trainer *t);
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
 rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss);
 /* Runs the whole job: steps, logging, eval, checkpoints, final sample. */

@@ -13,6 +13,9 @@ rp_status rp_trainer_resume(rp_trainer *t, const char *dir);
 void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale);
 /* After the optimizer step: the step counter and the bf16 weight copies. */
 void rp_engine_finish_update(rp_trainer *t);
+/* Whether the run's matmuls pack their weights (the own fp32 GEMM, or bf16), so
+ * that --weight-cache can keep the packs (run.c). */
+int rp_trainer_packs_weights(const rp_trainer *t);
 /* --post-validate (post_validate.c): copy what a step changes and step at
  * scale 1 before the global norm and loss are known; then, given whether they
  * are finite and the clipping scale, keep it (0) or restore the copy and take
