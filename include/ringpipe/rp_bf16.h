@@ -62,6 +62,7 @@
 
 #include "rp_base.h"
 #include "rp_pool.h"
+#include "rp_sgemm.h" /* rp_sgemm_rows_fn */
 
 /* ---- scalar conversions */
 static inline float rp_bf16_to_f32(uint16_t h) {
@@ -142,6 +143,20 @@ void rp_matmul_bf16_forward_f32in(float *out, const float *inp, const uint16_t *
 void rp_matmul_bf16_backward_f32dout(float *dinp, float *dweight, const float *dout,
                                      const uint16_t *inp, const uint16_t *w, int N, int IC,
                                      int OC, int dinp_set, rp_pool *pool);
+/* The forward with an epilogue: each pool thread calls epi(epi_ctx, lo, hi, ith)
+ * on the rows [lo, hi) of out it has just finished (every row exactly once),
+ * while they are in its caches (the MLP's GELU, rp_matmul_bf16_forward_gelu). */
+void rp_matmul_bf16_forward_f32in_epi(float *out, const float *inp, const uint16_t *w,
+                                      const float *bias, int N, int IC, int OC, rp_pool *pool,
+                                      rp_sgemm_rows_fn epi, void *epi_ctx);
+/* The backward with both activations in fp32: dout rounded as above, inp (the
+ * layer input, dweight's second operand) rounded as dweight's panels are packed,
+ * no pass of its own; dbias (may be NULL) += the column sums of the fp32 dout,
+ * bitwise rp_matmul_backward's. Bitwise rounding both first and calling
+ * rp_matmul_bf16_backward(_set) for dinp and dweight. */
+void rp_matmul_bf16_backward_f32(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const uint16_t *w, int N, int IC, int OC,
+                                 int dinp_set, rp_pool *pool);
 
 /* ---- pre-packed weights: pack once per optimizer step, use for every
  * micro-batch. The trainer keeps fp32 master weights; after each step:

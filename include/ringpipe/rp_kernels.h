@@ -120,6 +120,12 @@ void rp_gelu_backward_set_dbias(float *dinp, float *dbias, const float *inp, con
 void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,
                             const float *bias, int N, int IC, int OC, rp_pool *pool,
                             double *epilogue_s);
+/* The same with the bf16 GEMM of rp_bf16.h (w16: the weight in bf16; inp
+ * rounded to bf16 inside): bitwise rp_matmul_bf16_forward_f32in followed by
+ * rp_gelu_forward. */
+void rp_matmul_bf16_forward_gelu(float *pre, float *post, const float *inp, const uint16_t *w16,
+                                 const float *bias, int N, int IC, int OC, rp_pool *pool,
+                                 double *epilogue_s);
 
 /* ---- residual: out = a + b; backward is da += dout, db += dout */
 void rp_residual_forward(float *out, const float *a, const float *b, long n, rp_pool *pool);

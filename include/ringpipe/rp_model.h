@@ -379,8 +379,7 @@ typedef struct rp_bf16_ctx_s {
   const float *base[RP_BF16_MAX_CHUNKS];
   size_t len[RP_BF16_MAX_CHUNKS];
   uint16_t *base16[RP_BF16_MAX_CHUNKS];
-  uint16_t *scratch_b; /* a matmul input rounded to bf16 (dweight's operand) */
-  float *scratch_f;
+  float *scratch_f; /* a matmul's product when its output aliases the residual */
   size_t scratch_floats;
 } rp_bf16_ctx;
 rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B, int T);

@@ -28,6 +28,7 @@
  * are half as big, so its kc = 256 pairs takes 64 KiB. */
 #include <string.h>
 
+#include "fused_internal.h"
 #include "gemm_bf16_internal.h"
 #include "kern_util.h"
 #include "kern_ws.h"
@@ -37,19 +38,22 @@
 
 const rp_bf16_kdesc rp_bf16_kd_avx512_fma = {.kernel = RP_BF16_KERNEL_AVX512_FMA,
                                              .fmt = RP_BF16_FMT_F32, .mr = RP_BF16_MR_FMA,
-                                             .kc = 192, .mc = 120, .ukr = rp_bf16_ukr_avx512_fma};
+                                             .kc = 192, .mc = 120, .ukr = rp_bf16_ukr_avx512_fma,
+                                             .pack_b32 = rp_bf16_pack_b32_f32};
 const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {.kernel = RP_BF16_KERNEL_AVX512_BF16,
                                               .fmt = RP_BF16_FMT_PAIRS, .mr = RP_BF16_MR_DP,
                                               .kc = 256, .mc = 120,
                                               .ukr = rp_bf16_ukr_avx512_bf16,
-                                              .pack_a = rp_bf16_dp_pack_a, .a32 = 1};
+                                              .pack_a = rp_bf16_dp_pack_a, .a32 = 1,
+                                              .pack_b32 = rp_bf16_pack_b32_pairs};
 /* AMX: a 32-row A panel of kc = 256 pairs is 32 KiB (L1), a B micro-panel 64 KiB
  * (L2), the A block of mc = 128 rows 128 KiB. */
 const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF16_FMT_PAIRS,
                                       .mr = RP_BF16_MR_AMX, .kc = RP_BF16_AMX_KC, .mc = 128,
                                       .ukr = rp_bf16_ukr_amx, .kalign = RP_BF16_PAIRS_KALIGN,
                                       .pack_a = rp_bf16_amx_pack_a, .begin = rp_bf16_amx_begin,
-                                      .end = rp_bf16_amx_end, .a32 = 1};
+                                      .end = rp_bf16_amx_end, .a32 = 1,
+                                      .pack_b32 = rp_bf16_pack_b32_pairs};
 
 #define NR RP_BF16_NR
 
@@ -90,15 +94,22 @@ typedef struct {
   int load_c;
 } gemm_prob;
 
+/* Thread ith's rows of C: whole MR-row tiles. */
+static void thread_rows(const gemm_prob *g, int MR, int ith, int nth, long *m0, long *m1) {
+  long t0, t1;
+  rp_split((g->M + MR - 1) / MR, ith, nth, &t0, &t1);
+  *m0 = RP_MIN(t0 * MR, (long)g->M);
+  *m1 = RP_MIN(t1 * MR, (long)g->M);
+}
+
 static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, int ith,
                       int nth) {
   const int MR = kd->mr;
   const long kpt = round_up(kpairs(g->K), kd->kalign > 0 ? kd->kalign : 1);
   const long slot = rp_bf16_slot_bytes(kd->fmt);
   const long panel = panel_pairs(kd->fmt, g->K) * NR * slot, np = npanels(g->Nc);
-  long t0, t1;
-  rp_split((g->M + MR - 1) / MR, ith, nth, &t0, &t1);
-  const long m0 = t0 * MR, m1 = RP_MIN(t1 * MR, (long)g->M);
+  long m0, m1;
+  thread_rows(g, MR, ith, nth, &m0, &m1);
   for (long ic = m0; ic < m1; ic += kd->mc) {
     const long mcb = RP_MIN((long)kd->mc, m1 - ic), ntile = (mcb + MR - 1) / MR;
     for (long pc = 0; pc < kpt; pc += kd->kc) {
@@ -143,6 +154,7 @@ typedef struct {
 
 typedef struct {
   rp_bf16_fmt fmt;
+  rp_bf16_pack_a_fn b32; /* the kernel's packer of fp32 row-pair sources, or NULL */
   bpack_job job[2];
   int njobs;
 } bpack_ctx;
@@ -159,8 +171,9 @@ static void bpack_task(void *vctx, int ith, int nth) {
     /* row-pair sources a few panels at a time, each pair of source rows read
      * across them in one pass (rp_bf16_pack_block) rather than once per panel */
     const long np = j->src.kcontig ? 1 : RP_MIN(end - jr, (long)(RP_BF16_BLOCK_MAX / NR));
-    rp_bf16_pack_block(c->fmt, &j->src, (int)(jr * NR), (int)(np * NR), NR, 0, kp,
-                       (char *)j->out + jr * kp * NR * rp_bf16_slot_bytes(c->fmt));
+    char *out = (char *)j->out + jr * kp * NR * rp_bf16_slot_bytes(c->fmt);
+    if (j->src.src32 && c->b32) c->b32(&j->src, (int)(jr * NR), (int)(np * NR), 0, kp, out);
+    else rp_bf16_pack_block(c->fmt, &j->src, (int)(jr * NR), (int)(np * NR), NR, 0, kp, out);
     q += np;
   }
 }
@@ -181,7 +194,10 @@ typedef struct {
   size_t abuf_stride;
   float *dbias;      /* dbias[OC] += column sums of dout (or NULL) */
   const uint16_t *dout;
+  const float *dout32; /* or of this fp32 dout, in rp_matmul_backward's order */
   int N, OC;
+  rp_sgemm_rows_fn epi; /* forward: on the thread's rows of C once they are done */
+  void *epi_ctx;
 } gemm_ctx;
 
 static void gemm_task(void *vctx, int ith, int nth) {
@@ -190,9 +206,18 @@ static void gemm_task(void *vctx, int ith, int nth) {
   if (c->kd->begin) c->kd->begin();
   for (int i = 0; i < c->nprob; i++) gemm_part(&c->prob[i], c->kd, abuf, ith, nth);
   if (c->kd->end) c->kd->end();
+  if (c->epi) {
+    long m0, m1;
+    thread_rows(&c->prob[0], c->kd->mr, ith, nth, &m0, &m1);
+    if (m1 > m0) c->epi(c->epi_ctx, m0, m1, ith);
+  }
   if (c->dbias) {
     long lo, hi;
     rp_kern_split_cols(c->OC, ith, nth, &lo, &hi);
+    if (c->dout32) {
+      rp_matmul_dbias_cols(c->dbias, c->dout32, lo, hi, c->N, c->OC);
+      return;
+    }
     for (long n = 0; n < c->N; n++) {
       const uint16_t *row = c->dout + n * c->OC;
       for (long o = lo; o < hi; o++) c->dbias[o] += rp_bf16_to_f32(row[o]);
@@ -225,8 +250,10 @@ static rp_bf16_src src32_or(rp_bf16_src s, const float *p32) {
 /* inp32: the A operand in fp32 (only for a kernel with a32), else inp. */
 static void forward_with(float *out, const uint16_t *inp, const float *inp32,
                          const char *bpack, char *ws, const rp_bf16_kdesc *kd,
-                         const float *bias, int N, int IC, int OC, rp_pool *pool) {
-  gemm_ctx c = {.kd = kd, .nprob = 1, .abufs = ws, .abuf_stride = align64(abuf_bytes(kd))};
+                         const float *bias, int N, int IC, int OC, rp_pool *pool,
+                         rp_sgemm_rows_fn epi, void *epi_ctx) {
+  gemm_ctx c = {.kd = kd, .nprob = 1, .abufs = ws, .abuf_stride = align64(abuf_bytes(kd)),
+                .epi = epi, .epi_ctx = epi_ctx};
   c.prob[0] = (gemm_prob){out, OC, N, OC, IC, src32_or(src_of(inp, IC, 1, N, IC), inp32),
                           bpack, bias, 0};
   gemm_run(&c, pool, (long)N * OC * (IC + 1));
@@ -258,7 +285,7 @@ static rp_sgemm_wentry *kept_pack(rp_pool *pool, const rp_bf16_kdesc *kd, const 
 
 static void forward_unpacked(float *out, const uint16_t *inp, const float *inp32,
                              const uint16_t *w, const float *bias, int N, int IC, int OC,
-                             rp_pool *pool) {
+                             rp_pool *pool, rp_sgemm_rows_fn epi, void *epi_ctx) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
   rp_sgemm_wentry *kept = kept_pack(pool, kd, w, RP_WPACK_BF16_FORWARD, IC, OC);
   size_t bbytes = kept ? 0 : align64(panels_bytes(kd->fmt, OC, IC));
@@ -274,28 +301,37 @@ static void forward_unpacked(float *out, const uint16_t *inp, const float *inp32
     bpack_run(&bc, pool);
   }
   if (kept) kept->valid = 1;
-  forward_with(out, r ? r : inp, inp32, bpack, ws + bbytes, kd, bias, N, IC, OC, pool);
+  forward_with(out, r ? r : inp, inp32, bpack, ws + bbytes, kd, bias, N, IC, OC, pool, epi,
+               epi_ctx);
   ws_release();
 }
 
 void rp_matmul_bf16_forward(float *out, const uint16_t *inp, const uint16_t *w,
                             const float *bias, int N, int IC, int OC, rp_pool *pool) {
-  forward_unpacked(out, inp, NULL, w, bias, N, IC, OC, pool);
+  forward_unpacked(out, inp, NULL, w, bias, N, IC, OC, pool, NULL, NULL);
 }
 
 void rp_matmul_bf16_forward_f32in(float *out, const float *inp, const uint16_t *w,
                                   const float *bias, int N, int IC, int OC, rp_pool *pool) {
-  forward_unpacked(out, NULL, inp, w, bias, N, IC, OC, pool);
+  forward_unpacked(out, NULL, inp, w, bias, N, IC, OC, pool, NULL, NULL);
+}
+
+void rp_matmul_bf16_forward_f32in_epi(float *out, const float *inp, const uint16_t *w,
+                                      const float *bias, int N, int IC, int OC, rp_pool *pool,
+                                      rp_sgemm_rows_fn epi, void *epi_ctx) {
+  forward_unpacked(out, NULL, inp, w, bias, N, IC, OC, pool, epi, epi_ctx);
 }
 
 /* dinp_set: dinp is overwritten (the product starts from +0, as after a memset,
  * without the pass over dinp); else it accumulates. */
+/* dbias sums dout32 when given (the fp32 output gradient, whatever the kernel
+ * packs), else dout. */
 static void backward_with(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
                           const float *dout32, const char *bdinp, const char *bdw,
                           char *abufs, const rp_bf16_kdesc *kd, int N, int IC, int OC,
-                          int dinp_set, rp_pool *pool) {
+                          int dinp_set, const float *dbias_src, rp_pool *pool) {
   gemm_ctx c = {.kd = kd, .abufs = abufs, .abuf_stride = align64(abuf_bytes(kd)),
-                .dbias = dbias, .dout = dout, .N = N, .OC = OC};
+                .dbias = dbias, .dout = dout, .dout32 = dbias_src, .N = N, .OC = OC};
   if (dinp)
     c.prob[c.nprob++] =
         (gemm_prob){dinp, IC, N, IC, OC, src32_or(src_of(dout, OC, 1, N, OC), dout32), bdinp,
@@ -307,12 +343,15 @@ static void backward_with(float *dinp, float *dweight, float *dbias, const uint1
   gemm_run(&c, pool, (long)N * OC * (IC * c.nprob + 1));
 }
 
-/* dout32: the output gradient in fp32 (then dout and dbias are unused). */
+/* dout32: the output gradient in fp32 (then dout is unused and dbias sums it in
+ * fp32); inp32: the layer input in fp32, rounded while dweight's B is packed
+ * (then inp is unused). */
 static void backward_unpacked(float *dinp, float *dweight, float *dbias,
                               const uint16_t *dout, const float *dout32, const uint16_t *inp,
-                              const uint16_t *w, int N, int IC, int OC, int dinp_set,
-                              rp_pool *pool) {
+                              const float *inp32, const uint16_t *w, int N, int IC, int OC,
+                              int dinp_set, rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_active();
+  const float *dbias_src = dout32;
   rp_sgemm_wentry *kept = dinp ? kept_pack(pool, kd, w, RP_WPACK_BF16_DINP, OC, IC) : NULL;
   size_t b1 = dinp && !kept ? align64(panels_bytes(kd->fmt, IC, OC)) : 0;
   size_t b2 = dweight ? align64(panels_bytes(kd->fmt, IC, N)) : 0;
@@ -323,33 +362,40 @@ static void backward_unpacked(float *dinp, float *dweight, float *dbias,
   const uint16_t *r = round_unless_a32(kd, &dout32, (long)N * OC,
                                        (uint16_t *)(ws + b1 + b2 + abytes), pool);
   if (r) dout = r;
-  bpack_ctx bc = {.fmt = kd->fmt};
+  bpack_ctx bc = {.fmt = kd->fmt, .b32 = kd->pack_b32};
   if (dinp && (!kept || !kept->valid))
     bc.job[bc.njobs++] = (bpack_job){src_of(w, IC, 0, IC, OC), IC, wpack};
-  if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws + b1};
+  if (dweight)
+    bc.job[bc.njobs++] = (bpack_job){src32_or(src_of(inp, IC, 0, IC, N), inp32), IC, ws + b1};
   bpack_run(&bc, pool);
   if (kept) kept->valid = 1;
   backward_with(dinp, dweight, dbias, dout, dout32, wpack, ws + b1, ws + b1 + b2, kd, N, IC,
-                OC, dinp_set, pool);
+                OC, dinp_set, dbias_src, pool);
   ws_release();
 }
 
 void rp_matmul_bf16_backward(float *dinp, float *dweight, float *dbias,
                              const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                              int N, int IC, int OC, rp_pool *pool) {
-  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, w, N, IC, OC, 0, pool);
+  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, NULL, w, N, IC, OC, 0, pool);
 }
 
 void rp_matmul_bf16_backward_set(float *dinp, float *dweight, float *dbias,
                                  const uint16_t *dout, const uint16_t *inp, const uint16_t *w,
                                  int N, int IC, int OC, rp_pool *pool) {
-  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, w, N, IC, OC, 1, pool);
+  backward_unpacked(dinp, dweight, dbias, dout, NULL, inp, NULL, w, N, IC, OC, 1, pool);
 }
 
 void rp_matmul_bf16_backward_f32dout(float *dinp, float *dweight, const float *dout,
                                      const uint16_t *inp, const uint16_t *w, int N, int IC,
                                      int OC, int dinp_set, rp_pool *pool) {
-  backward_unpacked(dinp, dweight, NULL, NULL, dout, inp, w, N, IC, OC, dinp_set, pool);
+  backward_unpacked(dinp, dweight, NULL, NULL, dout, inp, NULL, w, N, IC, OC, dinp_set, pool);
+}
+
+void rp_matmul_bf16_backward_f32(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const uint16_t *w, int N, int IC, int OC,
+                                 int dinp_set, rp_pool *pool) {
+  backward_unpacked(dinp, dweight, dbias, NULL, dout, NULL, inp, w, N, IC, OC, dinp_set, pool);
 }
 
 /* ---- pre-packed weights */
@@ -386,7 +432,7 @@ void rp_matmul_bf16_forward_packed(float *out, const uint16_t *inp, const rp_bf1
                                    const float *bias, int N, rp_pool *pool) {
   const rp_bf16_kdesc *kd = rp_bf16_kdesc_for_fmt(wp->fmt);
   char *ws = ws_acquire(align64(abuf_bytes(kd)) * (size_t)pool_nth(pool));
-  forward_with(out, inp, NULL, wp->fwd, ws, kd, bias, N, wp->IC, wp->OC, pool);
+  forward_with(out, inp, NULL, wp->fwd, ws, kd, bias, N, wp->IC, wp->OC, pool, NULL, NULL);
   ws_release();
 }
 
@@ -401,6 +447,7 @@ void rp_matmul_bf16_backward_packed(float *dinp, float *dweight, float *dbias,
   bpack_ctx bc = {.fmt = kd->fmt};
   if (dweight) bc.job[bc.njobs++] = (bpack_job){src_of(inp, IC, 0, IC, N), IC, ws};
   bpack_run(&bc, pool);
-  backward_with(dinp, dweight, dbias, dout, NULL, wp->bwd, ws, ws + b2, kd, N, IC, OC, 0, pool);
+  backward_with(dinp, dweight, dbias, dout, NULL, wp->bwd, ws, ws + b2, kd, N, IC, OC, 0, NULL,
+                pool);
   ws_release();
 }

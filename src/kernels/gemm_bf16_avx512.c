@@ -135,6 +135,17 @@ T512BF static void pack_kcontig32(const rp_bf16_src *s, int r0, int nrows, long 
   }
 }
 
+/* Columns [e, e + 16) of the fp32 rows k and k+1 from lo (+0 past K and outside
+ * the lanes of m), rounded: row k's bf16 in the low half of each 32-bit lane of
+ * *wl, row k+1's in the high half of *wh. */
+T512BF AI void rowpair16(const rp_bf16_src *s, long k, const float *lo, int e, __mmask16 m,
+                         __m512i *wl, __m512i *wh) {
+  const __m256i l = k < s->K ? rp_rne512_16(lo + e, m) : _mm256_setzero_si256();
+  const __m256i h = k + 1 < s->K ? rp_rne512_16(lo + s->ld + e, m) : _mm256_setzero_si256();
+  *wl = _mm512_cvtepu16_epi32(l);
+  *wh = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+}
+
 /* Pairs from source rows k, k+1 (dweight's output gradient, A(m, k) = src[k*ld + m]):
  * both row segments rounded and interleaved 16 lanes at a time across the
  * block, then cut into the panels. At most BLOCK rows per call. */
@@ -147,18 +158,55 @@ T512BF static void pack_rowpair32(const rp_bf16_src *s, int r0, int nrows, long 
   uint32_t pairs[BLOCK + 16];
   for (long p = 0; p < kp; p++) {
     const long k = 2 * (p0 + p);
-    const float *lo = s->src32 + k * s->ld + r0, *hi = lo + s->ld;
+    const float *lo = s->src32 + k * s->ld + r0;
     for (int e = 0; e < npan * MR; e += 16) {
-      const __mmask16 m = rp_rne512_first_n(nv - e);
-      const __m256i l = k < s->K ? rp_rne512_16(lo + e, m) : _mm256_setzero_si256();
-      const __m256i h = k + 1 < s->K ? rp_rne512_16(hi + e, m) : _mm256_setzero_si256();
-      const __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(l),
-                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-      _mm512_storeu_si512(pairs + e, v);
+      __m512i wl, wh;
+      rowpair16(s, k, lo, e, rp_rne512_first_n(nv - e), &wl, &wh);
+      _mm512_storeu_si512(pairs + e, _mm512_or_si512(wl, wh));
     }
     for (int t = 0; t < npan; t++)
       memcpy(out + (long)t * kp * MR + p * MR, pairs + t * MR, MR * sizeof(uint32_t));
   }
+}
+
+/* ---- B panels from an fp32 row-pair source (dweight's layer input, B(k, j) =
+ * src[k*ld + j]): rows k and k+1 rounded 16 columns at a time and written
+ * straight into the 64-column panels, as pairs (PAIRS: [kp][64], element 2p
+ * in the low half) or widened (F32: [2*kp][64], element 2p+1 first). The bits
+ * of rounding with rp_bf16_from_f32_array and packing with rp_bf16_pack_block,
+ * without the conversion pass. */
+#define BNR RP_BF16_NR
+T512BF static void pack_b32(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int nrows, long p0,
+                            long kp, uint32_t *out) {
+  const int npan = (nrows + BNR - 1) / BNR;
+  int nv = s->rows - r0;
+  nv = nv < 0 ? 0 : nv > nrows ? nrows : nv;
+  const long pstride = kp * BNR * (fmt == RP_BF16_FMT_PAIRS ? 1 : 2);
+  for (long p = 0; p < kp; p++) {
+    const long k = 2 * (p0 + p);
+    const float *lo = s->src32 + k * s->ld + r0;
+    for (int e = 0; e < npan * BNR; e += 16) {
+      __m512i wl, wh;
+      rowpair16(s, k, lo, e, rp_rne512_first_n(nv - e), &wl, &wh);
+      uint32_t *o = out + (e / BNR) * pstride + e % BNR;
+      if (fmt == RP_BF16_FMT_PAIRS) {
+        _mm512_storeu_si512(o + p * BNR, _mm512_or_si512(wl, wh));
+      } else {
+        _mm512_storeu_si512(o + 2 * p * BNR, wh);
+        _mm512_storeu_si512(o + (2 * p + 1) * BNR, _mm512_slli_epi32(wl, 16));
+      }
+    }
+  }
+}
+
+void rp_bf16_pack_b32_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                            void *out) {
+  pack_b32(RP_BF16_FMT_PAIRS, s, r0, nrows, p0, kp, out);
+}
+
+void rp_bf16_pack_b32_f32(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                          void *out) {
+  pack_b32(RP_BF16_FMT_F32, s, r0, nrows, p0, kp, out);
 }
 
 void rp_bf16_dp_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out) {
@@ -187,6 +235,14 @@ void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, lo
 }
 void rp_bf16_dp_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out) {
   rp_fatal("rp_bf16_dp_pack_a called on a build without AVX-512");
+}
+void rp_bf16_pack_b32_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                            void *out) {
+  rp_fatal("rp_bf16_pack_b32_pairs called on a build without AVX-512");
+}
+void rp_bf16_pack_b32_f32(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                          void *out) {
+  rp_fatal("rp_bf16_pack_b32_f32 called on a build without AVX-512");
 }
 
 #endif

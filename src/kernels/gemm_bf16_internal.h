@@ -45,6 +45,9 @@ typedef struct {
   void (*begin)(void);        /* before a thread's share of a GEMM (AMX tile config) */
   void (*end)(void);          /* after it (AMX tile release) */
   int a32;                    /* pack_a reads fp32 sources (rp_bf16_src.src32) */
+  /* B panels (RP_BF16_NR wide, kp pairs) of an fp32 row-pair source, rounded as
+   * packed; NULL: rp_bf16_pack_block rounds them (plain C) */
+  rp_bf16_pack_a_fn pack_b32;
 } rp_bf16_kdesc;
 
 /* fp32 bits -> bf16, round to nearest even; NaN stays a quiet NaN (the rule of
@@ -92,6 +95,12 @@ void rp_bf16_ukr_avx512_bf16(long kp, const void *a, const void *b, float *c, lo
 /* The vdpbf16ps kernel's A packer: fp32 sources (src32) rounded as packed, bf16
  * ones through rp_bf16_pack_block. */
 void rp_bf16_dp_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp, void *out);
+/* pack_b32 of the AVX-512 kernels: PAIRS panels (vdpbf16ps, AMX) and F32 ones
+ * (the FMA kernel) */
+void rp_bf16_pack_b32_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                            void *out);
+void rp_bf16_pack_b32_f32(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                          void *out);
 #define RP_BF16_MR_FMA 6
 #define RP_BF16_MR_DP 6
 

@@ -65,14 +65,28 @@ static void pack_kcontig(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int widt
   }
 }
 
+/* Row k's segment [r0, r0 + n) of a row-pair source as bf16, or NULL past K: in
+ * place, or an fp32 source's rounded (RNE, as rp_bf16_from_f32_array) into tmp,
+ * so that dweight's activations need no conversion pass of their own. */
+static const uint16_t *rowpair_seg(const rp_bf16_src *s, long k, int r0, int n,
+                                   uint16_t *restrict tmp) {
+  if (k >= s->K) return NULL;
+  if (!s->src32) return s->src + k * s->ld + r0;
+  const uint32_t *restrict x = (const uint32_t *)(const void *)(s->src32 + k * s->ld + r0);
+  for (int r = 0; r < n; r++) tmp[r] = rp_bf16_rne_bits(x[r]);
+  return tmp;
+}
+
 /* Operands whose pairs come from two rows k, k+1 (weights in dinp, activations
  * and dout in dweight): interleave two contiguous row segments. */
 static void pack_rowpair(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int width, int rv,
                          long p0, long kp, void *out) {
+  uint16_t tlo[RP_BF16_BLOCK_MAX], thi[RP_BF16_BLOCK_MAX];
+  RP_CHECK(!s->src32 || rv <= RP_BF16_BLOCK_MAX);
   for (long p = 0; p < kp; p++) {
     long k = 2 * (p0 + p);
-    const uint16_t *lo = k < s->K ? s->src + k * s->ld + r0 : NULL;
-    const uint16_t *hi = k + 1 < s->K ? s->src + (k + 1) * s->ld + r0 : NULL;
+    const uint16_t *lo = rowpair_seg(s, k, r0, rv, tlo);
+    const uint16_t *hi = rowpair_seg(s, k + 1, r0, rv, thi);
     int w = 0;
     if (fmt == RP_BF16_FMT_PAIRS) {
       uint32_t *restrict o = (uint32_t *)out + p * width;
@@ -96,6 +110,8 @@ void rp_bf16_pack_panel(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int width
                         long kp, void *out) {
   int rv = s->rows - r0;
   rv = rv < 0 ? 0 : rv > width ? width : rv;
+  /* fp32 sources: row pairs here, k-contiguous rows only in the a32 kernels' packers */
+  RP_CHECK(!s->src32 || !s->kcontig);
   if (s->kcontig) pack_kcontig(fmt, s, r0, width, rv, p0, kp, out);
   else pack_rowpair(fmt, s, r0, width, rv, p0, kp, out);
 }
@@ -109,11 +125,14 @@ rowpair_block(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int nv, int npan, i
               long p0, long kp, long pbytes, void *out) {
   static const uint16_t zeros[BLOCK_MAX] = {0};
   uint32_t bh[BLOCK_MAX], bl[BLOCK_MAX]; /* fp32 bits (F32) or pairs (PAIRS in bh) */
+  uint16_t tlo[BLOCK_MAX], thi[BLOCK_MAX];
   for (int r = nv; r < npan * width; r++) bh[r] = bl[r] = 0;
   for (long p = 0; p < kp; p++) {
     long k = 2 * (p0 + p);
-    const uint16_t *restrict lo = k < s->K ? s->src + k * s->ld + r0 : zeros;
-    const uint16_t *restrict hi = k + 1 < s->K ? s->src + (k + 1) * s->ld + r0 : zeros;
+    const uint16_t *restrict lo = rowpair_seg(s, k, r0, nv, tlo);
+    const uint16_t *restrict hi = rowpair_seg(s, k + 1, r0, nv, thi);
+    if (!lo) lo = zeros;
+    if (!hi) hi = zeros;
     if (fmt == RP_BF16_FMT_PAIRS) {
       for (int r = 0; r < nv; r++) bh[r] = (uint32_t)hi[r] << 16 | lo[r];
       for (int t = 0; t < npan; t++)

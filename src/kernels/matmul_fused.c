@@ -14,6 +14,7 @@
  */
 #include "fused_internal.h"
 #include "kern_util.h"
+#include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_util.h"
@@ -65,5 +66,16 @@ void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const flo
   fused_ctx c = {.pre = pre, .post = post, .inp = inp, .weight = weight, .bias = bias, .N = N,
                  .IC = IC, .OC = OC, .timed = epilogue_s != NULL};
   rp_pool_run(pool, fwd_gelu_task, &c);
+  if (epilogue_s) *epilogue_s = c.epi_s;
+}
+
+/* The bf16 GEMM (fp32 input rounded as it is packed, bf16 weight) with the same
+ * GELU epilogue on each thread's finished rows: bitwise
+ * rp_matmul_bf16_forward_f32in followed by rp_gelu_forward. */
+void rp_matmul_bf16_forward_gelu(float *pre, float *post, const float *inp, const uint16_t *w16,
+                                 const float *bias, int N, int IC, int OC, rp_pool *pool,
+                                 double *epilogue_s) {
+  fused_ctx c = {.pre = pre, .post = post, .OC = OC, .timed = epilogue_s != NULL};
+  rp_matmul_bf16_forward_f32in_epi(pre, inp, w16, bias, N, IC, OC, pool, gelu_rows, &c);
   if (epilogue_s) *epilogue_s = c.epi_s;
 }

@@ -1,6 +1,6 @@
-/* The MLP's fc GEMM + GELU as one fused kernel (rp_matmul_forward_gelu),
- * bitwise equal to the two calls it replaces. bf16 runs keep the two calls:
- * their matmul is the bf16 GEMM, which has no GELU epilogue.
+/* The MLP's fc GEMM + GELU as one fused kernel (rp_matmul_forward_gelu, or
+ * rp_matmul_bf16_forward_gelu when the weight has a bf16 copy), bitwise equal
+ * to the two calls it replaces.
  *
  * Profiled, the fused call is split into its GEMM and its GELU share by the
  * epilogue time the kernel measures on the calling thread, so the step
@@ -18,16 +18,10 @@ static void prof_split(rp_prof_id gemm, rp_prof_id epilogue, double t0, double e
 
 void rp_mm_forward_gelu(float *pre, float *post, const float *inp, const float *w,
                         const float *bias, int N, int IC, int OC, const rp_exec *x) {
-  if (x->bf16) {
-    RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(pre, inp, w, bias, N, IC, OC, x));
-    RP_PROF(RP_PROF_FWD_GELU, rp_gelu_forward(post, pre, (long)N * OC, x->pool));
-    return;
-  }
-  if (!rp_prof_enabled) {
-    rp_matmul_forward_gelu(pre, post, inp, w, bias, N, IC, OC, x->pool, NULL);
-    return;
-  }
-  double t0 = rp_now(), epi_s = 0.0;
-  rp_matmul_forward_gelu(pre, post, inp, w, bias, N, IC, OC, x->pool, &epi_s);
-  prof_split(RP_PROF_FWD_MATMUL, RP_PROF_FWD_GELU, t0, epi_s);
+  const uint16_t *w16 = rp_mm_bf16_weight(x, w);
+  double t0 = rp_prof_enabled ? rp_now() : 0.0, epi_s = 0.0;
+  double *timed = rp_prof_enabled ? &epi_s : NULL;
+  if (w16) rp_matmul_bf16_forward_gelu(pre, post, inp, w16, bias, N, IC, OC, x->pool, timed);
+  else rp_matmul_forward_gelu(pre, post, inp, w, bias, N, IC, OC, x->pool, timed);
+  if (timed) prof_split(RP_PROF_FWD_MATMUL, RP_PROF_FWD_GELU, t0, epi_s);
 }

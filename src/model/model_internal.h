@@ -25,6 +25,9 @@ void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const 
                     const float *w, int N, int IC, int OC, const rp_exec *x);
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x);
+/* The bf16 copy of weight w in x's precision context, or NULL (fp32 run, or w
+ * outside its chunks). */
+const uint16_t *rp_mm_bf16_weight(const rp_exec *x, const float *w);
 /* The MLP's fc matmul with its GELU fused in (mlp_fused.c): pre = inp @ w^T +
  * bias, post = gelu(pre), bitwise the two calls it replaces; timed into the
  * step profile by itself (GEMM and GELU apart). */

@@ -20,11 +20,8 @@ static const uint16_t *bf16_weight(const rp_bf16_ctx *ctx, const float *w) {
   return NULL;
 }
 
-static uint16_t *to_bf16(const rp_bf16_ctx *ctx, uint16_t *dst, const float *src, long n,
-                         rp_pool *pool) {
-  RP_CHECK((size_t)n <= ctx->scratch_floats);
-  rp_bf16_from_f32_array(dst, src, n, pool);
-  return dst;
+const uint16_t *rp_mm_bf16_weight(const rp_exec *x, const float *w) {
+  return bf16_weight(x->bf16, w);
 }
 
 void rp_mm_forward(float *out, const float *inp, const float *w, const float *bias, int N,
@@ -59,29 +56,25 @@ void rp_mm_forward_residual(float *out, const float *inp, const float *w, const 
 /* The bf16 backward of a weight in the context (w16): dinp accumulates, or is
  * overwritten when dinp_set (no memset pass: the GEMM starts from +0). */
 static void bf16_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                          const float *w, const uint16_t *w16, int N, int IC, int OC,
-                          int dinp_set, const rp_exec *x) {
-  const rp_bf16_ctx *ctx = x->bf16;
-  rp_pool *pool = x->pool;
-  /* dout is rounded to bf16 inside the GEMM; inp, dweight's B operand, here */
-  uint16_t *i16 = dw ? to_bf16(ctx, ctx->scratch_b, inp, (long)N * IC, pool) : ctx->scratch_b;
-  rp_matmul_bf16_backward_f32dout(dinp, dw, dout, i16, w16, N, IC, OC, dinp_set, pool);
-  /* the bias gradient is a plain fp32 row sum of the fp32 output gradient */
-  if (db) rp_matmul_backward(NULL, NULL, db, dout, inp, w, N, IC, OC, pool);
+                          const uint16_t *w16, int N, int IC, int OC, int dinp_set,
+                          const rp_exec *x) {
+  /* dout and inp are rounded to bf16 inside the GEMM (as they are packed); the
+   * bias gradient is the plain fp32 column sum of the fp32 output gradient */
+  rp_matmul_bf16_backward_f32(dinp, dw, db, dout, inp, w16, N, IC, OC, dinp_set, x->pool);
 }
 
 void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                     const float *w, int N, int IC, int OC, const rp_exec *x) {
   const uint16_t *w16 = bf16_weight(x->bf16, w);
   if (!w16) rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
-  else bf16_backward(dinp, dw, db, dout, inp, w, w16, N, IC, OC, 0, x);
+  else bf16_backward(dinp, dw, db, dout, inp, w16, N, IC, OC, 0, x);
 }
 
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x) {
   const uint16_t *w16 = bf16_weight(x->bf16, w);
   if (!w16) rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
-  else bf16_backward(dinp, dw, db, dout, inp, w, w16, N, IC, OC, 1, x);
+  else bf16_backward(dinp, dw, db, dout, inp, w16, N, IC, OC, 1, x);
 }
 
 rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B, int T) {
@@ -101,9 +94,8 @@ rp_status rp_bf16_ctx_init(rp_bf16_ctx *c, rp_chunk *const *chunks, int n, int B
   }
   c->n = n;
   c->scratch_floats = rows * widest;
-  c->scratch_b = rp_alloc(c->scratch_floats * sizeof(uint16_t), RP_MEM_WORKSPACE);
   c->scratch_f = rp_alloc(c->scratch_floats * sizeof(float), RP_MEM_WORKSPACE);
-  if (!c->scratch_b || !c->scratch_f) return RP_ENOMEM;
+  if (!c->scratch_f) return RP_ENOMEM;
   return RP_OK;
 }
 
@@ -118,7 +110,6 @@ void rp_bf16_ctx_refresh(rp_bf16_ctx *c, int stochastic, uint64_t seed, rp_pool 
 
 void rp_bf16_ctx_free(rp_bf16_ctx *c) {
   for (int i = 0; i < c->n; i++) rp_free(c->base16[i]);
-  rp_free(c->scratch_b);
   rp_free(c->scratch_f);
   memset(c, 0, sizeof *c);
 }

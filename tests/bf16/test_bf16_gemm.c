@@ -169,10 +169,12 @@ static void test_backward_set_equals_memset(void **state) {
 }
 
 /* fp32 activations rounded inside the GEMM (while packing, on AMX) give the bits
- * of rounding them first with rp_bf16_from_f32_array: forward with bias, and
- * backward with dinp set and accumulated, on shapes crossing the packers' edges
- * (odd K, K past a kc block, rows past a 32-row panel). Values include halfway
- * cases, where RNE must round to even, and a NaN. */
+ * of rounding them first with rp_bf16_from_f32_array: forward with bias (and
+ * with the fused GELU epilogue), and backward with dinp set and accumulated,
+ * with only dout or also dweight's inp in fp32 (then dbias is the fp32 column
+ * sum of the oracle), on shapes crossing the packers' edges (odd K, K past a kc
+ * block, rows past a 32-row panel, columns past a 64-column B panel). Values
+ * include halfway cases, where RNE must round to even, and a NaN. */
 static void test_f32_operands_equal_rounded(void **state) {
   (void)state;
   rp_pool *p2 = bt_pool(2);
@@ -186,6 +188,8 @@ static void test_f32_operands_equal_rounded(void **state) {
     uint16_t *inp16 = bt_halves(ni), *w = bt_halves(nw), *dout16 = bt_halves(no);
     float *want[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
     float *got[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
+    float *gpost = bt_floats(no), *wpost = bt_floats(no), *gdb = bt_floats(s->OC),
+          *wdb = bt_floats(s->OC);
     bt_fill(inp, ni, &rng, -2, 2);
     bt_fill(dout, no, &rng, -1e-2f, 1e-2f);
     bt_fill(bias, s->OC, &rng, -1, 1);
@@ -209,6 +213,22 @@ static void test_f32_operands_equal_rounded(void **state) {
                                         set, p2);
         assert_true(check_equal("dinp_f32dout", kn, 2, s, got[1], want[1], ni));
         assert_true(check_equal("dweight_f32dout", kn, 2, s, got[2], want[2], nw));
+        fill_const(got[1], ni, set ? NANF_BITS_FILL : 0.5f), fill_const(got[2], nw, 0.25f);
+        fill_const(gdb, s->OC, 0.0f), fill_const(wdb, s->OC, 0.0f);
+        rp_matmul_bf16_backward_f32(got[1], got[2], gdb, dout, inp, w, s->N, s->IC, s->OC, set,
+                                    p2);
+        rp_matmul_backward_ref(NULL, NULL, wdb, dout, NULL, NULL, s->N, s->IC, s->OC);
+        assert_true(check_equal("dinp_f32", kn, 2, s, got[1], want[1], ni));
+        assert_true(check_equal("dweight_f32", kn, 2, s, got[2], want[2], nw));
+        assert_true(check_equal("dbias_f32", kn, 2, s, gdb, wdb, s->OC));
+        /* the fused GELU: the same pre-activation, and gelu of it */
+        double epi_s = -1.0;
+        rp_matmul_bf16_forward_gelu(got[0], gpost, inp, w, bias, s->N, s->IC, s->OC, p2,
+                                    set ? &epi_s : NULL);
+        rp_gelu_forward(wpost, want[0], no, NULL);
+        assert_true(check_equal("forward_gelu pre", kn, 2, s, got[0], want[0], no));
+        assert_true(check_equal("forward_gelu post", kn, 2, s, gpost, wpost, no));
+        if (set) assert_true(epi_s >= 0.0);
       }
     bt_kernel_reset();
     /* a NaN in the activations stays a NaN in the products */
@@ -217,6 +237,7 @@ static void test_f32_operands_equal_rounded(void **state) {
     for (int o = 0; o < s->OC; o++) assert_true(isnan(got[0][o]));
     for (int q = 0; q < 3; q++) free(want[q]), free(got[q]);
     free(inp), free(dout), free(bias), free(inp16), free(w), free(dout16);
+    free(gpost), free(wpost), free(gdb), free(wdb);
   }
   rp_pool_destroy(p2);
 }
