@@ -218,12 +218,46 @@ typedef struct {
   int split_cols; /* threads take column panels (all rows) instead of row tiles */
 } gemm_prob;
 
+/* A block of a source (rows [r0, r0 + rows) by k [k0, k0 + kc)) whose lines are
+ * fetched into L2 while the tiles of the block before it run, so that its pack
+ * reads L2 instead of waiting on L3 or memory for each line (the activations a
+ * GEMM packs were written long before, or by another thread). */
+typedef struct {
+  const sg_src *s;
+  long r0, rows, k0, kc;
+} pf_block;
+
+static pf_block pf_none(void) { return (pf_block){NULL, 0, 0, 0, 0}; }
+
+static pf_block pf_of(const sg_src *s, long r0, long rows, long k0, long kc) {
+  rows = RP_MIN(rows, (long)s->rows - r0);
+  kc = RP_MIN(kc, (long)s->K - k0);
+  return (pf_block){rows > 0 && kc > 0 ? s : NULL, r0, rows, k0, kc};
+}
+
+/* The part-th of nparts slices of b's lines (a kcontig source has one run of
+ * lines per row, the other kind one per k). */
+static void pf_part(const pf_block *b, long part, long nparts) {
+  if (!b->s) return;
+  const sg_src *s = b->s;
+  const long outer = s->kcontig ? b->rows : b->kc, run = s->kcontig ? b->kc : b->rows;
+  const long lo = outer * part / nparts, hi = outer * (part + 1) / nparts;
+  for (long o = lo; o < hi; o++) {
+    const float *p = s->kcontig ? s->p + (b->r0 + o) * s->ld + b->k0
+                                : s->p + (b->k0 + o) * s->ld + b->r0;
+    for (long f = 0; f < run; f += 16) __builtin_prefetch(p + f, 0, 2);
+    __builtin_prefetch(p + run - 1, 0, 2);
+  }
+}
+
 /* C[m0:m1, panels p0:p1) over the k block [pc, pc + kcb), with B panel jr at
  * bp(jr) (kcb x nr): A packed per mc rows, each B micro-panel reused by the
- * block's tiles. */
+ * block's tiles. While a block of rows runs, the next one's A source is
+ * prefetched, and during the last one the blocks in next[] (those of the
+ * call after this one). */
 static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, long m0,
                         long m1, long p0, long p1, long pc, long kcb, const float *bbase,
-                        long bstride) {
+                        long bstride, const pf_block next[2]) {
   const int MR = kd->mr, NR = kd->nr;
   for (long ic = m0; ic < m1; ic += kd->mc) {
     const long mcb = RP_MIN((long)kd->mc, m1 - ic), ntile = (mcb + MR - 1) / MR;
@@ -236,7 +270,15 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
     } else {
       pack_panels(kd, &g->a, (int)ic, (int)ntile, MR, pc, kcb, abuf);
     }
+    const int last = ic + kd->mc >= m1;
+    const pf_block pa = last || g->apack ? pf_none() : pf_of(&g->a, ic + kd->mc, kd->mc, pc, kcb);
     for (long jr = p0; jr < p1; jr++) {
+      if (last) {
+        pf_part(&next[0], jr - p0, p1 - p0);
+        pf_part(&next[1], jr - p0, p1 - p0);
+      } else {
+        pf_part(&pa, jr - p0, p1 - p0);
+      }
       const float *bp = bbase + (jr - p0) * bstride;
       const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
       /* the first k block adds the bias and the residual (or C itself when
@@ -245,6 +287,13 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       const float *add = pc > 0 || g->load_c ? g->c : pc == 0 ? g->resid : NULL;
       for (long t = 0; t < ntile; t++) {
         const long off = (ic + t * MR) * g->ldc + jr * NR;
+        if (pc == 0 && !g->load_c && t + 1 < ntile) {
+          /* the next tile's C lines, written cold by this first k block */
+          const float *nc = g->c + off + MR * g->ldc;
+          const int rows = (int)RP_MIN((long)MR, mcb - (t + 1) * MR);
+          for (int r = 0; r < rows; r++)
+            for (int f = 0; f < nr; f += 16) __builtin_prefetch(nc + r * g->ldc + f, 1, 3);
+        }
         kd->ukr(kcb, ap + t * astride, bp, g->c + off, g->ldc,
                 (int)RP_MIN((long)MR, mcb - t * MR), nr, init, add ? add + off : NULL);
       }
@@ -261,9 +310,15 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
      * all its k blocks add to it, and the shared B is read once per block */
     for (long ic = m0; ic < m1; ic += kd->mc) {
       const long ic1 = RP_MIN(ic + kd->mc, m1);
-      for (long pc = 0; pc < g->K; pc += kb)
+      for (long pc = 0; pc < g->K; pc += kb) {
+        /* the A block after this one: the next k block, or the next rows' first */
+        const long npc = pc + kb < g->K ? pc + kb : 0, nic = npc ? ic : ic1;
+        pf_block next[2] = {g->apack || nic >= m1 ? pf_none()
+                                                  : pf_of(&g->a, nic, RP_MIN(kd->mc, m1 - nic), npc, kb),
+                            pf_none()};
         block_tiles(g, kd, abuf, ic, ic1, p0, p1, pc, RP_MIN(kb, (long)g->K - pc),
-                    g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR);
+                    g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR, next);
+      }
     }
     return;
   }
@@ -273,8 +328,13 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
     const long q1 = RP_MIN(q0 + NC_PANELS, p1);
     for (long pc = 0; pc < g->K; pc += kb) {
       const long kcb = RP_MIN(kb, (long)g->K - pc);
+      /* the blocks of the next call: its B block and its first A block */
+      const long npc = pc + kb < g->K ? pc + kb : 0, nq0 = npc ? q0 : q1;
+      pf_block next[2] = {nq0 >= p1 ? pf_none()
+                                    : pf_of(&g->b, nq0 * NR, RP_MIN((long)NC_PANELS, p1 - nq0) * NR, npc, kb),
+                          g->apack || (nq0 >= p1) ? pf_none() : pf_of(&g->a, m0, RP_MIN(kd->mc, m1 - m0), npc, kb)};
       pack_panels(kd, &g->b, (int)(q0 * NR), (int)(q1 - q0), NR, pc, kcb, bbuf);
-      block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR);
+      block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR, next);
     }
   }
 }
