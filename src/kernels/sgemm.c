@@ -313,8 +313,8 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       for (long pc = 0; pc < g->K; pc += kb) {
         /* the A block after this one: the next k block, or the next rows' first */
         const long npc = pc + kb < g->K ? pc + kb : 0, nic = npc ? ic : ic1;
-        pf_block next[2] = {g->apack || nic >= m1 ? pf_none()
-                                                  : pf_of(&g->a, nic, RP_MIN(kd->mc, m1 - nic), npc, kb),
+        const long nrows = RP_MIN(kd->mc, m1 - nic);
+        pf_block next[2] = {g->apack || nic >= m1 ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb),
                             pf_none()};
         block_tiles(g, kd, abuf, ic, ic1, p0, p1, pc, RP_MIN(kb, (long)g->K - pc),
                     g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR, next);
@@ -330,9 +330,12 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       const long kcb = RP_MIN(kb, (long)g->K - pc);
       /* the blocks of the next call: its B block and its first A block */
       const long npc = pc + kb < g->K ? pc + kb : 0, nq0 = npc ? q0 : q1;
-      pf_block next[2] = {nq0 >= p1 ? pf_none()
-                                    : pf_of(&g->b, nq0 * NR, RP_MIN((long)NC_PANELS, p1 - nq0) * NR, npc, kb),
-                          g->apack || (nq0 >= p1) ? pf_none() : pf_of(&g->a, m0, RP_MIN(kd->mc, m1 - m0), npc, kb)};
+      const long ncols = RP_MIN((long)NC_PANELS, p1 - nq0) * NR, nrows = RP_MIN(kd->mc, m1 - m0);
+      pf_block next[2] = {pf_none(), pf_none()};
+      if (nq0 < p1) {
+        next[0] = pf_of(&g->b, nq0 * NR, ncols, npc, kb);
+        if (!g->apack) next[1] = pf_of(&g->a, m0, nrows, npc, kb);
+      }
       pack_panels(kd, &g->b, (int)(q0 * NR), (int)(q1 - q0), NR, pc, kcb, bbuf);
       block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR, next);
     }
