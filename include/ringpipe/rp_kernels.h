@@ -126,6 +126,13 @@ void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const flo
 void rp_matmul_bf16_forward_gelu(float *pre, float *post, const float *inp, const uint16_t *w16,
                                  const float *bias, int N, int IC, int OC, rp_pool *pool,
                                  double *epilogue_s);
+/* out = inp @ w16^T + bias + resid with the bf16 GEMM, the residual added by
+ * each pool thread to the rows it has just computed; prod receives the product
+ * (pass out itself, or scratch when out aliases resid). Bitwise
+ * rp_matmul_bf16_forward_f32in into prod followed by out = prod + resid. */
+void rp_matmul_bf16_forward_residual(float *out, float *prod, const float *inp,
+                                     const uint16_t *w16, const float *bias, const float *resid,
+                                     int N, int IC, int OC, rp_pool *pool);
 
 /* ---- residual: out = a + b; backward is da += dout, db += dout */
 void rp_residual_forward(float *out, const float *a, const float *b, long n, rp_pool *pool);

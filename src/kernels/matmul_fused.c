@@ -79,3 +79,29 @@ void rp_matmul_bf16_forward_gelu(float *pre, float *post, const float *inp, cons
   rp_matmul_bf16_forward_f32in_epi(pre, inp, w16, bias, N, IC, OC, pool, gelu_rows, &c);
   if (epilogue_s) *epilogue_s = c.epi_s;
 }
+
+typedef struct {
+  float *out;
+  const float *prod, *resid;
+  int OC;
+} resid_ctx;
+
+/* out = prod + resid on rows [lo, hi), which this thread has just computed */
+static void resid_rows(void *vctx, long lo, long hi, int ith) {
+  (void)ith;
+  const resid_ctx *c = vctx;
+  float *restrict out = c->out;
+  const float *prod = c->prod, *resid = c->resid;
+  for (long i = lo * c->OC; i < hi * c->OC; i++) out[i] = prod[i] + resid[i];
+}
+
+/* The bf16 GEMM into prod (out itself, or scratch when out aliases resid), then
+ * out = prod + resid on each thread's finished rows: bitwise
+ * rp_matmul_bf16_forward_f32in followed by rp_add_inplace, one pass and one
+ * dispatch less. */
+void rp_matmul_bf16_forward_residual(float *out, float *prod, const float *inp,
+                                     const uint16_t *w16, const float *bias, const float *resid,
+                                     int N, int IC, int OC, rp_pool *pool) {
+  resid_ctx c = {.out = out, .prod = prod, .resid = resid, .OC = OC};
+  rp_matmul_bf16_forward_f32in_epi(prod, inp, w16, bias, N, IC, OC, pool, resid_rows, &c);
+}

@@ -38,19 +38,16 @@ void rp_mm_forward(float *out, const float *inp, const float *w, const float *bi
 
 void rp_mm_forward_residual(float *out, const float *inp, const float *w, const float *bias,
                             const float *resid, int N, int IC, int OC, const rp_exec *x) {
-  if (!bf16_weight(x->bf16, w)) {
+  const uint16_t *w16 = bf16_weight(x->bf16, w);
+  if (!w16) {
     rp_matmul_forward_residual(out, inp, w, bias, resid, N, IC, OC, x->pool);
     return;
   }
-  /* out may alias resid: add the residual after the product, element by element */
-  if (out == resid) {
-    float *tmp = x->bf16->scratch_f;
-    rp_mm_forward(tmp, inp, w, bias, N, IC, OC, x);
-    rp_add_inplace(out, tmp, (long)N * OC, x->pool);
-  } else {
-    rp_mm_forward(out, inp, w, bias, N, IC, OC, x);
-    rp_add_inplace(out, resid, (long)N * OC, x->pool);
-  }
+  /* the residual is added to each thread's rows after the product; when out
+   * aliases resid, the product goes to scratch first */
+  float *prod = out == resid ? x->bf16->scratch_f : out;
+  RP_CHECK(out != resid || (size_t)N * OC <= x->bf16->scratch_floats);
+  rp_matmul_bf16_forward_residual(out, prod, inp, w16, bias, resid, N, IC, OC, x->pool);
 }
 
 /* The bf16 backward of a weight in the context (w16): dinp accumulates, or is

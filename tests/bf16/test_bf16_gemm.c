@@ -169,9 +169,10 @@ static void test_backward_set_equals_memset(void **state) {
 }
 
 /* fp32 activations rounded inside the GEMM (while packing, on AMX) give the bits
- * of rounding them first with rp_bf16_from_f32_array: forward with bias (and
- * with the fused GELU epilogue), and backward with dinp set and accumulated,
- * with only dout or also dweight's inp in fp32 (then dbias is the fp32 column
+ * of rounding them first with rp_bf16_from_f32_array: forward with bias (also
+ * with the fused GELU epilogue, and with the residual added by an epilogue, out
+ * of place and in place), and backward with dinp set and accumulated, with only
+ * dout or also dweight's inp in fp32 (then dbias is the fp32 column
  * sum of the oracle), on shapes crossing the packers' edges (odd K, K past a kc
  * block, rows past a 32-row panel, columns past a 64-column B panel). Values
  * include halfway cases, where RNE must round to even, and a NaN. */
@@ -229,6 +230,16 @@ static void test_f32_operands_equal_rounded(void **state) {
         assert_true(check_equal("forward_gelu pre", kn, 2, s, got[0], want[0], no));
         assert_true(check_equal("forward_gelu post", kn, 2, s, gpost, wpost, no));
         if (set) assert_true(epi_s >= 0.0);
+        /* the fused residual, into a separate output and onto the residual itself
+         * (gpost holds the product there) */
+        for (long i = 0; i < no; i++) wpost[i] = want[0][i] + dout[i];
+        rp_matmul_bf16_forward_residual(got[0], got[0], inp, w, bias, dout, s->N, s->IC, s->OC,
+                                        p2);
+        assert_true(check_equal("forward_residual", kn, 2, s, got[0], wpost, no));
+        memcpy(got[0], dout, sizeof(float) * (size_t)no);
+        rp_matmul_bf16_forward_residual(got[0], gpost, inp, w, bias, got[0], s->N, s->IC, s->OC,
+                                        p2);
+        assert_true(check_equal("forward_residual in place", kn, 2, s, got[0], wpost, no));
       }
     bt_kernel_reset();
     /* a NaN in the activations stays a NaN in the products */
