@@ -32,7 +32,7 @@ void rp_mm_forward(float *out, const float *inp, const float *w, const float *bi
     rp_matmul_forward(out, inp, w, bias, N, IC, OC, x->pool);
     return;
   }
-  /* inp is rounded to bf16 inside (while packing, on AMX) */
+  /* inp is rounded to bf16 inside (as it is packed, by the AMX and vdpbf16ps kernels) */
   rp_matmul_bf16_forward_f32in(out, inp, w16, bias, N, IC, OC, x->pool);
 }
 
