@@ -25,4 +25,7 @@ void rp_matmul_dbias_cols(float *dbias, const float *dout, long lo, long hi, int
 /* y[0:n) = gelu(x[0:n)) */
 void rp_gelu_forward_span(float *y, const float *x, long n);
 
+/* out[0:n) = a[0:n) + b[0:n), as rp_residual_forward (out may be a or b) */
+void rp_residual_forward_span(float *out, const float *a, const float *b, long n);
+
 #endif

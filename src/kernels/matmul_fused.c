@@ -90,9 +90,8 @@ typedef struct {
 static void resid_rows(void *vctx, long lo, long hi, int ith) {
   (void)ith;
   const resid_ctx *c = vctx;
-  float *restrict out = c->out;
-  const float *prod = c->prod, *resid = c->resid;
-  for (long i = lo * c->OC; i < hi * c->OC; i++) out[i] = prod[i] + resid[i];
+  const long o = lo * c->OC;
+  rp_residual_forward_span(c->out + o, c->prod + o, c->resid + o, (hi - lo) * c->OC);
 }
 
 /* The bf16 GEMM into prod (out itself, or scratch when out aliases resid), then

@@ -1,6 +1,7 @@
 /* Residual add, in-place accumulate and zero fill, elementwise over n values. The
  * residual backward needs no kernel of its own: da += dout and db += dout are two
  * rp_add_inplace calls (or none, when the gradient is the caller's own buffer). */
+#include "fused_internal.h"
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
 
@@ -10,14 +11,16 @@ typedef struct {
   long n;
 } res_ctx;
 
+/* out may be a or b itself (elementwise, so that is well defined): no restrict */
+void rp_residual_forward_span(float *out, const float *a, const float *b, long n) {
+  for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
 static void res_fwd_task(void *vctx, int ith, int nth) {
   const res_ctx *c = vctx;
   long lo, hi;
   rp_split(c->n, ith, nth, &lo, &hi);
-  float *restrict o = c->out;
-  const float *restrict a = c->a;
-  const float *restrict b = c->b;
-  for (long i = lo; i < hi; i++) o[i] = a[i] + b[i];
+  if (hi > lo) rp_residual_forward_span(c->out + lo, c->a + lo, c->b + lo, hi - lo);
 }
 
 void rp_residual_forward(float *out, const float *a, const float *b, long n, rp_pool *pool) {

@@ -270,15 +270,16 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
     } else {
       pack_panels(kd, &g->a, (int)ic, (int)ntile, MR, pc, kcb, abuf);
     }
-    const int last = ic + kd->mc >= m1;
-    const pf_block pa = last || g->apack ? pf_none() : pf_of(&g->a, ic + kd->mc, kd->mc, pc, kcb);
+    /* what to fetch while these rows run: the next rows' A, or after the last
+     * rows the next call's blocks */
+    pf_block pf[2] = {next[0], next[1]};
+    if (ic + kd->mc < m1) {
+      pf[0] = g->apack ? pf_none() : pf_of(&g->a, ic + kd->mc, kd->mc, pc, kcb);
+      pf[1] = pf_none();
+    }
     for (long jr = p0; jr < p1; jr++) {
-      if (last) {
-        pf_part(&next[0], jr - p0, p1 - p0);
-        pf_part(&next[1], jr - p0, p1 - p0);
-      } else {
-        pf_part(&pa, jr - p0, p1 - p0);
-      }
+      pf_part(&pf[0], jr - p0, p1 - p0);
+      pf_part(&pf[1], jr - p0, p1 - p0);
       const float *bp = bbase + (jr - p0) * bstride;
       const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
       /* the first k block adds the bias and the residual (or C itself when
@@ -313,9 +314,9 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       for (long pc = 0; pc < g->K; pc += kb) {
         /* the A block after this one: the next k block, or the next rows' first */
         const long npc = pc + kb < g->K ? pc + kb : 0, nic = npc ? ic : ic1;
+        /* none past the thread's rows: pf_of takes rows <= 0 as nothing */
         const long nrows = RP_MIN(kd->mc, m1 - nic);
-        pf_block next[2] = {g->apack || nic >= m1 ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb),
-                            pf_none()};
+        pf_block next[2] = {g->apack ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb), pf_none()};
         block_tiles(g, kd, abuf, ic, ic1, p0, p1, pc, RP_MIN(kb, (long)g->K - pc),
                     g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR, next);
       }
