@@ -59,26 +59,48 @@ static inline void rp_kern_split_cols(long n, int ith, int nth, long *lo, long *
 #define RP_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
 
+/* Sixteen floats as one GNU C vector (GCC and clang). The partial-sum loops
+ * keep their 16 accumulators in one of these instead of a float[16]: the same
+ * operations lane for lane, so the same bits, but GCC 12 kept such an array in
+ * memory or took it apart with shuffles inside bigger loops (LayerNorm's
+ * backward spent ~1500 cycles on a 384-float row). The compiler lowers the
+ * vector to what the target has (one zmm, two ymm, four xmm). Vectors are
+ * passed by pointer, never by value: a 64-byte vector argument changes the ABI
+ * between AVX-512 and other targets (-Wpsabi). */
+typedef float rp_v16 __attribute__((vector_size(64)));
+#define RP_V16_LOAD(v, p) memcpy(&(v), (p), sizeof(rp_v16))
+#define RP_V16_STORE(p, v) memcpy((p), &(v), sizeof(rp_v16))
+
+/* v[0] + v[1] + ... + v[15], in that order */
+static inline float rp_v16_sum(const rp_v16 *v) {
+  float s = 0.0f;
+  for (int j = 0; j < RP_KERN_LANES; j++) s += (*v)[j];
+  return s;
+}
+
 /* sum of x[0..n) with 16 independent partial sums (vectorizes; fixed order). */
 static inline float rp_kern_sum(const float *restrict x, long n) {
-  float acc[RP_KERN_LANES] = {0};
+  rp_v16 acc = {0}, xv;
   long i = 0;
-  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
-    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] += x[i + j];
-  float s = 0.0f;
-  for (int j = 0; j < RP_KERN_LANES; j++) s += acc[j];
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES) {
+    RP_V16_LOAD(xv, x + i);
+    acc += xv;
+  }
+  float s = rp_v16_sum(&acc);
   for (; i < n; i++) s += x[i];
   return s;
 }
 
 /* dot product of x and y over n, same accumulation scheme as rp_kern_sum. */
 static inline float rp_kern_dot(const float *restrict x, const float *restrict y, long n) {
-  float acc[RP_KERN_LANES] = {0};
+  rp_v16 acc = {0}, xv, yv;
   long i = 0;
-  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
-    for (int j = 0; j < RP_KERN_LANES; j++) acc[j] += x[i + j] * y[i + j];
-  float s = 0.0f;
-  for (int j = 0; j < RP_KERN_LANES; j++) s += acc[j];
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES) {
+    RP_V16_LOAD(xv, x + i);
+    RP_V16_LOAD(yv, y + i);
+    acc += xv * yv;
+  }
+  float s = rp_v16_sum(&acc);
   for (; i < n; i++) s += x[i] * y[i];
   return s;
 }

@@ -40,15 +40,14 @@ static RP_KERN_WIDE void ln_fwd_task(void *vctx, int ith, int nth) {
     const float *restrict b = c->b;
     float m = rp_kern_sum(x, C) / (float)C;
     /* two-pass variance: no cancellation when |mean| >> std */
-    float acc[RP_KERN_LANES] = {0};
+    rp_v16 acc = {0}, xv;
     long i = 0;
-    for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES)
-      for (int j = 0; j < RP_KERN_LANES; j++) {
-        float d = x[i + j] - m;
-        acc[j] += d * d;
-      }
-    float v = 0.0f;
-    for (int j = 0; j < RP_KERN_LANES; j++) v += acc[j];
+    for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES) {
+      RP_V16_LOAD(xv, x + i);
+      const rp_v16 d = xv - m;
+      acc += d * d;
+    }
+    float v = rp_v16_sum(&acc);
     for (; i < C; i++) v += (x[i] - m) * (x[i] - m);
     v /= (float)C;
     float s = 1.0f / sqrtf(v + LN_EPS);
@@ -81,19 +80,17 @@ static void ln_bwd_chunk(const ln_ctx *c, long lo, long hi, float *restrict pw,
     const float m = c->cmean[n], s = c->crstd[n];
     if (c->dinp) {
       float *restrict dx = c->dinp + n * C;
-      float a1[RP_KERN_LANES] = {0}, a2[RP_KERN_LANES] = {0};
+      rp_v16 a1 = {0}, a2 = {0}, wv, dyv, xv;
       long i = 0;
-      for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES)
-        for (int j = 0; j < RP_KERN_LANES; j++) {
-          float dn = w[i + j] * dy[i + j];
-          a1[j] += dn;
-          a2[j] += dn * ((x[i + j] - m) * s);
-        }
-      float dmean = 0.0f, dnmean = 0.0f;
-      for (int j = 0; j < RP_KERN_LANES; j++) {
-        dmean += a1[j];
-        dnmean += a2[j];
+      for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES) {
+        RP_V16_LOAD(wv, w + i);
+        RP_V16_LOAD(dyv, dy + i);
+        RP_V16_LOAD(xv, x + i);
+        const rp_v16 dn = wv * dyv;
+        a1 += dn;
+        a2 += dn * ((xv - m) * s);
       }
+      float dmean = rp_v16_sum(&a1), dnmean = rp_v16_sum(&a2);
       for (; i < C; i++) {
         float dn = w[i] * dy[i];
         dmean += dn;
