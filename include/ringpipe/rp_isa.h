@@ -86,6 +86,14 @@ const char *rp_isa_why_not(rp_isa level);
  * for the baseline. */
 const char *rp_isa_build_target(void);
 
+/* One core's L2 cache in bytes: sysconf, else /sys (cpu0), else 1 MiB; read
+ * once. The kernels size their blocks from it (the fp32 GEMM's k blocks, flash
+ * attention's tiles unless its config names a size). */
+long rp_isa_l2_bytes(void);
+/* Make rp_isa_l2_bytes answer `bytes` instead (0: the CPU's own again): tests
+ * run the blockings of other CPUs with it. Not for use while kernels run. */
+void rp_isa_set_l2_bytes(long bytes);
+
 /* ---- implemented in src/kernels (isa_kernels.c): they know the kernels */
 
 /* One thread's peak multiply-add rate in GFLOP/s (2 flops per multiply-add) at a

@@ -3,6 +3,7 @@
  * can force any path the machine has. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,4 +218,51 @@ const char *rp_isa_build_target(void) {
 #else
   return "this build's target";
 #endif
+}
+
+/* ---- cache size */
+
+static long read_sys_l2(void) {
+  char path[96], buf[32];
+  for (int idx = 0; idx < 8; idx++) {
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
+    FILE *f = fopen(path, "r");
+    if (!f) break;
+    int level = 0;
+    int ok = fscanf(f, "%d", &level) == 1;
+    fclose(f);
+    if (!ok || level != 2) continue;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
+    f = fopen(path, "r");
+    if (!f) continue;
+    long v = 0;
+    char unit = 0;
+    ok = fgets(buf, sizeof buf, f) != NULL && sscanf(buf, "%ld%c", &v, &unit) >= 1;
+    fclose(f);
+    if (!ok || v <= 0) continue;
+    if (unit == 'K') v <<= 10;
+    if (unit == 'M') v <<= 20;
+    return v;
+  }
+  return 0;
+}
+
+static _Atomic long l2_override = 0;
+
+void rp_isa_set_l2_bytes(long bytes) { atomic_store(&l2_override, bytes > 0 ? bytes : 0); }
+
+long rp_isa_l2_bytes(void) {
+  /* the CPU's answer never changes: a benign race (same value) at worst */
+  static long cached = 0;
+  const long forced = atomic_load(&l2_override);
+  if (forced > 0) return forced;
+  if (cached > 0) return cached;
+  long v = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  if (v <= 0) v = read_sys_l2();
+  if (v <= 0) v = 1L << 20;
+  cached = v;
+  return v;
 }

@@ -3,10 +3,8 @@
  * model's qkv layout, the ring helpers (row dot, merge) and the job plumbing
  * that runs the tile loops of flash_attention_fwd.c / _bwd.c on the pool. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "flash_attention_internal.h"
 #include "ringpipe/rp_arena.h"
@@ -65,44 +63,8 @@ const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg) {
 
 /* ---- cache size and block sizes */
 
-static long read_sys_l2(void) {
-  char path[96], buf[32];
-  for (int idx = 0; idx < 8; idx++) {
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
-    FILE *f = fopen(path, "r");
-    if (!f) break;
-    int level = 0;
-    int ok = fscanf(f, "%d", &level) == 1;
-    fclose(f);
-    if (!ok || level != 2) continue;
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
-    f = fopen(path, "r");
-    if (!f) continue;
-    long v = 0;
-    char unit = 0;
-    ok = fgets(buf, sizeof buf, f) != NULL && sscanf(buf, "%ld%c", &v, &unit) >= 1;
-    fclose(f);
-    if (!ok || v <= 0) continue;
-    if (unit == 'K') v <<= 10;
-    if (unit == 'M') v <<= 20;
-    return v;
-  }
-  return 0;
-}
-
 long rp_flash_l2_bytes(const rp_flash_config *cfg) {
-  /* the CPU's answer never changes: a benign race (same value) at worst */
-  static long cached = 0;
-  if (cfg && cfg->l2_bytes > 0) return cfg->l2_bytes;
-  if (cached > 0) return cached;
-  long v = 0;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-  v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-  if (v <= 0) v = read_sys_l2();
-  if (v <= 0) v = 1L << 20;
-  cached = v;
-  return v;
+  return cfg && cfg->l2_bytes > 0 ? cfg->l2_bytes : rp_isa_l2_bytes();
 }
 
 /* Block sizes from the L2 size. A worker's backward working set is its scratch
@@ -204,9 +166,18 @@ void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int
     for (int d = 0; d < HS; d++) dst[d * ldd + r] = src[(long)r * ld + d];
 }
 
+/* Rows of a head are short (HS = 64: 256 bytes): a libc memcpy per row was 5 %
+ * of the samples of a T = 256 forward+backward under perf. 16-float pieces of
+ * constant size are inlined as vector moves instead (that attention: 0.99 of
+ * the time, 10 paired runs). */
 void rp_flash_pack_rows(float *dst, const float *src, long ld, int n, int HS) {
-  for (int r = 0; r < n; r++)
-    memcpy(dst + (long)r * HS, src + (long)r * ld, sizeof(float) * (size_t)HS);
+  const int whole = HS & ~15;
+  for (int r = 0; r < n; r++) {
+    float *o = dst + (long)r * HS;
+    const float *x = src + (long)r * ld;
+    for (int d = 0; d < whole; d += 16) memcpy(o + d, x + d, 16 * sizeof(float));
+    if (whole < HS) memcpy(o + whole, x + whole, sizeof(float) * (size_t)(HS - whole));
+  }
 }
 
 /* ---- jobs */

@@ -23,10 +23,11 @@
  * of k depend on K only, so a C element is the same sum in the same order
  * whichever thread, tile or rank computes it.
  *
- * Block sizes for a 48 KiB L1d and 2 MiB L2 per core (Sapphire Rapids): the
- * AVX-512 kernel's B micro-panel of kc = 192 is 24 KiB and its A panel 9 KiB, so
- * both stay in L1 while the block's tiles run; the A block of mc = 192 rows
- * (144 KiB) stays in L2 for all the panels. */
+ * Block sizes for a 48 KiB L1d and 1 MiB L2 per core: the AVX-512 kernel's B
+ * micro-panel of kc = 192 is 24 KiB and its A panel 9 KiB, so both stay in L1
+ * while the block's tiles run; the A block of mc = 192 rows (144 KiB) stays in
+ * L2 for all the panels. A 2 MiB L2 (Sapphire Rapids) takes kc = 384 instead
+ * (rp_sgemm_kd_avx512_deep). */
 #include <string.h>
 
 #include "fused_internal.h"
@@ -63,10 +64,24 @@ const rp_sgemm_kdesc rp_sgemm_kd_avx512 = {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_
                                            RP_SGEMM_NR_AVX512, 192, 192, rp_sgemm_ukr_avx512,
                                            rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2,
                                            rp_sgemm_pack_nblock_avx2};
+/* The same kernel with deeper k blocks for a core with a 2 MiB L2: kc = 384
+ * makes the model's C = 384 products one k block (each C tile written once,
+ * each A row block packed once) and its B micro-panel (48 KiB) streams from
+ * L2 rather than staying in L1. That needs the L2 to hold the A block (144 x
+ * 384, 216 KiB) beside dweight's B block (NC_PANELS panels, 1.2 MiB), more
+ * than a 1 MiB L2 has. Measured on Sapphire Rapids (2 MiB L2, 2 threads, L6
+ * C384 step, 8 paired runs): 0.981 of the step time of 192 x 192 (mc = 192:
+ * 0.988, 96 and 288 no better). */
+const rp_sgemm_kdesc rp_sgemm_kd_avx512_deep = {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_AVX512,
+                                                RP_SGEMM_NR_AVX512, 384, 144, rp_sgemm_ukr_avx512,
+                                                rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2,
+                                                rp_sgemm_pack_nblock_avx2};
+#define DEEP_KC_MIN_L2 (2L << 20)
 
 static const rp_sgemm_kdesc *kdesc_of(rp_sgemm_kernel k) {
   switch (k) {
-    case RP_SGEMM_AVX512: return &rp_sgemm_kd_avx512;
+    case RP_SGEMM_AVX512:
+      return rp_isa_l2_bytes() >= DEEP_KC_MIN_L2 ? &rp_sgemm_kd_avx512_deep : &rp_sgemm_kd_avx512;
     case RP_SGEMM_AVX2: return &rp_sgemm_kd_avx2;
     default: return &rp_sgemm_kd_portable;
   }
@@ -197,7 +212,8 @@ static void bpack_run(bpack_ctx *c, rp_pool *pool) {
 /* ---- one product over a thread's region of C */
 
 /* Panels per B block packed on the fly (dweight's B): 24 x 32 columns x kc =
- * 192 is 576 KiB (avx2: 24 x 16 x 256, 384 KiB), in L2 beside the A block; 24
+ * 192 is 576 KiB (kc = 384: 1.2 MiB of a 2 MiB L2; avx2: 24 x 16 x 256, 384
+ * KiB), in L2 beside the A block; 24
  * rather than 16 so that at C = 384 each of two threads packs its 768 columns
  * of fcproj's B as one block and so packs A (dout) once, not twice (measured:
  * packing was 11% of a step, bench_step under perf). */

@@ -5,7 +5,8 @@
  * the B panel and 12 broadcasts of the A panel feed 24 multiply-adds, enough
  * independent chains for the FMA latency (4 cycles x 2 ports). 12 x 32 rather
  * than 6 x 64 so that a B micro-panel of kc = 192 (24 KiB) and an A panel (9 KiB)
- * both stay in a 48 KiB L1 while the tiles of a block reuse the B micro-panel.
+ * both stay in a 48 KiB L1 while the tiles of a block reuse the B micro-panel
+ * (with a 2 MiB L2 the driver's kc = 384 streams the B micro-panel from L2).
  * The k loop is unrolled twice: on the one-tile L1 test (kc = 128, Sapphire
  * Rapids, one core) that took the kernel from 123 to 195 GFLOP/s, 0.86 of the
  * register-only FMA probe; GCC 12 then also keeps the named accumulators in

@@ -59,7 +59,8 @@ void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long kc, f
 void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w, int np, long kc,
                                float *out);
 
-extern const rp_sgemm_kdesc rp_sgemm_kd_avx512, rp_sgemm_kd_avx2, rp_sgemm_kd_portable;
+extern const rp_sgemm_kdesc rp_sgemm_kd_avx512, rp_sgemm_kd_avx512_deep, rp_sgemm_kd_avx2,
+    rp_sgemm_kd_portable;
 
 #include "wcache_internal.h" /* the packed-weight cache, shared with the bf16 GEMM */
 

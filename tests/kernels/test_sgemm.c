@@ -5,7 +5,9 @@
  * results bitwise equal for 1, 2 and 3 threads; the epilogue sees each row
  * once; past the driver's size limits (a weight like an LM head's, a big
  * dweight) the other loop orders hold to the same; the matmul entry points in
- * RP_GEMM_OWN mode are these calls. */
+ * RP_GEMM_OWN mode are these calls. Everything runs twice, under the k blocking
+ * of a 1 MiB L2 and of a 2 MiB one (the avx512 kernel's kc is 192 or 384), and
+ * the two are checked to be different sums. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 
 #include "kt_util.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_sgemm.h"
 
 typedef struct {
@@ -322,6 +325,31 @@ static void test_matmul_own_mode(void **state) {
   free(w2);
 }
 
+/* The L2 size picks the avx512 kernel's k blocks: at K = 600 a 1 MiB L2's
+ * (4 x 150) and a 2 MiB one's (2 x 300) round differently, so some output
+ * differs in its bits (each run is checked against the reference above). */
+static void test_sgemm_l2_blockings_differ(void **state) {
+  (void)state;
+  if (!rp_sgemm_kernel_supported(RP_SGEMM_AVX512)) {
+    printf("sgemm avx512 kernel: not allowed by the ISA ceiling here, skipped\n");
+    return;
+  }
+  const int N = 24, IC = 600, OC = 64;
+  rp_rng rng;
+  rp_rng_seed(&rng, 9);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+  float *o1 = kt_floats((long)N * OC), *o2 = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  rp_isa_set_l2_bytes(1L << 20);
+  rp_sgemm_forward(RP_SGEMM_AVX512, o1, inp, w, NULL, NULL, N, IC, OC, NULL);
+  rp_isa_set_l2_bytes(2L << 20);
+  rp_sgemm_forward(RP_SGEMM_AVX512, o2, inp, w, NULL, NULL, N, IC, OC, NULL);
+  rp_isa_set_l2_bytes(0);
+  assert_true(memcmp(o1, o2, sizeof(float) * (size_t)N * OC) != 0);
+  free(inp), free(w), free(o1), free(o2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sgemm_against_reference),
@@ -331,7 +359,16 @@ int main(void) {
       cmocka_unit_test(test_sgemm_epilogue_rows),
       cmocka_unit_test(test_matmul_own_mode),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = 0;
+  const long l2[] = {1L << 20, 2L << 20};
+  for (int i = 0; i < 2; i++) {
+    printf("blocking of a %ld MiB L2\n", l2[i] >> 20);
+    rp_isa_set_l2_bytes(l2[i]);
+    rc |= cmocka_run_group_tests(tests, NULL, NULL);
+  }
+  rp_isa_set_l2_bytes(0);
+  const struct CMUnitTest differ[] = {cmocka_unit_test(test_sgemm_l2_blockings_differ)};
+  rc |= cmocka_run_group_tests(differ, NULL, NULL);
   rp_sgemm_workspace_release();
   return rc;
 }
