@@ -20,7 +20,7 @@
 #   THREADS      compute threads, both sides [2]
 #   ROUNDS       alternating rounds [3]
 #   STEPS        measured training steps per run (after 3 warm-up) [8]
-#   MODELS       "default" and/or "gpt2" (124M shape T512 B4 vocab 50257: slow) [default]
+#   MODELS       "default" and/or "gpt2" (124M shape T512 B4 vocab 50257: slow) [default] ("" skips training)
 #   ATTN_T       attention sequence lengths ["1024 2048 4096 8192"] ("" skips attention)
 #   IMPLS        PyTorch training variants ["eager compile"]
 #   PRECISION    training precision, both sides: fp32, or bf16 (ringpipe --precision
@@ -36,7 +36,7 @@ PYTHON=${PYTHON:-python3}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-8}
-MODELS=${MODELS:-default}
+MODELS=${MODELS-default}
 ATTN_T=${ATTN_T-1024 2048 4096 8192}
 IMPLS=${IMPLS:-eager compile}
 PRECISION=${PRECISION:-fp32}
