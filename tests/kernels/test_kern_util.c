@@ -3,7 +3,10 @@
  * edges, and the ordinary range against double exp. Each case goes through the
  * scalar call and through a loop the compiler vectorizes, and through GELU
  * (its forward is built on the sigmoid). Under -Db_sanitize=undefined this is
- * also the check that no input shifts a negative value. */
+ * also the check that no input shifts a negative value. The lane reductions
+ * (sum, dot, max in 16 lanes of a vector type) are held bitwise to their
+ * definition, 16 partial results reduced in lane order, on random lengths with
+ * those special values mixed in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,12 +101,76 @@ static void test_gelu_special(void **state) {
   }
 }
 
+/* The definitions the vector-typed lane loops must equal bit for bit: lane j
+ * takes elements j, j + 16, ... in order, the lanes are reduced 0..15, the
+ * tail goes on after them. */
+static float lanes_sum(const float *x, const float *y, long n) {
+  float acc[16] = {0};
+  long i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; j++) acc[j] += y ? x[i + j] * y[i + j] : x[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < 16; j++) s += acc[j];
+  for (; i < n; i++) s += y ? x[i] * y[i] : x[i];
+  return s;
+}
+
+static float lanes_max(const float *x, long n) {
+  float acc[16];
+  for (int j = 0; j < 16; j++) acc[j] = x[0];
+  long i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; j++) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  float m = acc[0];
+  for (int j = 1; j < 16; j++) m = acc[j] > m ? acc[j] : m;
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+/* equal bits, or both NaN: which NaN payload a sum of two NaNs keeps depends on
+ * the operand order the compiler picks for an add */
+static int same_bits(float a, float b) {
+  return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b));
+}
+
+static void test_lane_reductions(void **state) {
+  (void)state;
+  enum { MAXN = 300 };
+  float x[MAXN], y[MAXN];
+  rp_rng rng;
+  rp_rng_seed(&rng, 5);
+  int bad_sum = 0, bad_dot = 0, bad_max = 0;
+  for (int t = 0; t < 4000; t++) {
+    const long n = 1 + (long)(rp_rng_u64(&rng) % MAXN);
+    /* rows of three kinds: ordinary values; NaN, Inf and zeros mixed in; and
+     * only +0, -0 and negatives, where the max's sign of zero shows which of
+     * two equal values a lane kept */
+    const int kind = t % 3;
+    static const float zeros_kind[4] = {0.0f, -0.0f, -1.0f, -INFINITY};
+    for (long i = 0; i < n; i++) {
+      x[i] = (float)(rp_rng_uniform(&rng) * 200.0 - 100.0);
+      y[i] = (float)(rp_rng_uniform(&rng) * 2.0 - 1.0);
+      if (kind == 1 && rp_rng_u64(&rng) % 8 == 0)
+        x[i] = f_of(special_bits[rp_rng_u64(&rng) % NSPECIAL]);
+      if (kind == 2) x[i] = zeros_kind[rp_rng_u64(&rng) % 4];
+    }
+    bad_sum += !same_bits(rp_kern_sum(x, n), lanes_sum(x, NULL, n));
+    bad_dot += !same_bits(rp_kern_dot(x, y, n), lanes_sum(x, y, n));
+    bad_max += !same_bits(rp_kern_max(x, n), lanes_max(x, n));
+  }
+  if (bad_sum || bad_dot || bad_max)
+    print_message("lane reductions off their definition: sum %d, dot %d, max %d of 4000\n",
+                  bad_sum, bad_dot, bad_max);
+  assert_int_equal(bad_sum + bad_dot + bad_max, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expf_special),
       cmocka_unit_test(test_sigmoid_special),
       cmocka_unit_test(test_expf_accuracy),
       cmocka_unit_test(test_gelu_special),
+      cmocka_unit_test(test_lane_reductions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
