@@ -168,6 +168,9 @@ void rp_trainer_free(rp_trainer *t);
  * NULL when it was not asked for. */
 const char *rp_trainer_weight_cache_state(const rp_trainer *t);
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
+/* Print this rank's step profile (rp_step_profile.h) of the steps run while
+ * rp_prof was enabled (--profile), with the peaks measured now. */
+void rp_trainer_print_profile(rp_trainer *t);
 rp_status rp_trainer_eval(rp_trainer *t, int batches, double *loss);
 /* Runs the whole job: steps, logging, eval, checkpoints, final sample. */
 rp_status rp_trainer_run(rp_trainer *t);

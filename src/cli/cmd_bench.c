@@ -8,6 +8,7 @@
 #include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_prof.h"
 #include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_train.h"
 
@@ -67,8 +68,11 @@ static int bench_train(int argc, char **argv) {
   }
   int warm = o.steps > 2 ? 2 : 0;
   double tok = 0, secs = 0;
+  /* --profile times the measured steps (all of them when there is no warm-up) */
+  if (o.profile && warm == 0) rp_prof_enable(1);
   for (int i = 0; i < o.steps && s == RP_OK; i++) {
     rp_step_stats st;
+    if (o.profile && warm > 0 && i == warm) rp_prof_enable(1);
     s = rp_trainer_step(&t, &st);
     if (i < warm) continue;
     tok += st.tokens_per_s * st.seconds;
@@ -103,6 +107,7 @@ static int bench_train(int argc, char **argv) {
            rp_format_mfu(mfu, sizeof mfu, t.gemm_peak > 0 ? rate / t.gemm_peak : -1));
     printf("  peak memory: %s\n", mem);
   }
+  if (o.profile && t.grid.world_rank == 0) rp_trainer_print_profile(&t);
   rp_trainer_free(&t);
   return 0;
 }

@@ -254,7 +254,7 @@ static void print_stop(const rp_trainer *t, int sig, int first, const char *dir)
 
 /* The step profile of this rank's steps (rp_step_profile.h): the work of its
  * chunks, the peaks measured now that the steps are done. */
-static void print_profile(rp_trainer *t) {
+void rp_trainer_print_profile(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   rp_step_work w = {0};
   /* causal pairs of the whole sequence, this rank's share of them */
@@ -296,7 +296,7 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
            "made, %ld reused (--no-weight-cache packs every time)\n",
            ws.entries, (double)ws.bytes / (1 << 20), ws.packs, ws.hits);
   }
-  if (o->profile) print_profile(t);
+  if (o->profile) rp_trainer_print_profile(t);
 }
 
 /* The run's matmuls go through a GEMM that packs its weights: the own fp32 GEMM,
