@@ -70,7 +70,6 @@ static inline void rp_kern_split_cols(long n, int ith, int nth, long *lo, long *
 typedef float rp_v16 __attribute__((vector_size(64)));
 typedef int32_t rp_v16i __attribute__((vector_size(64))); /* a comparison's lane masks */
 #define RP_V16_LOAD(v, p) memcpy(&(v), (p), sizeof(rp_v16))
-#define RP_V16_STORE(p, v) memcpy((p), &(v), sizeof(rp_v16))
 
 /* v[0] + v[1] + ... + v[15], in that order */
 static inline float rp_v16_sum(const rp_v16 *v) {
