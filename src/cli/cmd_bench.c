@@ -68,11 +68,9 @@ static int bench_train(int argc, char **argv) {
   }
   int warm = o.steps > 2 ? 2 : 0;
   double tok = 0, secs = 0;
-  /* --profile times the measured steps (all of them when there is no warm-up) */
-  if (o.profile && warm == 0) rp_prof_enable(1);
   for (int i = 0; i < o.steps && s == RP_OK; i++) {
     rp_step_stats st;
-    if (o.profile && warm > 0 && i == warm) rp_prof_enable(1);
+    if (o.profile && i == warm) rp_prof_enable(1); /* --profile times the measured steps */
     s = rp_trainer_step(&t, &st);
     if (i < warm) continue;
     tok += st.tokens_per_s * st.seconds;

@@ -60,10 +60,11 @@ const rp_sgemm_kdesc rp_sgemm_kd_portable = {"portable", RP_ISA_SCALAR, PMR, PNR
 const rp_sgemm_kdesc rp_sgemm_kd_avx2 = {"avx2", RP_ISA_AVX2, RP_SGEMM_MR_AVX2, RP_SGEMM_NR_AVX2,
                                          256, 120, rp_sgemm_ukr_avx2, rp_sgemm_pack_t_avx2,
                                          rp_sgemm_pack_n_avx2, rp_sgemm_pack_nblock_avx2};
-const rp_sgemm_kdesc rp_sgemm_kd_avx512 = {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_AVX512,
-                                           RP_SGEMM_NR_AVX512, 192, 192, rp_sgemm_ukr_avx512,
-                                           rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2,
-                                           rp_sgemm_pack_nblock_avx2};
+/* the AVX-512 kernel with k blocks of KC and row blocks of MC */
+#define KD_AVX512(KC, MC)                                                                 \
+  {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_AVX512, RP_SGEMM_NR_AVX512, KC, MC,                 \
+   rp_sgemm_ukr_avx512, rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2, rp_sgemm_pack_nblock_avx2}
+const rp_sgemm_kdesc rp_sgemm_kd_avx512 = KD_AVX512(192, 192);
 /* The same kernel with deeper k blocks for a core with a 2 MiB L2: kc = 384
  * makes the model's C = 384 products one k block (each C tile written once,
  * each A row block packed once) and its B micro-panel (48 KiB) streams from
@@ -72,10 +73,7 @@ const rp_sgemm_kdesc rp_sgemm_kd_avx512 = {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_
  * than a 1 MiB L2 has. Measured on Sapphire Rapids (2 MiB L2, 2 threads, L6
  * C384 step, 8 paired runs): 0.981 of the step time of 192 x 192 (mc = 192:
  * 0.988, 96 and 288 no better). */
-const rp_sgemm_kdesc rp_sgemm_kd_avx512_deep = {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_AVX512,
-                                                RP_SGEMM_NR_AVX512, 384, 144, rp_sgemm_ukr_avx512,
-                                                rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2,
-                                                rp_sgemm_pack_nblock_avx2};
+const rp_sgemm_kdesc rp_sgemm_kd_avx512_deep = KD_AVX512(384, 144);
 #define DEEP_KC_MIN_L2 (2L << 20)
 
 static const rp_sgemm_kdesc *kdesc_of(rp_sgemm_kernel k) {
