@@ -45,7 +45,8 @@ const rp_bf16_kdesc rp_bf16_kd_avx512_bf16 = {.kernel = RP_BF16_KERNEL_AVX512_BF
                                               .kc = 256, .mc = 120,
                                               .ukr = rp_bf16_ukr_avx512_bf16,
                                               .pack_a = rp_bf16_dp_pack_a, .a32 = 1,
-                                              .pack_b32 = rp_bf16_pack_b32_pairs};
+                                              .pack_b32 = rp_bf16_pack_b32_pairs,
+                                              .pack_b16k = rp_bf16_pack_b16_pairs};
 /* AMX: a 32-row A panel of kc = 256 pairs is 32 KiB (L1), a B micro-panel 64 KiB
  * (L2), the A block of mc = 128 rows 128 KiB. */
 const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF16_FMT_PAIRS,
@@ -53,7 +54,8 @@ const rp_bf16_kdesc rp_bf16_kd_amx = {.kernel = RP_BF16_KERNEL_AMX, .fmt = RP_BF
                                       .ukr = rp_bf16_ukr_amx, .kalign = RP_BF16_PAIRS_KALIGN,
                                       .pack_a = rp_bf16_amx_pack_a, .begin = rp_bf16_amx_begin,
                                       .end = rp_bf16_amx_end, .a32 = 1,
-                                      .pack_b32 = rp_bf16_pack_b32_pairs};
+                                      .pack_b32 = rp_bf16_pack_b32_pairs,
+                                      .pack_b16k = rp_bf16_pack_b16_pairs};
 
 #define NR RP_BF16_NR
 
@@ -155,6 +157,7 @@ typedef struct {
 typedef struct {
   rp_bf16_fmt fmt;
   rp_bf16_pack_a_fn b32; /* the kernel's packer of fp32 row-pair sources, or NULL */
+  rp_bf16_pack_a_fn b16k; /* its packer of k-contiguous bf16 sources, or NULL */
   bpack_job job[2];
   int njobs;
 } bpack_ctx;
@@ -173,6 +176,8 @@ static void bpack_task(void *vctx, int ith, int nth) {
     const long np = j->src.kcontig ? 1 : RP_MIN(end - jr, (long)(RP_BF16_BLOCK_MAX / NR));
     char *out = (char *)j->out + jr * kp * NR * rp_bf16_slot_bytes(c->fmt);
     if (j->src.src32 && c->b32) c->b32(&j->src, (int)(jr * NR), (int)(np * NR), 0, kp, out);
+    else if (j->src.kcontig && !j->src.src32 && c->b16k)
+      c->b16k(&j->src, (int)(jr * NR), (int)(np * NR), 0, kp, out);
     else rp_bf16_pack_block(c->fmt, &j->src, (int)(jr * NR), (int)(np * NR), NR, 0, kp, out);
     q += np;
   }
@@ -296,7 +301,7 @@ static void forward_unpacked(float *out, const uint16_t *inp, const float *inp32
   const uint16_t *r = round_unless_a32(kd, &inp32, (long)N * IC,
                                        (uint16_t *)(ws + bbytes + abytes), pool);
   if (!kept || !kept->valid) {
-    bpack_ctx bc = {.fmt = kd->fmt, .njobs = 1};
+    bpack_ctx bc = {.fmt = kd->fmt, .b16k = kd->pack_b16k, .njobs = 1};
     bc.job[0] = (bpack_job){src_of(w, IC, 1, OC, IC), OC, bpack};
     bpack_run(&bc, pool);
   }
@@ -362,7 +367,7 @@ static void backward_unpacked(float *dinp, float *dweight, float *dbias,
   const uint16_t *r = round_unless_a32(kd, &dout32, (long)N * OC,
                                        (uint16_t *)(ws + b1 + b2 + abytes), pool);
   if (r) dout = r;
-  bpack_ctx bc = {.fmt = kd->fmt, .b32 = kd->pack_b32};
+  bpack_ctx bc = {.fmt = kd->fmt, .b32 = kd->pack_b32, .b16k = kd->pack_b16k};
   if (dinp && (!kept || !kept->valid))
     bc.job[bc.njobs++] = (bpack_job){src_of(w, IC, 0, IC, OC), IC, wpack};
   if (dweight)
@@ -417,7 +422,8 @@ rp_status rp_bf16_wpack_init(rp_bf16_wpack *wp, int IC, int OC) {
 }
 
 void rp_bf16_wpack_update(rp_bf16_wpack *wp, const uint16_t *w, rp_pool *pool) {
-  bpack_ctx bc = {.fmt = wp->fmt, .njobs = 2};
+  bpack_ctx bc = {.fmt = wp->fmt, .b16k = rp_bf16_kdesc_for_fmt(wp->fmt)->pack_b16k,
+                  .njobs = 2};
   bc.job[0] = (bpack_job){src_of(w, wp->IC, 1, wp->OC, wp->IC), wp->OC, wp->fwd};
   bc.job[1] = (bpack_job){src_of(w, wp->IC, 0, wp->IC, wp->OC), wp->IC, wp->bwd};
   bpack_run(&bc, pool);

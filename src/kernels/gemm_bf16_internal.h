@@ -48,6 +48,9 @@ typedef struct {
   /* B panels (RP_BF16_NR wide, kp pairs) of an fp32 row-pair source, rounded as
    * packed; NULL: rp_bf16_pack_block rounds them (plain C) */
   rp_bf16_pack_a_fn pack_b32;
+  /* B panels of a k-contiguous bf16 source (the forward's weight); NULL:
+   * rp_bf16_pack_block */
+  rp_bf16_pack_a_fn pack_b16k;
 } rp_bf16_kdesc;
 
 /* fp32 bits -> bf16, round to nearest even; NaN stays a quiet NaN (the rule of
@@ -98,6 +101,9 @@ void rp_bf16_dp_pack_a(const rp_bf16_src *s, int r0, int nrows, long p0, long kp
 /* pack_b32 of the AVX-512 kernels: PAIRS panels (vdpbf16ps, AMX) and F32 ones
  * (the FMA kernel) */
 void rp_bf16_pack_b32_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+                            void *out);
+/* pack_b16k of the vdpbf16ps and AMX kernels (PAIRS panels) */
+void rp_bf16_pack_b16_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
                             void *out);
 void rp_bf16_pack_b32_f32(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
                           void *out);

@@ -117,8 +117,14 @@ TAVX2 void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long
   const long k8 = kc / 8 * 8;
   for (int r0 = 0; r0 < w; r0 += 8) {
     const int nw = RP_MIN(8, w - r0), nv = RP_MAX(0, RP_MIN(nw, have - r0));
+    /* the next 8 rows' lines while these are transposed: each row's first
+     * touch is otherwise a miss the hardware prefetcher does not see coming */
+    const int npf = RP_MAX(0, RP_MIN(8, have - r0 - 8));
     for (long k = 0; k < k8; k += 8) {
       __m256 r[8];
+      if (k % 16 == 0)
+        for (int i = 0; i < npf; i++)
+          _mm_prefetch((const char *)(src + (long)(r0 + 8 + i) * ld + k), _MM_HINT_T0);
       for (int i = 0; i < 8; i++)
         r[i] = i < nv ? _mm256_loadu_ps(src + (long)(r0 + i) * ld + k) : _mm256_setzero_ps();
       transpose8(r);
@@ -171,6 +177,8 @@ TAVX2 void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long
  * panel's pass visits each row at a stride of ld, and its first touches are
  * cache misses the prefetcher does not see coming (perf: the first load of
  * each row took most of the pack's time on dweight's layer inputs). */
+#define PF_ROWS 4
+
 TAVX2 static inline __attribute__((always_inline)) void
 copy_cols(const float *restrict s, float *restrict o, int n, const int w) {
   int c = 0;
@@ -186,10 +194,13 @@ copy_cols(const float *restrict s, float *restrict o, int n, const int w) {
 
 TAVX2 static inline __attribute__((always_inline)) void
 pack_nblock_body(const float *src, long ld, int have, int np, long kc, float *out, const int w) {
-  const long pstride = kc * w;
+  const long pstride = kc * w, len = RP_MIN((long)have, (long)np * w);
   for (long k = 0; k < kc; k++) {
     const float *s = src + k * ld;
     float *o = out + k * w;
+    if (k + PF_ROWS < kc) /* a few rows ahead: the stride of ld defeats the prefetcher */
+      for (long c = 0; c < len; c += 16)
+        _mm_prefetch((const char *)(s + PF_ROWS * ld + c), _MM_HINT_T0);
     for (int p = 0; p < np; p++)
       copy_cols(s + p * w, o + p * pstride, RP_MAX(0, RP_MIN(w, have - p * w)), w);
   }
