@@ -26,6 +26,7 @@ typedef enum {
   RP_PROF_OPT_ZERO_GRADS,
   RP_PROF_OPT_GRAD_NORM,
   RP_PROF_OPT_ADAMW,
+  RP_PROF_OPT_BF16_COPY,     /* the bf16 weight copies refreshed after the update */
   RP_PROF_DATA,             /* loading the step's batches */
   RP_PROF_COMM,             /* waiting on gradient reductions and step all-reduces */
   RP_PROF_COUNT

@@ -37,6 +37,7 @@ static const char *const prof_names[RP_PROF_COUNT] = {
     [RP_PROF_OPT_ZERO_GRADS] = "opt zero grads",
     [RP_PROF_OPT_GRAD_NORM] = "opt grad norm",
     [RP_PROF_OPT_ADAMW] = "opt adamw",
+    [RP_PROF_OPT_BF16_COPY] = "opt bf16 weight copies",
     [RP_PROF_DATA] = "data loading",
     [RP_PROF_COMM] = "comm waits (dp, step all-reduces)",
 };

@@ -90,8 +90,9 @@ void rp_engine_finish_update(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   t->step++;
   if (t->bf16.n)
-    rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic, (uint64_t)o->seed * 1000003u + t->step,
-                        t->pool);
+    RP_PROF(RP_PROF_OPT_BF16_COPY,
+            rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic,
+                                (uint64_t)o->seed * 1000003u + t->step, t->pool));
 }
 
 float rp_engine_clip_scale(const rp_trainer *t, double norm) {

@@ -13,7 +13,7 @@ static const char *const part_names[RP_PART_COUNT] = {
     [RP_PART_GELU] = "GELU (+ c_fc dbias)",
     [RP_PART_XENT] = "cross-entropy",
     [RP_PART_EMBED] = "embeddings",
-    [RP_PART_OPTIMIZER] = "optimizer (zero, norm, AdamW)",
+    [RP_PART_OPTIMIZER] = "optimizer (+ bf16 weight copy)",
     [RP_PART_COPIES] = "copies (gradient scratch)",
     [RP_PART_DATA] = "data loading",
     [RP_PART_COMM] = "comm waits",
@@ -29,6 +29,7 @@ static rp_step_part part_of(rp_prof_id id) {
     case RP_PROF_FWD_XENT: case RP_PROF_BWD_XENT: return RP_PART_XENT;
     case RP_PROF_FWD_EMBED: case RP_PROF_BWD_EMBED: return RP_PART_EMBED;
     case RP_PROF_OPT_ZERO_GRADS: case RP_PROF_OPT_GRAD_NORM: case RP_PROF_OPT_ADAMW:
+    case RP_PROF_OPT_BF16_COPY:
       return RP_PART_OPTIMIZER;
     case RP_PROF_DATA: return RP_PART_DATA;
     case RP_PROF_COMM: return RP_PART_COMM;
@@ -66,6 +67,11 @@ void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, do
  * writes p, m, v */
 void rp_step_work_add_optimizer(rp_step_work *w, long params) {
   w->bytes[RP_PART_OPTIMIZER] += 4.0 * 9.0 * (double)params;
+}
+
+/* the refresh reads the fp32 weights and writes their bf16 copies */
+void rp_step_work_add_bf16_copies(rp_step_work *w, long params) {
+  w->bytes[RP_PART_OPTIMIZER] += 6.0 * (double)params;
 }
 
 void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
