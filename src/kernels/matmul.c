@@ -8,6 +8,7 @@
  *   sgemm on its own slice: rows of N for out and dinp, rows of OC for dweight,
  *   so no two threads write the same output element. */
 #include <cblas.h>
+#include <strings.h>
 
 #include "fused_internal.h"
 #include "kern_util.h"
@@ -40,10 +41,26 @@ rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool) {
   return rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
 }
 
+/* OpenBLAS runs AVX-512 sgemm kernels (its core names for them in 0.3.x).
+ * DYNAMIC_ARCH builds pick the core from the CPU unless OPENBLAS_CORETYPE names
+ * another one: Haswell on an AVX-512 machine halves its sgemm rate. */
+static int blas_core_has_avx512(void) {
+  static const char *const cores[] = {"skylakex", "cooperlake", "sapphirerapids"};
+  const char *name = openblas_get_corename();
+  for (int i = 0; name && i < (int)(sizeof cores / sizeof cores[0]); i++)
+    if (strcasecmp(name, cores[i]) == 0) return 1;
+  return 0;
+}
+
 const char *rp_gemm_describe(const rp_pool *pool) {
+  static char text[160];
   rp_gemm_mode m = rp_gemm_get_mode(pool);
-  if (m == RP_GEMM_OWN && rp_pool_gemm_mode(pool) != RP_GEMM_OWN)
-    return "auto (own for weights up to 4 MiB, split above)";
+  if (m == RP_GEMM_OWN && rp_pool_gemm_mode(pool) != RP_GEMM_OWN) {
+    if (blas_core_has_avx512()) return "auto (own for weights up to 4 MiB, split above)";
+    snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
+             "without AVX-512)", openblas_get_corename());
+    return text;
+  }
   return rp_gemm_mode_name(m);
 }
 
@@ -188,14 +205,17 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
  * made whole steps 2-4% faster than split mode, while on the 124M shape's
  * (C = 768: 7 to 9 MiB, and the 147 MiB LM head) its GEMMs measured 5-15%
  * slower than OpenBLAS's (bench_step --gemm ab with both models' shapes, and
- * one-GEMM timings per shape, Sapphire Rapids, 2 threads). An explicit
- * --gemm own takes every shape. */
+ * one-GEMM timings per shape, Sapphire Rapids, 2 threads). That holds only
+ * against OpenBLAS's AVX-512 kernels: where it runs AVX2 ones (an
+ * OPENBLAS_CORETYPE=Haswell in the environment of an AVX-512 machine) the own
+ * GEMM takes every weight (the 124M step 0.60 of the time on Zen 5, 2 threads:
+ * GEMMs 7.1 -> 4.1 s). An explicit --gemm own takes every shape. */
 #define OWN_AUTO_MAX_WEIGHT_BYTES ((long)4 << 20)
 
 int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC) {
   if (rp_gemm_get_mode(pool) != RP_GEMM_OWN || N < SKINNY_ROWS_PER_THREAD * pool_threads(pool))
     return 0;
-  return rp_pool_gemm_mode(pool) == RP_GEMM_OWN ||
+  return rp_pool_gemm_mode(pool) == RP_GEMM_OWN || !blas_core_has_avx512() ||
          (long)IC * OC * (long)sizeof(float) <= OWN_AUTO_MAX_WEIGHT_BYTES;
 }
 

@@ -89,12 +89,13 @@ static void print_banner(const rp_trainer *t) {
     printf("  measured bf16 GEMM peak on the model's shapes: %.1f GFLOP/s (%s kernel; the MFU "
            "denominator)\n", t->gemm_peak / 1e9, rp_bf16_kernel_name(rp_bf16_kernel_active()));
   else if (t->gemm_peak > 0)
-    printf("  measured sgemm peak on the model's shapes: %.1f GFLOP/s (OpenBLAS %s kernels; "
-           "the MFU denominator)\n", t->gemm_peak / 1e9, rp_blas_core());
+    printf("  measured fp32 GEMM peak on the model's shapes: %.1f GFLOP/s (through the gemm "
+           "mode above; OpenBLAS core %s; the MFU denominator)\n", t->gemm_peak / 1e9,
+           rp_blas_core());
   if (t->gemm_peak > 0 && t->fma_peak > 0)
     printf("  machine fp32 FMA peak: %.1f GFLOP/s (%d threads x one core's %s register-only "
            "probe; hyperthreads share a core's units); %s reaches %.2f%s of it\n",
-           t->fma_peak / 1e9, rp_pool_size(t->pool), t->fma_what, t->bf16.n ? "the bf16 GEMM" : "sgemm",
+           t->fma_peak / 1e9, rp_pool_size(t->pool), t->fma_what, t->bf16.n ? "the bf16 GEMM" : "the fp32 GEMM",
            t->gemm_peak / t->fma_peak, t->bf16.n ? "x" : "");
   if (rp_blas_advice()) printf("  note: %s\n", rp_blas_advice());
   {
