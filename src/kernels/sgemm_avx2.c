@@ -176,7 +176,9 @@ TAVX2 void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long
  * hardware prefetcher can stream it. Packed panel by panel instead, every
  * panel's pass visits each row at a stride of ld, and its first touches are
  * cache misses the prefetcher does not see coming (perf: the first load of
- * each row took most of the pack's time on dweight's layer inputs). */
+ * each row took most of the pack's time on dweight's layer inputs). The sweep
+ * still starts every row with a miss: the rows PF_ROWS ahead are prefetched
+ * (perf on Zen 5: this pack's share of a step's samples 3.5 -> 2.2 %). */
 #define PF_ROWS 4
 
 TAVX2 static inline __attribute__((always_inline)) void
@@ -198,7 +200,7 @@ pack_nblock_body(const float *src, long ld, int have, int np, long kc, float *ou
   for (long k = 0; k < kc; k++) {
     const float *s = src + k * ld;
     float *o = out + k * w;
-    if (k + PF_ROWS < kc) /* a few rows ahead: the stride of ld defeats the prefetcher */
+    if (k + PF_ROWS < kc)
       for (long c = 0; c < len; c += 16)
         _mm_prefetch((const char *)(s + PF_ROWS * ld + c), _MM_HINT_T0);
     for (int p = 0; p < np; p++)
