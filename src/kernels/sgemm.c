@@ -113,8 +113,8 @@ typedef struct {
 static void pack_panel(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int w, long k0,
                        long kc, float *restrict out) {
   const int have = RP_MIN(w, s->rows - r0);
-  if (s->kcontig && kd->pack_t) {
-    kd->pack_t(s->p + (long)r0 * s->ld + k0, s->ld, have, w, kc, out);
+  if (s->kcontig && kd->pack_t) { /* all the rows: it prefetches the next panel's */
+    kd->pack_t(s->p + (long)r0 * s->ld + k0, s->ld, RP_MAX(0, s->rows - r0), w, kc, out);
     return;
   }
   if (!s->kcontig && kd->pack_n) {

@@ -117,8 +117,9 @@ TAVX2 void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long
   const long k8 = kc / 8 * 8;
   for (int r0 = 0; r0 < w; r0 += 8) {
     const int nw = RP_MIN(8, w - r0), nv = RP_MAX(0, RP_MIN(nw, have - r0));
-    /* the next 8 rows' lines while these are transposed: each row's first
-     * touch is otherwise a miss the hardware prefetcher does not see coming */
+    /* the next 8 rows' lines (the next panel's after the last 8) while these
+     * are transposed: each row's first touch is otherwise a miss the hardware
+     * prefetcher does not see coming */
     const int npf = RP_MAX(0, RP_MIN(8, have - r0 - 8));
     for (long k = 0; k < k8; k += 8) {
       __m256 r[8];

@@ -20,7 +20,9 @@ typedef void (*rp_sgemm_ukr)(long kc, const float *a, const float *b, float *c, 
                              int mr, int nr, const float *init, const float *cin);
 /* packs w panel columns (rows r < have of the source, zeros up to w) by kc
  * steps of k into out[kc][w]; the source is k-contiguous (pack_t: X(r, k) =
- * src[r * ld + k]) or r-contiguous (pack_n: X(r, k) = src[k * ld + r]) */
+ * src[r * ld + k]) or r-contiguous (pack_n: X(r, k) = src[k * ld + r]).
+ * pack_t takes have = all the source's rows from src on, which may exceed w:
+ * those past w (the next panel's) are only prefetched. */
 typedef void (*rp_sgemm_pack_fn)(const float *src, long ld, int have, int w, long kc,
                                  float *out);
 
