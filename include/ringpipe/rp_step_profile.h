@@ -34,6 +34,7 @@ typedef enum {
 typedef struct {
   double flops[RP_PART_COUNT];  /* per step; 0: not compute-bound */
   double bytes[RP_PART_COUNT];  /* per step; 0: not counted */
+  int bf16_copies;              /* the optimizer's part includes the bf16 weight copies */
 } rp_step_work;
 
 /* Adds to *w (zero it first) the work of one chunk over `microbatches`

@@ -13,7 +13,7 @@ static const char *const part_names[RP_PART_COUNT] = {
     [RP_PART_GELU] = "GELU (+ c_fc dbias)",
     [RP_PART_XENT] = "cross-entropy",
     [RP_PART_EMBED] = "embeddings",
-    [RP_PART_OPTIMIZER] = "optimizer (+ bf16 weight copy)",
+    [RP_PART_OPTIMIZER] = "optimizer (zero, norm, AdamW)",
     [RP_PART_COPIES] = "copies (gradient scratch)",
     [RP_PART_DATA] = "data loading",
     [RP_PART_COMM] = "comm waits",
@@ -72,6 +72,7 @@ void rp_step_work_add_optimizer(rp_step_work *w, long params) {
 /* the refresh reads the fp32 weights and writes their bf16 copies */
 void rp_step_work_add_bf16_copies(rp_step_work *w, long params) {
   w->bytes[RP_PART_OPTIMIZER] += 6.0 * (double)params;
+  w->bf16_copies = 1;
 }
 
 void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
@@ -124,7 +125,10 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
   for (int p = 0; p < RP_PART_COUNT; p++) {
     total_flops += w->flops[p];
     if (p == RP_PART_IDLE || part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0)
-      print_row(f, part_names[p], part[p], wall, w->flops[p], w->bytes[p], pk);
+      print_row(f,
+                p == RP_PART_OPTIMIZER && w->bf16_copies ? "optimizer (AdamW, bf16 copies)"
+                                                         : part_names[p],
+                part[p], wall, w->flops[p], w->bytes[p], pk);
   }
   print_row(f, "step (wall)", wall, wall, total_flops, 0.0, pk);
 }
