@@ -46,10 +46,14 @@ rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool) {
  * another one: Haswell on an AVX-512 machine halves its sgemm rate. */
 static int blas_core_has_avx512(void) {
   static const char *const cores[] = {"skylakex", "cooperlake", "sapphirerapids"};
+  static int known = -1; /* asked per matmul; the core is fixed at load time */
+  if (known >= 0) return known;
   const char *name = openblas_get_corename();
+  int has = 0;
   for (int i = 0; name && i < (int)(sizeof cores / sizeof cores[0]); i++)
-    if (strcasecmp(name, cores[i]) == 0) return 1;
-  return 0;
+    if (strcasecmp(name, cores[i]) == 0) has = 1;
+  known = has;
+  return has;
 }
 
 const char *rp_gemm_describe(const rp_pool *pool) {
