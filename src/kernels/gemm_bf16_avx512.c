@@ -176,9 +176,14 @@ T512BF static void pack_kcontig32(const rp_bf16_src *s, int r0, int nrows, long 
 
 /* Columns [e, e + 16) of the fp32 rows k and k+1 from lo (+0 past K and outside
  * the lanes of m), rounded: row k's bf16 in the low half of each 32-bit lane of
- * *wl, row k+1's in the high half of *wh. */
+ * *wl, row k+1's in the high half of *wh. The same columns of the rows PF_RP
+ * pairs ahead are prefetched. */
 T512BF AI void rowpair16(const rp_bf16_src *s, long k, const float *lo, int e, __mmask16 m,
                          __m512i *wl, __m512i *wh) {
+  if (k + 2 * PF_RP + 1 < s->K) {
+    _mm_prefetch((const char *)(lo + 2 * PF_RP * s->ld + e), _MM_HINT_T0);
+    _mm_prefetch((const char *)(lo + (2 * PF_RP + 1) * s->ld + e), _MM_HINT_T0);
+  }
   const __m256i l = k < s->K ? rp_rne512_16(lo + e, m) : _mm256_setzero_si256();
   const __m256i h = k + 1 < s->K ? rp_rne512_16(lo + s->ld + e, m) : _mm256_setzero_si256();
   *wl = _mm512_cvtepu16_epi32(l);
@@ -198,13 +203,8 @@ T512BF static void pack_rowpair32(const rp_bf16_src *s, int r0, int nrows, long 
   for (long p = 0; p < kp; p++) {
     const long k = 2 * (p0 + p);
     const float *lo = s->src32 + k * s->ld + r0;
-    const int pf = k + 2 * PF_RP + 1 < s->K;
     for (int e = 0; e < npan * MR; e += 16) {
       __m512i wl, wh;
-      if (pf) {
-        _mm_prefetch((const char *)(lo + 2 * PF_RP * s->ld + e), _MM_HINT_T0);
-        _mm_prefetch((const char *)(lo + (2 * PF_RP + 1) * s->ld + e), _MM_HINT_T0);
-      }
       rowpair16(s, k, lo, e, rp_rne512_first_n(nv - e), &wl, &wh);
       _mm512_storeu_si512(pairs + e, _mm512_or_si512(wl, wh));
     }
@@ -229,13 +229,8 @@ T512BF static void pack_b32(rp_bf16_fmt fmt, const rp_bf16_src *s, int r0, int n
   for (long p = 0; p < kp; p++) {
     const long k = 2 * (p0 + p);
     const float *lo = s->src32 + k * s->ld + r0;
-    const int pf = k + 2 * PF_RP + 1 < s->K;
     for (int e = 0; e < npan * BNR; e += 16) {
       __m512i wl, wh;
-      if (pf) {
-        _mm_prefetch((const char *)(lo + 2 * PF_RP * s->ld + e), _MM_HINT_T0);
-        _mm_prefetch((const char *)(lo + (2 * PF_RP + 1) * s->ld + e), _MM_HINT_T0);
-      }
       rowpair16(s, k, lo, e, rp_rne512_first_n(nv - e), &wl, &wh);
       uint32_t *o = out + (e / BNR) * pstride + e % BNR;
       if (fmt == RP_BF16_FMT_PAIRS) {
@@ -319,15 +314,10 @@ void rp_bf16_pack_b16_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, lo
     for (int g0 = 0; g0 < BNR; g0 += 16)
       for (long pb = 0; pb < kv; pb += 16)
         kcontig_words16(base, s->ld, g0, nv, navail, pb, panel);
-    for (long p = kv; p < kp; p++) { /* the K tail and the padding pairs */
-      const long k = 2 * (p0 + p);
-      for (int w = 0; w < BNR; w++) {
-        const uint16_t *row = base + (long)w * s->ld;
-        const uint32_t lo = w < nv && k < s->K ? row[2 * p] : 0;
-        const uint32_t hi = w < nv && k + 1 < s->K ? row[2 * p + 1] : 0;
-        panel[p * BNR + w] = hi << 16 | lo;
-      }
-    }
+    /* the K tail and the padding pairs: a panel's pairs [kv, kp) are the
+     * [kp - kv][BNR] panel that starts kv rows into it */
+    if (kv < kp) rp_bf16_pack_panel(RP_BF16_FMT_PAIRS, s, pr0, BNR, p0 + kv, kp - kv,
+                                    panel + kv * BNR);
   }
 }
 

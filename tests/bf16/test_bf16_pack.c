@@ -27,11 +27,20 @@ static const pk_case cases[] = {
     {130, 257, 128, 64, 100, 48}, {7, 2, 0, 64, 0, 16},     {300, 1536, 192, 128, 256, 512}};
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static long diff_at(const void *a, const void *b, size_t n) {
-  const unsigned char *x = a, *y = b;
+/* Two output buffers filled with different bytes, so that a byte neither packer
+ * writes shows as a difference. */
+static void poisoned_pair(size_t bytes, char **got, char **want) {
+  *got = bt_alloc(bytes);
+  *want = bt_alloc(bytes);
+  memset(*got, 0xA5, bytes);
+  memset(*want, 0x5A, bytes);
+}
+
+static void assert_same_bytes(const char *what, int ci, const void *got, const void *want,
+                              size_t n) {
+  const unsigned char *x = got, *y = want;
   for (size_t i = 0; i < n; i++)
-    if (x[i] != y[i]) return (long)i;
-  return -1;
+    if (x[i] != y[i]) fail_msg("%s case %d differs at byte %zu", what, ci, i);
 }
 
 static void test_b16_kcontig_equals_plain(void **state) {
@@ -45,15 +54,12 @@ static void test_b16_kcontig_equals_plain(void **state) {
     uint16_t *w = bt_halves((long)c->rows * ld);
     bt_fill16(w, (long)c->rows * ld, &rng);
     const size_t bytes = (size_t)((c->nrows + 63) / 64 * 64) * (size_t)c->kp * 4;
-    char *got = bt_alloc(bytes), *want = bt_alloc(bytes);
-    memset(got, 0xA5, bytes);
-    memset(want, 0x5A, bytes);
+    char *got, *want;
+    poisoned_pair(bytes, &got, &want);
     rp_bf16_src s = {w, ld, 1, c->rows, c->K, NULL};
     rp_bf16_pack_b16_pairs(&s, c->r0, c->nrows, c->p0, c->kp, got);
     rp_bf16_pack_block(RP_BF16_FMT_PAIRS, &s, c->r0, c->nrows, RP_BF16_NR, c->p0, c->kp, want);
-    long d = diff_at(got, want, bytes);
-    if (d >= 0) fprintf(stderr, "b16 kcontig case %d differs at byte %ld\n", ci, d);
-    assert_int_equal(d, -1);
+    assert_same_bytes("b16 kcontig", ci, got, want, bytes);
     free(w), free(got), free(want);
   }
 }
@@ -99,18 +105,14 @@ static void test_f32_packers_equal_plain(void **state) {
       uint16_t *h = rounded(x, srows * ld);
       const int width = kcontig ? RP_BF16_MR_DP : RP_BF16_NR;
       const size_t bytes = (size_t)((c->nrows + width - 1) / width * width) * (size_t)c->kp * 4;
-      char *got = bt_alloc(bytes), *want = bt_alloc(bytes);
-      memset(got, 0xA5, bytes);
-      memset(want, 0x5A, bytes);
+      char *got, *want;
+      poisoned_pair(bytes, &got, &want);
       rp_bf16_src s32 = {NULL, ld, kcontig, c->rows, c->K, x};
       rp_bf16_src s16 = {h, ld, kcontig, c->rows, c->K, NULL};
       if (kcontig) rp_bf16_dp_pack_a(&s32, c->r0, c->nrows, c->p0, c->kp, got);
       else rp_bf16_pack_b32_pairs(&s32, c->r0, c->nrows, c->p0, c->kp, got);
       rp_bf16_pack_block(RP_BF16_FMT_PAIRS, &s16, c->r0, c->nrows, width, c->p0, c->kp, want);
-      long d = diff_at(got, want, bytes);
-      if (d >= 0) fprintf(stderr, "f32 %s case %d differs at byte %ld\n",
-                          kcontig ? "A kcontig" : "B row-pair", ci, d);
-      assert_int_equal(d, -1);
+      assert_same_bytes(kcontig ? "f32 A kcontig" : "f32 B row-pair", ci, got, want, bytes);
       free(x), free(h), free(got), free(want);
     }
   }
