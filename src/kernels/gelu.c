@@ -1,14 +1,13 @@
-/* GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3).
- * Evaluated as x * sigmoid(2u), the same function: 0.5 (1 + tanh u) = sigmoid(2u).
- * This form has no 1 + tanh cancellation for negative x (where 1 + tanhf loses
- * all relative precision), and its exp is rp_kern_expf, so the loops vectorize
- * (libm tanhf/expf are scalar calls per element). */
+/* GELU over the model's tensors: the thread split and the bias-gradient pass
+ * here, the per-element spans in the table of the instruction-set level in
+ * force (gelu_internal.h: the plain-C loops below are the reference; the
+ * AVX-512 and AVX2 ones in gelu_simd.c give their bits). rp_kern_expf keeps
+ * the exp in plain arithmetic so that the C loops vectorize as well (libm
+ * tanhf/expf are scalar calls per element). */
 #include "fused_internal.h"
-#include "kern_util.h"
+#include "gelu_internal.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
-
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_A 0.044715f
 
 typedef struct {
   float *out;
@@ -17,13 +16,44 @@ typedef struct {
   int set; /* backward: 1 writes dinp, 0 accumulates into it */
 } gelu_ctx;
 
-static inline float gelu_value(float v) {
-  float u = GELU_K * RP_FMAF(GELU_A * v * v, v, v);
-  return v * rp_kern_sigmoidf(2.0f * u);
+/* ---- the reference spans (plain C, vectorized by the compiler) */
+
+static RP_KERN_WIDE void gelu_forward_c(float *restrict y, const float *restrict x, long n) {
+  for (long i = 0; i < n; i++) y[i] = rp_gelu_value(x[i]);
 }
 
-RP_KERN_WIDE void rp_gelu_forward_span(float *restrict y, const float *restrict x, long n) {
-  for (long i = 0; i < n; i++) y[i] = gelu_value(x[i]);
+/* the set / accumulate / bias-gradient loops apart, so each vectorizes */
+static RP_KERN_WIDE void gelu_backward_c(float *restrict dx, float *restrict db,
+                                         const float *restrict x, const float *restrict dy,
+                                         long n, int set) {
+  if (db) {
+    for (long i = 0; i < n; i++) {
+      float g = rp_gelu_grad(x[i]) * dy[i];
+      dx[i] = set ? g : dx[i] + g;
+      db[i] += g;
+    }
+  } else if (set) {
+    for (long i = 0; i < n; i++) dx[i] = rp_gelu_grad(x[i]) * dy[i];
+  } else {
+    for (long i = 0; i < n; i++) dx[i] += rp_gelu_grad(x[i]) * dy[i];
+  }
+}
+
+const rp_gelu_ops rp_gelu_ops_c = {gelu_forward_c, gelu_backward_c};
+
+const rp_gelu_ops *rp_gelu_ops_active(void) {
+  if (rp_isa_allows(RP_ISA_AVX512) && rp_gelu_ops_avx512.forward) return &rp_gelu_ops_avx512;
+  if (rp_isa_allows(RP_ISA_AVX2) && rp_gelu_ops_avx2.forward) return &rp_gelu_ops_avx2;
+  return &rp_gelu_ops_c;
+}
+
+const char *rp_gelu_ops_name(void) {
+  const rp_gelu_ops *o = rp_gelu_ops_active();
+  return o == &rp_gelu_ops_avx512 ? "avx512" : o == &rp_gelu_ops_avx2 ? "avx2" : "c";
+}
+
+void rp_gelu_forward_span(float *y, const float *x, long n) {
+  rp_gelu_ops_active()->forward(y, x, n);
 }
 
 static void gelu_fwd_task(void *vctx, int ith, int nth) {
@@ -38,32 +68,13 @@ void rp_gelu_forward(float *out, const float *inp, long n, rp_pool *pool) {
   rp_kern_run(pool, gelu_fwd_task, &c, n);
 }
 
-/* d/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3*0.044715 x^2);
- * with s = sigmoid(2u): 0.5 (1 + tanh u) = s and 0.5 (1 - tanh^2 u) = 2 s (1 - s),
- * and 1 - s = e^{-2u} s avoids cancellation for large u. The two backward loops
- * differ only in whether they write or add g * dy. */
-static inline float gelu_grad(float v) {
-  float u = GELU_K * RP_FMAF(GELU_A * v * v, v, v);
-  float e = rp_kern_expf(-2.0f * u);
-  float s = 1.0f / (1.0f + e);
-  return RP_FMAF(2.0f * GELU_K * v * s * (e * s), RP_FMAF(3.0f * GELU_A, v * v, 1.0f), s);
-}
-
-static void gelu_backward_span(float *restrict dx, const float *restrict x,
-                               const float *restrict dy, long n, int set) {
-  if (set)
-    for (long i = 0; i < n; i++) dx[i] = gelu_grad(x[i]) * dy[i];
-  else
-    for (long i = 0; i < n; i++) dx[i] += gelu_grad(x[i]) * dy[i];
-}
-
-/* wide here, not only on the span: an inlined callee is compiled with its
- * caller's vector width */
-static RP_KERN_WIDE void gelu_bwd_task(void *vctx, int ith, int nth) {
+static void gelu_bwd_task(void *vctx, int ith, int nth) {
   const gelu_ctx *c = vctx;
   long lo, hi;
   rp_split(c->n, ith, nth, &lo, &hi);
-  if (hi > lo) gelu_backward_span(c->out + lo, c->inp + lo, c->dout + lo, hi - lo, c->set);
+  if (hi > lo)
+    rp_gelu_ops_active()->backward(c->out + lo, NULL, c->inp + lo, c->dout + lo, hi - lo,
+                                   c->set);
 }
 
 void rp_gelu_backward(float *dinp, const float *inp, const float *dout, long n,
@@ -90,25 +101,16 @@ typedef struct {
   int N, C;
 } gelu_dbias_ctx;
 
-static RP_KERN_WIDE void gelu_bwd_dbias_task(void *vctx, int ith, int nth) {
+static void gelu_bwd_dbias_task(void *vctx, int ith, int nth) {
   const gelu_dbias_ctx *c = vctx;
+  const rp_gelu_ops *ops = rp_gelu_ops_active();
   long lo, hi;
   rp_kern_split_cols(c->C, ith, nth, &lo, &hi);
-  float *restrict db = c->dbias;
+  if (hi <= lo) return;
   for (long n = 0; n < c->N; n++) {
-    const long row = n * c->C;
-    float *restrict dx = c->dinp + row;
-    const float *restrict x = c->inp + row;
-    const float *restrict dy = c->dout + row;
-    if (db) {
-      for (long k = lo; k < hi; k++) {
-        float v = gelu_grad(x[k]) * dy[k];
-        dx[k] = v;
-        db[k] += v;
-      }
-    } else {
-      for (long k = lo; k < hi; k++) dx[k] = gelu_grad(x[k]) * dy[k];
-    }
+    const long at = n * c->C + lo;
+    ops->backward(c->dinp + at, c->dbias ? c->dbias + lo : NULL, c->inp + at, c->dout + at,
+                  hi - lo, 1);
   }
 }
 

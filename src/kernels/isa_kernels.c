@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "gelu_internal.h"
 #include "gemm_bf16_internal.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_flash.h"
@@ -145,7 +146,7 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
   rp_isa cpu = rp_isa_cpu(), act = rp_isa_active();
   snprintf(buf, n,
            "cpu %s, ceiling %s (%s): own fp32 GEMM kernel %s, flash attention %s, bf16 GEMM %s, "
-           "bf16 conversions %s; "
+           "bf16 conversions %s, GELU %s; "
            "other kernels are plain C compiled for %s",
            rp_isa_name(cpu), rp_isa_name(act), rp_isa_source(),
            /* which GEMM runs is the pool's gemm mode (rp_gemm_describe) */
@@ -153,5 +154,5 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
            : rp_sgemm_kernel_best() == RP_SGEMM_AVX2 ? "avx2"
                                                      : "none (OpenBLAS only)",
            rp_flash_isa_name(rp_flash_isa_active(NULL)), rp_bf16_kernel_name(rp_bf16_kernel_active()),
-           rp_bf16_conversions_name(), rp_isa_build_target());
+           rp_bf16_conversions_name(), rp_gelu_ops_name(), rp_isa_build_target());
 }
