@@ -104,6 +104,15 @@ static void thread_rows(const gemm_prob *g, int MR, int ith, int nth, long *m0, 
   *m1 = RP_MIN(t1 * MR, (long)g->M);
 }
 
+/* C is the layer's output (or weight gradient), cold when the tile starts:
+ * the micro-kernel's first loads (accumulating) or its stores (write-allocate)
+ * waited on memory with nothing to overlap. Prefetched for writing one tile
+ * ahead, the lines arrive while the previous tile's k loop runs. */
+static inline void c_prefetch(const float *c, long ldc, int rows, int cols) {
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j += 16) __builtin_prefetch(c + i * ldc + j, 1, 3);
+}
+
 static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, int ith,
                       int nth) {
   const int MR = kd->mr;
@@ -122,9 +131,16 @@ static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, i
         const char *bp = g->bpack + jr * panel + pc * NR * slot;
         const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
         const float *init = g->init ? g->init + jr * NR : NULL;
-        for (long t = 0; t < ntile; t++)
-          kd->ukr(kcb, abuf + t * apanel, bp, g->c + (ic + t * MR) * g->ldc + jr * NR, g->ldc,
-                  (int)RP_MIN((long)MR, mcb - t * MR), nr, init, g->load_c || pc > 0);
+        for (long t = 0; t < ntile; t++) {
+          const int mr = (int)RP_MIN((long)MR, mcb - t * MR);
+          float *c = g->c + (ic + t * MR) * g->ldc + jr * NR;
+          /* the next tile's C lines while this one computes (see c_prefetch) */
+          if (t + 1 < ntile) c_prefetch(c + MR * g->ldc, g->ldc, (int)RP_MIN((long)MR, mcb - (t + 1) * MR), nr);
+          else if (jr + 1 < np)
+            c_prefetch(g->c + ic * g->ldc + (jr + 1) * NR, g->ldc, (int)RP_MIN((long)MR, mcb),
+                       (int)RP_MIN((long)NR, g->Nc - (jr + 1) * NR));
+          kd->ukr(kcb, abuf + t * apanel, bp, c, g->ldc, mr, nr, init, g->load_c || pc > 0);
+        }
       }
     }
   }
