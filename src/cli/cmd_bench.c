@@ -1,5 +1,6 @@
 /* ringpipe bench gemm | attention | train */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -52,6 +53,22 @@ static int bench_gemm(int argc, char **argv) {
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The per-step rates beside the run's mean: on a shared machine one slow
+ * step (another tenant, a page-cache flush) moves the mean, and the median
+ * with the spread says whether two runs really differ. */
+static void print_step_spread(double *rates, int n) {
+  if (n < 2) return;
+  qsort(rates, (size_t)n, sizeof *rates, cmp_double);
+  double median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+  printf("  per step: median %.0f tokens/s, slowest %.0f, fastest %.0f\n", median, rates[0],
+         rates[n - 1]);
+}
+
 /* A short real training run: tokens/s, MFU and peak memory by category. */
 static int bench_train(int argc, char **argv) {
   rp_train_opts o;
@@ -68,6 +85,8 @@ static int bench_train(int argc, char **argv) {
   }
   int warm = o.steps > 2 ? 2 : 0;
   double tok = 0, secs = 0;
+  double *rates = calloc((size_t)o.steps, sizeof *rates); /* per measured step */
+  int nrates = 0;
   for (int i = 0; i < o.steps && s == RP_OK; i++) {
     rp_step_stats st;
     if (o.profile && i == warm) rp_prof_enable(1); /* --profile times the measured steps */
@@ -75,6 +94,7 @@ static int bench_train(int argc, char **argv) {
     if (i < warm) continue;
     tok += st.tokens_per_s * st.seconds;
     secs += st.seconds;
+    if (rates) rates[nrates++] = st.tokens_per_s;
   }
   if (s != RP_OK) {
     rc = rp_cli_fail("bench", s);
@@ -94,6 +114,7 @@ static int bench_train(int argc, char **argv) {
     if (wcache) printf("  weight cache: %s\n", wcache);
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
+    print_step_spread(rates, nrates);
     double rate = rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs;
     char mfu[16];
     if (t.gemm_peak > 0)
@@ -106,6 +127,7 @@ static int bench_train(int argc, char **argv) {
     printf("  peak memory: %s\n", mem);
   }
   if (o.profile && t.grid.world_rank == 0) rp_trainer_print_profile(&t);
+  free(rates);
   rp_trainer_free(&t);
   return 0;
 }
