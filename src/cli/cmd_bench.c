@@ -73,7 +73,8 @@ static void print_step_spread(double *rates, int n) {
 static int bench_train(int argc, char **argv) {
   rp_train_opts o;
   int rc = rp_cli_parse("bench train", "ringpipe bench train [train options]",
-                        "Train for a few steps and report throughput, MFU and memory.",
+                        "Train for a few steps and report throughput (the mean, and the median,\n"
+                        "slowest and fastest step; the first two of more than two are warm-up), MFU and memory.",
                         rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
   if (rc >= 0) return rc;
   rp_trainer t;
