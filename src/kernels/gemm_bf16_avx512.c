@@ -299,7 +299,7 @@ T512BF AI void kcontig_words16(const uint16_t *base, long ld, int g0, int nv, in
   for (int j = 0; j < 16; j++) _mm512_storeu_si512(panel + (pb + j) * BNR + g0, r[j]);
 }
 
-void rp_bf16_pack_b16_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
+T512BF void rp_bf16_pack_b16_pairs(const rp_bf16_src *s, int r0, int nrows, long p0, long kp,
                             void *out) {
   RP_CHECK(s->kcontig && !s->src32);
   for (int t = 0; t * BNR < nrows; t++) {
