@@ -135,7 +135,8 @@ static void gemm_rows(const gemm_prob *g, const rp_bf16_kdesc *kd, char *abuf, i
           const int mr = (int)RP_MIN((long)MR, mcb - t * MR);
           float *c = g->c + (ic + t * MR) * g->ldc + jr * NR;
           /* the next tile's C lines while this one computes (see c_prefetch) */
-          if (t + 1 < ntile) c_prefetch(c + MR * g->ldc, g->ldc, (int)RP_MIN((long)MR, mcb - (t + 1) * MR), nr);
+          if (t + 1 < ntile)
+            c_prefetch(c + MR * g->ldc, g->ldc, (int)RP_MIN((long)MR, mcb - (t + 1) * MR), nr);
           else if (jr + 1 < np)
             c_prefetch(g->c + ic * g->ldc + (jr + 1) * NR, g->ldc, (int)RP_MIN((long)MR, mcb),
                        (int)RP_MIN((long)NR, g->Nc - (jr + 1) * NR));
