@@ -8,6 +8,8 @@
  * semantics in one instruction each. Cache-resident, one Zen 5 thread: forward
  * 0.43 -> 0.28 ns per element. The arithmetic is otherwise the C code's, op
  * for op, so the results are its bits (test_gelu_isa). */
+#include <string.h>
+
 #include "gelu_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

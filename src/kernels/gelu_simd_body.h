@@ -4,8 +4,10 @@
  *   V_POW2N(shifted) (2^n from the low bits of the shifted float, as
  *   rp_kern_expf builds it).
  * Every line is the operation of rp_gelu_value / rp_gelu_grad / rp_kern_expf at
- * the same place in the same order (see gelu_internal.h); the element tails
- * call those functions themselves. */
+ * the same place in the same order (see gelu_internal.h). A span's last
+ * n % W elements go through the same vector code on a zero-padded copy, not
+ * through the scalar functions: in a build without FMA those round apart, and
+ * an element's bits would then depend on where a thread's span ends. */
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 
@@ -41,7 +43,12 @@ TGT static void CAT(gelu_forward_, SFX)(float *restrict y, const float *restrict
     VT e = CAT(expv_, SFX)(V_MUL(CAT(gelu_u_, SFX)(v), V_SET1(-2.0f)));
     V_STORE(y + i, V_MUL(v, V_DIV(V_SET1(1.0f), V_ADD(V_SET1(1.0f), e))));
   }
-  for (; i < n; i++) y[i] = rp_gelu_value(x[i]);
+  if (i < n) { /* the tail through the same vector code, zero padded */
+    float xb[W] = {0}, yb[W];
+    memcpy(xb, x + i, sizeof(float) * (size_t)(n - i));
+    CAT(gelu_forward_, SFX)(yb, xb, W);
+    memcpy(y + i, yb, sizeof(float) * (size_t)(n - i));
+  }
 }
 
 TGT static inline VT CAT(gelu_grad_, SFX)(VT v) {
@@ -61,10 +68,15 @@ TGT static void CAT(gelu_backward_, SFX)(float *restrict dx, float *restrict db,
     V_STORE(dx + i, set ? g : V_ADD(V_LOAD(dx + i), g));
     if (db) V_STORE(db + i, V_ADD(V_LOAD(db + i), g));
   }
-  for (; i < n; i++) {
-    float g = rp_gelu_grad(x[i]) * dy[i];
-    dx[i] = set ? g : dx[i] + g;
-    if (db) db[i] += g;
+  if (i < n) { /* the tail through the same vector code, zero padded */
+    const size_t m = sizeof(float) * (size_t)(n - i);
+    float xb[W] = {0}, dyb[W] = {0}, dxb[W] = {0}, dbb[W] = {0};
+    memcpy(xb, x + i, m), memcpy(dyb, dy + i, m);
+    if (!set) memcpy(dxb, dx + i, m);
+    if (db) memcpy(dbb, db + i, m);
+    CAT(gelu_backward_, SFX)(dxb, db ? dbb : NULL, xb, dyb, W, set);
+    memcpy(dx + i, dxb, m);
+    if (db) memcpy(db + i, dbb, m);
   }
 }
 
