@@ -70,6 +70,11 @@ typedef struct {
   rp_flash_isa isa;
   rp_flash_split split;
   long l2_bytes;       /* 0 = sysconf(_SC_LEVEL2_CACHE_SIZE), else /sys, else 1 MiB */
+  /* 1: the five products round their operands to bf16 and run on vdpbf16ps
+   * (fp32 accumulation, softmax and outputs), where the AVX-512 path runs
+   * under an avx512bf16 ceiling; elsewhere fp32 (rp_flash_bf16_active says
+   * which). A bf16 training run sets it. */
+  int bf16;
 } rp_flash_config;
 
 /* Validates a config (blocks 0 or 1..1024, ISA allowed by the rp_isa.h ceiling);
@@ -82,6 +87,8 @@ int rp_flash_isa_supported(rp_flash_isa isa);  /* by the CPU and under the ceili
 /* What AUTO resolves to, or the configured one while the ceiling allows it. */
 rp_flash_isa rp_flash_isa_active(const rp_flash_config *cfg);
 const char *rp_flash_isa_name(rp_flash_isa isa);
+/* 1 when cfg asks for bf16 products and they can run (see rp_flash_config.bf16). */
+int rp_flash_bf16_active(const rp_flash_config *cfg);
 long rp_flash_l2_bytes(const rp_flash_config *cfg);  /* the L2 size in use */
 
 /* Which keys a block of queries sees. Positions are global sequence positions,

@@ -61,6 +61,14 @@ const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg) {
   }
 }
 
+const rp_flash_bf16_ops *rp_flash_bf16_ops_active(const rp_flash_config *cfg) {
+  if (!cfg || !cfg->bf16 || rp_flash_isa_active(cfg) != RP_FLASH_ISA_AVX512) return NULL;
+  return rp_isa_allows(RP_ISA_AVX512BF16) && rp_flash_bf16_avx512.gemm ? &rp_flash_bf16_avx512
+                                                                       : NULL;
+}
+
+int rp_flash_bf16_active(const rp_flash_config *cfg) { return rp_flash_bf16_ops_active(cfg) != NULL; }
+
 /* ---- cache size and block sizes */
 
 long rp_flash_l2_bytes(const rp_flash_config *cfg) {
@@ -114,6 +122,8 @@ rp_status rp_flash_config_check(const rp_flash_config *cfg) {
                   rp_flash_isa_name(cfg->isa), rp_isa_why_not(level_of(cfg->isa)));
   if (cfg->split < RP_FLASH_SPLIT_AUTO || cfg->split > RP_FLASH_SPLIT_KEYBLOCK)
     return rp_err(RP_EINVAL, "flash split %d unknown; use auto, head or keyblock", cfg->split);
+  if (cfg->bf16 != 0 && cfg->bf16 != 1)
+    return rp_err(RP_EINVAL, "flash bf16 %d unknown; use 0 (fp32 products) or 1", cfg->bf16);
   if (cfg->l2_bytes < 0)
     return rp_err(RP_EINVAL, "flash l2_bytes %ld is negative; use 0 (query the CPU)", cfg->l2_bytes);
   return RP_OK;
@@ -152,6 +162,7 @@ void rp_flash_make_plan(rp_flash_plan *pl, const rp_flash_problem *pr) {
   pl->scale = pr->scale > 0.0f ? pr->scale : 1.0f / sqrtf((float)pr->HS);
   pl->split = cfg_or_auto(pr->cfg)->split;
   pl->ops = rp_flash_ops_active(pr->cfg);
+  pl->bf16 = rp_flash_bf16_ops_active(pr->cfg);
 }
 
 void rp_flash_pack_t(float *dst, long ldd, const float *src, long ld, int n, int HS) {

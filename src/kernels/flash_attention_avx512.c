@@ -20,50 +20,16 @@
 #define T512 __attribute__((target("avx512f,avx2,fma")))
 #define AI static inline __attribute__((always_inline))
 
-/* Accumulators must be named variables, not an array: GCC 12 keeps an array of
- * __m512 in memory and stores it back on every k, which halves the speed. The
- * macros below spell out one kernel per NV: ROWS_n(RV, OP) applies OP to every
- * (row i, vector v) of an n-row block, RV_NV(OP, i) to the vectors of row i. */
-#define DECL(i, v) __m512 c##i##_##v;
-#define ZERO(i, v) c##i##_##v = _mm512_setzero_ps();
-#define LOAD(i, v) c##i##_##v = _mm512_maskz_loadu_ps(mk##v, c + (i) * ldc + 16 * (v));
-#define STORE(i, v) _mm512_mask_storeu_ps(c + (i) * ldc + 16 * (v), mk##v, c##i##_##v);
+#include "flash_block512.h"
+
 #define BLOAD(i, v) const __m512 b##v = _mm512_maskz_loadu_ps(mk##v, bk + 16 * (v));
 #define FMA(i, v) c##i##_##v = _mm512_fmadd_ps(_mm512_set1_ps(ak[(i) * rsa]), b##v, c##i##_##v);
-#define RV_1(OP, i) OP(i, 0)
-#define RV_2(OP, i) OP(i, 0) OP(i, 1)
-#define RV_3(OP, i) OP(i, 0) OP(i, 1) OP(i, 2)
-#define RV_4(OP, i) OP(i, 0) OP(i, 1) OP(i, 2) OP(i, 3)
-#define ROWS_6(RV, OP) RV(OP, 0) RV(OP, 1) RV(OP, 2) RV(OP, 3) RV(OP, 4) RV(OP, 5)
-#define ROWS_8(RV, OP) ROWS_6(RV, OP) RV(OP, 6) RV(OP, 7)
-#define ROWS_12(RV, OP) ROWS_8(RV, OP) RV(OP, 8) RV(OP, 9) RV(OP, 10) RV(OP, 11)
 
 /* C[MR, 16*NV] (= or +=) A[MR, K] B[K, 16*NV]; the last vector column is masked */
-#define KERNEL(NAME, MR, NV)                                                              \
-  T512 static void NAME(int K, const float *a, long rsa, long csa, const float *b,        \
-                        long ldb, float *c, long ldc, int acc, __mmask16 ml) {            \
-    const __mmask16 full = 0xFFFF;                                                        \
-    const __mmask16 mk0 = NV == 1 ? ml : full, mk1 = NV == 2 ? ml : full;                 \
-    const __mmask16 mk2 = NV == 3 ? ml : full, mk3 = ml;                                  \
-    (void)mk0, (void)mk1, (void)mk2, (void)mk3;                                           \
-    ROWS_##MR(RV_##NV, DECL)                                                              \
-    if (acc) {                                                                            \
-      ROWS_##MR(RV_##NV, LOAD)                                                            \
-    } else {                                                                              \
-      ROWS_##MR(RV_##NV, ZERO)                                                            \
-    }                                                                                     \
-    _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                 \
-      const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
-      RV_##NV(BLOAD, 0)                                                                   \
-      ROWS_##MR(RV_##NV, FMA)                                                             \
-    }                                                                                     \
-    ROWS_##MR(RV_##NV, STORE)                                                             \
-  }
-
-KERNEL(k6x4, 6, 4)
-KERNEL(k8x3, 8, 3)
-KERNEL(k12x2, 12, 2)
-KERNEL(k12x1, 12, 1)
+BLOCK_KERNEL(k6x4, T512, float, 6, 4, FMA)
+BLOCK_KERNEL(k8x3, T512, float, 8, 3, FMA)
+BLOCK_KERNEL(k12x2, T512, float, 12, 2, FMA)
+BLOCK_KERNEL(k12x1, T512, float, 12, 1, FMA)
 
 typedef void (*kern_fn)(int, const float *, long, long, const float *, long, float *, long,
                         int, __mmask16);

@@ -33,6 +33,18 @@
 #include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
 
+/* bf16 products (pl.bf16): each operand in the pair layout its product reads
+ * (flash_attention_bf16.c). A query block's Q and dO are needed twice each:
+ * as rows (A of S = Q K^T, dP = dO V^T) and as pair rows (B of dK += dS^T Q,
+ * dV += P^T dO); a key block's K as transposed pairs (B of S) and pair rows
+ * (B of dQ += dS K), V as transposed pairs (B of dP). P and dS are rounded per
+ * strip: P as pair rows (A of dV, transposed), dS as rows (A of dQ) and pair
+ * rows (A of dK, transposed). */
+typedef struct {
+  uint32_t *kt, *vt, *kpr;       /* [HS/2][bk], [HS/2][bk], [bk/2][HS] */
+  uint32_t *ppr, *ds, *dspr;     /* [bq/2][bk], [bq][bk/2], [bq/2][bk] */
+} bf16_tiles;
+
 typedef struct {
   rp_flash_problem pr;
   rp_flash_view dout, lse, dsum, dq, dk, dv;
@@ -41,14 +53,73 @@ typedef struct {
   float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV, K [bk*HS];
                               Q, dO, dQ tile [bq*HS] */
   long scratch_floats;
-  float *head_rows;        /* HEAD: per thread, the head's packed Q and dO [2][Tq][HS] */
+  float *head_rows;        /* HEAD: per thread, the head's packed Q and dO [2][Tq][HS]
+                              (bf16: [2][nqb] query-block forms, see qform_words) */
   long head_rows_floats;
+  long qform_words;        /* bf16: one query block's rows [bq][HS/2] + pair rows
+                              [bq/2][HS] */
+  long bf16_words;         /* bf16: the per-thread bf16_tiles and Q, dO forms */
   atomic_int *dq_turn;     /* KEYBLOCK with dq: [B*NH][nqb], the key block whose
                               dQ contribution to that query block goes next */
   int nthreads;
   long ntasks;
   atomic_long next;
 } bwd_ctx;
+
+/* Q or dO rows [0, nq) of a query block into dst: fp32 rows [nq][HS], or
+ * (bf16) rows [nq][HS/2] then pair rows [bq/2][HS]. */
+static void pack_query_rows(const bwd_ctx *c, float *dst, const float *src, long ld, int nq) {
+  const int HS = c->pr.HS;
+  if (!c->pl.bf16) {
+    rp_flash_pack_rows(dst, src, ld, nq, HS);
+    return;
+  }
+  uint32_t *rows = (uint32_t *)dst, *pairs = rows + (long)c->pl.bq * rp_flash_pairs(HS);
+  c->pl.bf16->rows(rows, rp_flash_pairs(HS), src, ld, nq, HS);
+  c->pl.bf16->pair_rows(pairs, HS, src, ld, nq, HS, rp_flash_pairs(nq));
+}
+
+/* Where query block qb's packed rows start in a head's buffer (HEAD split). */
+static const float *query_block_rows(const bwd_ctx *c, const float *head, int qb) {
+  return c->pl.bf16 ? head + qb * c->qform_words : head + (long)qb * c->pl.bq * c->pr.HS;
+}
+
+/* The tile's gradient products with bf16 operands: bwd_tile_grads' order and
+ * strips. qf, dof: the query block's forms (pack_query_rows). */
+static void bwd_tile_grads_bf16(const bwd_ctx *c, const float *S, float *dS, const bf16_tiles *t,
+                                const float *qf, const float *dof, const float *D, long i0,
+                                int nq, long j0, int nk, int full, float *dq, long ldq,
+                                float *dk, float *dv) {
+  const rp_flash_bf16_ops *op = c->pl.bf16;
+  const int HS = c->pr.HS, bk = c->pl.bk, hp = rp_flash_pairs(HS), ldh = rp_flash_pairs(bk);
+  const uint32_t *q16 = (const uint32_t *)qf, *qpr = q16 + (long)c->pl.bq * hp;
+  const uint32_t *do16 = (const uint32_t *)dof, *dopr = do16 + (long)c->pl.bq * hp;
+  const int need_ds = dq != NULL || c->dk.p != NULL;
+  for (int r0 = 0, hh; r0 < nq; r0 += hh) {  /* r0 is even: strips are 24 rows */
+    hh = rp_flash_strip_rows(full, nq, r0);
+    int ns = rp_flash_strip_keys(&c->pr, full, i0, r0, hh, j0, nk);
+    if (ns == 0) continue;
+    const float *s = S + (long)r0 * bk;
+    float *ds = dS + (long)r0 * bk;
+    const int hpr = rp_flash_pairs(hh);
+    if (c->dv.p) {
+      op->pair_rows(t->ppr, bk, s, bk, hh, ns, hpr);
+      op->gemm(ns, HS, hpr, t->ppr, 1, bk, dopr + (long)(r0 / 2) * HS, HS, dv, HS, 1);
+    }
+    if (!need_ds) continue;
+    op->gemm(hh, ns, hp, do16 + (long)r0 * hp, hp, 1, t->vt, bk, ds, bk, 0);
+    for (int r = 0; r < hh; r++)
+      c->pl.ops->dsoft(ds + (long)r * bk, s + (long)r * bk, ns, D[r0 + r], c->pl.scale);
+    if (dq) {
+      op->rows(t->ds, ldh, ds, bk, hh, ns);
+      op->gemm(hh, HS, rp_flash_pairs(ns), t->ds, ldh, 1, t->kpr, HS, dq + r0 * ldq, ldq, 1);
+    }
+    if (c->dk.p) {
+      op->pair_rows(t->dspr, bk, ds, bk, hh, ns, hpr);
+      op->gemm(ns, HS, hpr, t->dspr, 1, bk, qpr + (long)(r0 / 2) * HS, HS, dk, HS, 1);
+    }
+  }
+}
 
 /* The gradient GEMMs of one tile given P in S, strip by strip (RP_FLASH_STRIP):
  * dV += P^T dO, dP = dO V^T, dS = softmax'(P, dP), dQ += dS K, dK += dS^T Q.
@@ -116,13 +187,31 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
   float *S = ws, *dS = S + (long)bq * bk, *kt = dS + (long)bq * bk, *vt = kt + (long)HS * bk;
   float *dk = vt + (long)HS * bk, *dv = dk + (long)bk * HS, *kp = dv + (long)bk * HS;
   float *qp = kp + (long)bk * HS, *dop = qp + (long)bq * HS, *dqt = dop + (long)bq * HS;
+  bf16_tiles t16 = {0};
+  if (pl->bf16) {  /* after the fp32 layout: K, V forms, P / dS strips, Q and dO forms */
+    const long hp = rp_flash_pairs(HS), qp2 = rp_flash_pairs(bq);
+    t16.kt = (uint32_t *)(dqt + (long)bq * HS);
+    t16.vt = t16.kt + hp * bk;
+    t16.kpr = t16.vt + hp * bk;
+    t16.ppr = t16.kpr + (long)rp_flash_pairs(bk) * HS;
+    t16.ds = t16.ppr + qp2 * bk;
+    t16.dspr = t16.ds + (long)bq * rp_flash_pairs(bk);
+    qp = (float *)(t16.dspr + qp2 * bk);
+    dop = qp + c->qform_words;
+  }
   /* KEYBLOCK: dQ goes through the ordered tile (see the file comment) */
   atomic_int *turn = c->dq_turn && dqb ? c->dq_turn + (b * pr->NH + h) * pl->nqb : NULL;
   const float *k = rp_flash_row(pr->k, b, j0, h, HS), *v = rp_flash_row(pr->v, b, j0, h, HS);
   const int need_ds = dqb != NULL || c->dk.p != NULL;
-  ops->pack_t(kt, bk, k, pr->k.ld, nk, HS);
-  if (dqb) rp_flash_pack_rows(kp, k, pr->k.ld, nk, HS);
-  if (need_ds) ops->pack_t(vt, bk, v, pr->v.ld, nk, HS);
+  if (pl->bf16) {
+    pl->bf16->pack_t(t16.kt, bk, k, pr->k.ld, nk, HS);
+    if (dqb) pl->bf16->pair_rows(t16.kpr, HS, k, pr->k.ld, nk, HS, rp_flash_pairs(nk));
+    if (need_ds) pl->bf16->pack_t(t16.vt, bk, v, pr->v.ld, nk, HS);
+  } else {
+    ops->pack_t(kt, bk, k, pr->k.ld, nk, HS);
+    if (dqb) rp_flash_pack_rows(kp, k, pr->k.ld, nk, HS);
+    if (need_ds) ops->pack_t(vt, bk, v, pr->v.ld, nk, HS);
+  }
   memset(dk, 0, sizeof(float) * (size_t)nk * HS);
   memset(dv, 0, sizeof(float) * (size_t)nk * HS);
 
@@ -136,14 +225,21 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
     const float *L = rp_flash_stat(c->lse, b, h, i0);
     const float *D = rp_flash_stat(c->dsum, b, h, i0);
     /* hq, hdo: the whole head packed once by the caller (HEAD); else per tile */
-    if (!hq) rp_flash_pack_rows(qp, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
-    if (!hdo) rp_flash_pack_rows(dop, rp_flash_row(c->dout, b, i0, h, HS), c->dout.ld, nq, HS);
-    const float *qt = hq ? hq + i0 * HS : qp, *dot = hdo ? hdo + i0 * HS : dop;
+    if (!hq) pack_query_rows(c, qp, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq);
+    if (!hdo) pack_query_rows(c, dop, rp_flash_row(c->dout, b, i0, h, HS), c->dout.ld, nq);
+    const float *qt = hq ? query_block_rows(c, hq, qb) : qp;
+    const float *dot = hdo ? query_block_rows(c, hdo, qb) : dop;
     const int full = rp_flash_tile_full(pr, b, i0, nq, j0, nk);
+    const int hp = rp_flash_pairs(HS);
     for (int r0 = 0, hh; r0 < nq; r0 += hh) {   /* strips: see RP_FLASH_STRIP */
       hh = rp_flash_strip_rows(full, nq, r0);
       int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
-      if (ns > 0) ops->gemm(hh, ns, HS, qt + r0 * HS, HS, 1, kt, bk, S + (long)r0 * bk, bk, 0);
+      if (ns == 0) continue;
+      if (pl->bf16)
+        pl->bf16->gemm(hh, ns, hp, (const uint32_t *)qt + (long)r0 * hp, hp, 1, t16.kt, bk,
+                       S + (long)r0 * bk, bk, 0);
+      else
+        ops->gemm(hh, ns, HS, qt + r0 * HS, HS, 1, kt, bk, S + (long)r0 * bk, bk, 0);
     }
     for (int r = 0; r < nq; r++) {
       float *s = S + (long)r * bk;
@@ -154,8 +250,12 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
     }
     if (turn) memset(dqt, 0, sizeof(float) * (size_t)nq * HS);
     float *dq_tile = turn ? dqt : dqb ? dqb + i0 * ldq : NULL;
-    bwd_tile_grads(c, S, dS, vt, kp, qt, dot, D, i0, nq, j0, nk, full, dq_tile,
-                   turn ? HS : ldq, dk, dv);
+    if (pl->bf16)
+      bwd_tile_grads_bf16(c, S, dS, &t16, qt, dot, D, i0, nq, j0, nk, full, dq_tile,
+                          turn ? HS : ldq, dk, dv);
+    else
+      bwd_tile_grads(c, S, dS, vt, kp, qt, dot, D, i0, nq, j0, nk, full, dq_tile,
+                     turn ? HS : ldq, dk, dv);
     if (turn) dq_add_in_turn(turn + qb, kb, dqb + i0 * ldq, ldq, dqt, nq, HS);
   }
   for (int r = 0; r < nk; r++) {
@@ -167,6 +267,21 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
       float *o = rp_flash_row(c->dv, b, j0 + r, h, HS);
       for (int d = 0; d < HS; d++) o[d] += dv[(long)r * HS + d];
     }
+  }
+}
+
+/* One head's Q or dO rows, packed once (HEAD split): fp32 rows [Tq][HS], or
+ * bf16 one query block after another. */
+static void pack_head_rows(const bwd_ctx *c, float *dst, rp_flash_view src, long b, long h) {
+  const int HS = c->pr.HS, Tq = c->pr.Tq;
+  if (!c->pl.bf16) {
+    rp_flash_pack_rows(dst, rp_flash_row(src, b, 0, h, HS), src.ld, Tq, HS);
+    return;
+  }
+  for (int qb = 0; qb < c->pl.nqb; qb++) {
+    const long i0 = (long)qb * c->pl.bq;
+    pack_query_rows(c, dst + qb * c->qform_words, rp_flash_row(src, b, i0, h, HS), src.ld,
+                    (int)RP_MIN((long)c->pl.bq, Tq - i0));
   }
 }
 
@@ -182,9 +297,10 @@ void rp_flash_bwd_run(void *vctx, int ith, int nth) {
     if (c->split == RP_FLASH_SPLIT_HEAD) {
       long b = t / c->pr.NH, h = t % c->pr.NH;
       float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
-      float *hq = c->head_rows + ith * c->head_rows_floats, *hdo = hq + (long)c->pr.Tq * HS;
-      rp_flash_pack_rows(hq, rp_flash_row(c->pr.q, b, 0, h, HS), c->pr.q.ld, c->pr.Tq, HS);
-      rp_flash_pack_rows(hdo, rp_flash_row(c->dout, b, 0, h, HS), c->dout.ld, c->pr.Tq, HS);
+      float *hq = c->head_rows + ith * c->head_rows_floats;
+      float *hdo = hq + c->head_rows_floats / 2;
+      pack_head_rows(c, hq, c->pr.q, b, h);
+      pack_head_rows(c, hdo, c->dout, b, h);
       for (int kb = 0; kb < c->pl.nkb; kb++)
         bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws, hq, hdo);
     } else {
@@ -236,11 +352,18 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
-  c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 3 * HS * bq + 15) & ~15L;
+  if (c->pl.bf16) {  /* see bwd_key_block's layout */
+    const long hp = rp_flash_pairs((int)HS), qp2 = rp_flash_pairs((int)bq);
+    const long kp2 = rp_flash_pairs((int)bk);
+    c->qform_words = (bq * hp + qp2 * HS + 15) & ~15L;
+    c->bf16_words = 2 * hp * bk + kp2 * HS + 2 * qp2 * bk + bq * kp2 + 2 * c->qform_words;
+  }
+  c->scratch_floats = (2 * bq * bk + 5 * HS * bk + 3 * HS * bq + c->bf16_words + 15) & ~15L;
   c->scratch = rp_scratch_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads));
   int ok = c->scratch != NULL;
   if (ok && c->split == RP_FLASH_SPLIT_HEAD) {
-    c->head_rows_floats = (2L * pr->Tq * HS + 15) & ~15L;
+    c->head_rows_floats = c->pl.bf16 ? 2L * c->pl.nqb * c->qform_words
+                                     : (2L * pr->Tq * HS + 15) & ~15L;
     c->head_rows = rp_scratch_alloc(sizeof(float) * (size_t)(c->head_rows_floats * nthreads));
     ok = c->head_rows != NULL;
   }

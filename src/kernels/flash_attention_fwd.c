@@ -31,7 +31,10 @@
 #include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
 
-/* One head's packed K^T and V tiles. head and users change under mu. */
+/* the most rows a forward strip has */
+#define RP_FWD_STRIP_MAX (RP_FLASH_FWD_STRIP > RP_FLASH_STRIP ? RP_FLASH_FWD_STRIP : RP_FLASH_STRIP)
+
+/* One head's packed K^T and V tiles (bf16: their pair layouts in the same room). head and users change under mu. */
 typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t left;  /* users dropped to 0 */
@@ -88,8 +91,16 @@ static const float *packed_kt(fwd_ctx *c, kv_slot *slot, long bh, int kb) {
   if (s == 0 && atomic_compare_exchange_strong(st, &expect, 1)) {
     long b = bh / pr->NH, h = bh % pr->NH, j0 = (long)kb * bk;
     int nk = (int)RP_MIN((long)bk, pr->Tk - j0);
-    c->pl.ops->pack_t(dst, bk, rp_flash_row(pr->k, b, j0, h, HS), pr->k.ld, nk, HS);
-    rp_flash_pack_rows(dst + (long)HS * bk, rp_flash_row(pr->v, b, j0, h, HS), pr->v.ld, nk, HS);
+    const float *k = rp_flash_row(pr->k, b, j0, h, HS), *v = rp_flash_row(pr->v, b, j0, h, HS);
+    if (c->pl.bf16) {  /* K^T pairs [HS/2][bk], then V pair rows [bk/2][HS] */
+      uint32_t *d16 = (uint32_t *)dst;
+      c->pl.bf16->pack_t(d16, bk, k, pr->k.ld, nk, HS);
+      c->pl.bf16->pair_rows(d16 + (long)rp_flash_pairs(HS) * bk, HS, v, pr->v.ld, nk, HS,
+                            rp_flash_pairs(nk));
+    } else {
+      c->pl.ops->pack_t(dst, bk, k, pr->k.ld, nk, HS);
+      rp_flash_pack_rows(dst + (long)HS * bk, v, pr->v.ld, nk, HS);
+    }
     atomic_store_explicit(st, 2, memory_order_release);
     return dst;
   }
@@ -112,7 +123,7 @@ static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, 
   const rp_flash_ops *ops = c->pl.ops;
   const int HS = pr->HS, bk = c->pl.bk;
   const float scale = c->pl.scale;
-  float rmax[RP_FLASH_FWD_STRIP > RP_FLASH_STRIP ? RP_FLASH_FWD_STRIP : RP_FLASH_STRIP];
+  float rmax[RP_FWD_STRIP_MAX];
   int span_a[sizeof rmax / sizeof rmax[0]], span_n[sizeof rmax / sizeof rmax[0]];
   for (int r = r0; r < r0 + hh; r++) {
     float *s = S + (long)r * bk;
@@ -143,6 +154,34 @@ static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, 
   }
 }
 
+/* The forward's two products on strip rows [r0, r0 + hh) over ns keys, fp32 or
+ * bf16 (pl->bf16: q, kt in its pair layouts; P is rounded into pb first).
+ * scores: S = Q K^T (unscaled); accumulate: O += P V. */
+static void fwd_scores(const fwd_ctx *c, int r0, int hh, int ns, const float *q,
+                       const float *kt, float *s) {
+  const int HS = c->pr.HS, bk = c->pl.bk;
+  if (c->pl.bf16) {
+    const int hp = rp_flash_pairs(HS);
+    c->pl.bf16->gemm(hh, ns, hp, (const uint32_t *)q + (long)r0 * hp, hp, 1,
+                     (const uint32_t *)kt, bk, s, bk, 0);
+  } else {
+    c->pl.ops->gemm(hh, ns, HS, q + r0 * HS, HS, 1, kt, bk, s, bk, 0);
+  }
+}
+
+static void fwd_accumulate(const fwd_ctx *c, int hh, int ns, const float *s, const float *kt,
+                           uint32_t *pb, float *o, long ldo) {
+  const int HS = c->pr.HS, bk = c->pl.bk;
+  if (c->pl.bf16) {
+    const int ldp = rp_flash_pairs(bk);
+    const uint32_t *v16 = (const uint32_t *)kt + (long)rp_flash_pairs(HS) * bk;
+    c->pl.bf16->rows(pb, ldp, s, bk, hh, ns);
+    c->pl.bf16->gemm(hh, HS, rp_flash_pairs(ns), pb, ldp, 1, v16, HS, o, ldo, 1);
+  } else {
+    c->pl.ops->gemm(hh, HS, ns, s, bk, 1, kt + (long)HS * bk, HS, o, ldo, 1);
+  }
+}
+
 /* One query block against every key tile it sees. Each tile runs strip by strip
  * (RP_FLASH_FWD_STRIP rows; diagonal tiles RP_FLASH_STRIP over the keys the strip
  * sees): S = Q K^T, the softmax, O += P V for one strip before the next, so that
@@ -150,7 +189,7 @@ static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, 
  * are 72 KiB, more than the L1, and went through L2 three times). q is the
  * block's Q rows packed [nq][HS]. */
 static void fwd_tile_rows(fwd_ctx *c, kv_slot *slot, long b, long h, int qb, float *S,
-                          float *m, float *l, float *q) {
+                          float *m, float *l, float *q, uint32_t *pb) {
   const rp_flash_problem *pr = &c->pr;
   const rp_flash_plan *pl = &c->pl;
   const rp_flash_ops *ops = pl->ops;
@@ -160,7 +199,11 @@ static void fwd_tile_rows(fwd_ctx *c, kv_slot *slot, long b, long h, int qb, flo
   float *o = rp_flash_row(c->o, b, i0, h, HS);
   const long ldo = c->o.ld;
 
-  rp_flash_pack_rows(q, rp_flash_row(pr->q, b, i0, h, HS), pr->q.ld, nq, HS);
+  const float *qsrc = rp_flash_row(pr->q, b, i0, h, HS);
+  if (pl->bf16)
+    pl->bf16->rows((uint32_t *)q, rp_flash_pairs(HS), qsrc, pr->q.ld, nq, HS);
+  else
+    rp_flash_pack_rows(q, qsrc, pr->q.ld, nq, HS);
   for (int r = 0; r < nq; r++) {
     memset(o + r * ldo, 0, sizeof(float) * (size_t)HS);
     m[r] = -INFINITY;
@@ -182,10 +225,9 @@ static void fwd_tile_rows(fwd_ctx *c, kv_slot *slot, long b, long h, int qb, flo
       float *s = S + (long)r0 * bk;
       /* unscaled scores (the scale is folded into the exp); columns past the
        * strip's keys are zeroed by the softmax */
-      if (ns > 0) ops->gemm(hh, ns, HS, q + r0 * HS, HS, 1, kt, bk, s, bk, 0);
+      if (ns > 0) fwd_scores(c, r0, hh, ns, q, kt, s);
       fwd_softmax_rows(c, b, i0, r0, hh, j0, nk, full, S, m, l, o, ldo);
-      if (ns > 0)
-        ops->gemm(hh, HS, ns, s, bk, 1, kt + (long)HS * bk, HS, o + r0 * ldo, ldo, 1);
+      if (ns > 0) fwd_accumulate(c, hh, ns, s, kt, pb, o + r0 * ldo, ldo);
     }
   }
   for (int r = 0; r < nq; r++) {
@@ -221,6 +263,7 @@ void rp_flash_fwd_run(void *vctx, int ith, int nth) {
   float *S = c->scratch + ith * c->scratch_floats;
   float *m = S + (long)c->pl.bq * c->pl.bk;
   float *l = m + c->pl.bq, *q = l + c->pl.bq;
+  uint32_t *pb = (uint32_t *)(q + (long)c->pl.bq * c->pr.HS);  /* bf16 P strip */
   for (;;) {
     long t = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (t >= c->ntasks) break;
@@ -233,7 +276,7 @@ void rp_flash_fwd_run(void *vctx, int ith, int nth) {
     task_of(c, t, &bh, &qb_rank);
     int qb = c->pl.nqb - 1 - (int)qb_rank;
     kv_slot *slot = slot_acquire(c, bh);
-    fwd_tile_rows(c, slot, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l, q);
+    fwd_tile_rows(c, slot, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l, q, pb);
     slot_release(slot);
   }
 }
@@ -276,7 +319,9 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->nslots = (int)RP_MIN(BNH, (long)c->group + nthreads); /* a group in flight, the next */
   const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);
-  c->scratch_floats = ((long)c->pl.bq * (c->pl.bk + 2L + pr->HS) + 15) & ~15L;
+  /* S, m, l, packed Q, and (bf16) a strip of P in pairs */
+  const long pb_words = c->pl.bf16 ? (long)RP_FWD_STRIP_MAX * rp_flash_pairs(c->pl.bk) : 0;
+  c->scratch_floats = ((long)c->pl.bq * (c->pl.bk + 2L + pr->HS) + pb_words + 15) & ~15L;
   c->kt = rp_scratch_alloc(sizeof(float) * (size_t)(tiles * tile_floats));
   c->scratch = rp_scratch_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads));
   c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);

@@ -29,6 +29,26 @@ extern const rp_flash_ops rp_flash_ops_avx2;
 extern const rp_flash_ops rp_flash_ops_avx512;
 const rp_flash_ops *rp_flash_ops_active(const rp_flash_config *cfg);
 
+/* The bf16 products (flash_attention_bf16.c; layouts described there): k runs
+ * in pairs, one uint32_t each.
+ * gemm: C[M,N] = (acc ? C : 0) + A B over KP pairs, A(i,p) = a[i*rsa + p*csa],
+ *       B(p,n) = b[p*ldb + n];
+ * rows: dst[r*ldd + p] = pair(src[r][2p], src[r][2p+1]), r < n, p < ceil(K/2);
+ * pair_rows: dst[p*ldd + w] = pair(src[2p][w], src[2p+1][w]), p < np, w < W,
+ *       rows >= n as +0;
+ * pack_t: dst[p*ldd + r] = pair(src[r][2p], src[r][2p+1]), r < n, p < ceil(HS/2). */
+typedef struct {
+  void (*gemm)(int M, int N, int KP, const uint32_t *a, long rsa, long csa, const uint32_t *b,
+               long ldb, float *c, long ldc, int acc);
+  void (*rows)(uint32_t *dst, long ldd, const float *src, long ld, int n, int K);
+  void (*pair_rows)(uint32_t *dst, long ldd, const float *src, long ld, int n, int W, int np);
+  void (*pack_t)(uint32_t *dst, long ldd, const float *src, long ld, int n, int HS);
+} rp_flash_bf16_ops;
+extern const rp_flash_bf16_ops rp_flash_bf16_avx512;
+/* The bf16 table when cfg asks for bf16 and it can run (the AVX-512 flash path
+ * under an avx512bf16 ceiling), else NULL: the fp32 products. */
+const rp_flash_bf16_ops *rp_flash_bf16_ops_active(const rp_flash_config *cfg);
+
 /* 2^f for f in [0, 1) as sum c[i] f^(5-i), evaluated by Horner (highest power
  * first). Degree 5, fitted for the least relative error over [0, 1) (iterated
  * reweighted least squares): 7.5e-8 in exact arithmetic, 1.6e-7 (1.3 ulp)
@@ -46,7 +66,11 @@ typedef struct {
   float scale;
   rp_flash_split split;
   const rp_flash_ops *ops;
+  const rp_flash_bf16_ops *bf16; /* NULL: fp32 products */
 } rp_flash_plan;
+
+/* bf16 pairs of n elements */
+static inline int rp_flash_pairs(int n) { return (n + 1) / 2; }
 
 rp_status rp_flash_check_problem(const rp_flash_problem *pr);
 void rp_flash_make_plan(rp_flash_plan *pl, const rp_flash_problem *pr);
@@ -65,6 +89,8 @@ static inline int rp_flash_visible(const rp_flash_problem *pr, long i, long j0, 
  * zeros. A multiple of every micro-kernel's row block (6, 8, 12). An unmasked
  * tile is one strip. */
 #define RP_FLASH_STRIP 24
+/* even: a bf16 strip's first row starts a pair row of Q and dO */
+_Static_assert(RP_FLASH_STRIP % 2 == 0, "bf16 pair rows need even strips");
 /* Rows per strip of an unmasked forward tile (see fwd_tile_rows): small enough
  * that the strip's scores stay in L1, a multiple of every row block. */
 #define RP_FLASH_FWD_STRIP 24

@@ -1,0 +1,55 @@
+/* The register-block spelling shared by the fp32 (flash_attention_avx512.c) and
+ * bf16 (flash_attention_bf16.c) AVX-512 flash kernels: an MR x (16*NV) block of C
+ * lives in named zmm accumulators c<i>_<v>. ROWS_n(RV, OP) applies OP to every
+ * (row i, vector v) of an n-row block, RV_NV(OP, i) to the vectors of row i. The
+ * including file defines its BLOAD and multiply-add for its element type and
+ * provides mk0..mk3 (the last vector is masked to the block's width).
+ *
+ * Accumulators must be named variables, not an array: GCC 12 keeps an array of
+ * __m512 in memory and stores it back on every k, which halves the speed. */
+#ifndef RP_FLASH_BLOCK512_H
+#define RP_FLASH_BLOCK512_H
+
+#define DECL(i, v) __m512 c##i##_##v;
+#define ZERO(i, v) c##i##_##v = _mm512_setzero_ps();
+#define LOAD(i, v) c##i##_##v = _mm512_maskz_loadu_ps(mk##v, c + (i) * ldc + 16 * (v));
+#define STORE(i, v) _mm512_mask_storeu_ps(c + (i) * ldc + 16 * (v), mk##v, c##i##_##v);
+#define RV_1(OP, i) OP(i, 0)
+#define RV_2(OP, i) OP(i, 0) OP(i, 1)
+#define RV_3(OP, i) OP(i, 0) OP(i, 1) OP(i, 2)
+#define RV_4(OP, i) OP(i, 0) OP(i, 1) OP(i, 2) OP(i, 3)
+#define ROWS_6(RV, OP) RV(OP, 0) RV(OP, 1) RV(OP, 2) RV(OP, 3) RV(OP, 4) RV(OP, 5)
+#define ROWS_8(RV, OP) ROWS_6(RV, OP) RV(OP, 6) RV(OP, 7)
+#define ROWS_12(RV, OP) ROWS_8(RV, OP) RV(OP, 8) RV(OP, 9) RV(OP, 10) RV(OP, 11)
+
+/* the masks of a block whose last of NV vectors holds the ragged columns (ml) */
+#define BLOCK_MASKS(NV)                                                                   \
+  const __mmask16 full = 0xFFFF;                                                          \
+  const __mmask16 mk0 = NV == 1 ? ml : full, mk1 = NV == 2 ? ml : full;                   \
+  const __mmask16 mk2 = NV == 3 ? ml : full, mk3 = ml;                                    \
+  (void)mk0, (void)mk1, (void)mk2, (void)mk3;
+
+/* NAME: C[MR, 16*NV] (= or +=) A[MR, K] B[K, 16*NV] over K steps of element type T
+ * (a float, or a uint32_t pair of bf16); the k loop keeps A's broadcast element at
+ * ak and B's row at bk for the file's BLOAD and MADD; unrolled twice because the
+ * pointer increments and the branch are scalar uops that compete for the FMA
+ * ports. */
+#define BLOCK_KERNEL(NAME, ATTR, T, MR, NV, MADD)                                         \
+  ATTR static void NAME(int K, const T *a, long rsa, long csa, const T *b, long ldb,      \
+                        float *c, long ldc, int acc, __mmask16 ml) {                     \
+    BLOCK_MASKS(NV)                                                                       \
+    ROWS_##MR(RV_##NV, DECL)                                                              \
+    if (acc) {                                                                            \
+      ROWS_##MR(RV_##NV, LOAD)                                                            \
+    } else {                                                                              \
+      ROWS_##MR(RV_##NV, ZERO)                                                            \
+    }                                                                                     \
+    _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                 \
+      const T *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                           \
+      RV_##NV(BLOAD, 0)                                                                   \
+      ROWS_##MR(RV_##NV, MADD)                                                            \
+    }                                                                                     \
+    ROWS_##MR(RV_##NV, STORE)                                                             \
+  }
+
+#endif
