@@ -57,6 +57,9 @@
    "weights, AdamW state, LayerNorm, softmax and loss), or fp32 throughout"},             \
   {"bf16-stochastic", RP_OPT_BOOL, offsetof(T, bf16_stochastic), "0", 0, 0, NULL,         \
    "round the bf16 weight copies stochastically instead of to nearest"},                  \
+  {"bf16-attention", RP_OPT_BOOL, offsetof(T, bf16_attention), "1", 0, 0, NULL,           \
+   "with --precision bf16 and flash attention: its QK^T, PV and backward products in "    \
+   "bf16 too (vdpbf16ps, fp32 softmax) where AVX512-BF16 runs; off keeps them fp32"},      \
   {"threads", RP_OPT_INT, offsetof(T, threads), "0", 0, 1024, NULL,                       \
    "compute threads per rank (0: the cores this process may use, divided among local "    \
    "ranks)"},                                                                             \

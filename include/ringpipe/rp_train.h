@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "rp_cp.h"
 #include "rp_dp.h"
+#include "rp_flash.h"
 #include "rp_pipeline.h"
 #include "rp_schedule.h"
 #include "rp_grid.h"
@@ -50,6 +51,7 @@ typedef struct {
   rp_recompute recompute;
   rp_precision precision;
   int bf16_stochastic;
+  int bf16_attention;  /* flash products in bf16 too (rp_flash_config.bf16) */
   float bucket_mb;
   rp_post_validate post_validate;
 } rp_train_opts;
@@ -94,6 +96,8 @@ typedef struct {
   struct rp_docs_s *docs;       /* --pack: each micro-batch's documents (B x seq) */
   rp_attn_backend *cp_attn;     /* ring or Ulysses attention when cp > 1 */
   const rp_attn_backend *local_attn; /* the rank-local kernel (sampling) */
+  rp_flash_config flash_cfg;    /* the run's flash settings (bf16 products or not) */
+  rp_attn_backend flash_attn;   /* flash bound to flash_cfg, when that is not automatic */
   int step;                     /* steps completed */
   double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped */
   double fma_peak;              /* threads x one core's register-only FMA rate, 0 if skipped */

@@ -30,7 +30,8 @@
 #include "ringpipe/rp_util.h"
 
 typedef struct {
-  int threads, tmin, tmax, B, NH, HS, bq, bk, causal_mask; /* bit 0: non-causal, bit 1: causal */
+  int threads, tmin, tmax, B, NH, HS, bq, bk, bf16;
+  int causal_mask; /* bit 0: non-causal, bit 1: causal */
   double naive_max_gib, min_seconds;
   rp_flash_config flash;   /* this run's flash settings (bq, bk; the rest automatic) */
 } bench_opts;
@@ -39,7 +40,8 @@ static int usage(const char *bad) {
   fprintf(stderr,
           "ringpipe bench attention: unknown or bad option '%s'\n"
           "options: --threads N  --tmin T  --tmax T  --batch B  --heads NH  --head-size HS\n"
-          "         --causal both|yes|no  --bq N  --bk N  --naive-max-gib G  --min-seconds S\n",
+          "         --causal both|yes|no  --bq N  --bk N  --bf16 0|1  --naive-max-gib G\n"
+          "         --min-seconds S\n",
           bad);
   return 2;
 }
@@ -70,6 +72,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
     else if (strcmp(a, "--head-size") == 0) o->HS = (int)x;
     else if (strcmp(a, "--bq") == 0) o->bq = (int)x;
     else if (strcmp(a, "--bk") == 0) o->bk = (int)x;
+    else if (strcmp(a, "--bf16") == 0) o->bf16 = (int)x;
     else if (strcmp(a, "--naive-max-gib") == 0) o->naive_max_gib = x;
     else if (strcmp(a, "--min-seconds") == 0) o->min_seconds = x;
     else return usage(a);
@@ -198,6 +201,10 @@ static void print_table(const bench_opts *o, const bench_row *rows, int nrows, d
          rp_flash_isa_name(rp_flash_isa_active(&o->flash)), o->threads, kpeak / 1e9);
   printf("FMA peak (register-only probe at that level x %d threads): %.1f GFLOP/s\n",
          o->threads, fpeak / 1e9);
+  if (o->bf16)
+    printf("products: %s\n", rp_flash_bf16_active(&o->flash)
+                                 ? "bf16 (vdpbf16ps; fractions stay against the fp32 peaks)"
+                                 : "fp32 (--bf16 1 needs AVX512-BF16 under the ISA ceiling)");
   printf("spd = naive time / flash time; sgemm f / fb = flash FLOP/s (fwd / fwd+bwd) over the "
          "sgemm peak, naive fb likewise;\nkern fb = flash fwd+bwd FLOP/s over the micro-kernel "
          "peak, fma fb over the FMA peak;\nFLOPs: fwd 4*HS, bwd 10*HS per visible (query, key) pair "
@@ -298,7 +305,7 @@ int rp_bench_attention(int argc, char **argv) {
   bench_opts o;
   int rc = parse(&o, argc, argv);
   if (rc) return rc;
-  o.flash = (rp_flash_config){.bq = o.bq, .bk = o.bk};
+  o.flash = (rp_flash_config){.bq = o.bq, .bk = o.bk, .bf16 = o.bf16};
   if (rp_flash_config_check(&o.flash) != RP_OK) {
     fprintf(stderr, "ringpipe bench attention: %s\n", rp_errmsg());
     return 2;

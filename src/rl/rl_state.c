@@ -91,6 +91,7 @@ static rp_status engine_opts(const rp_rl_opts *o, rp_train_opts *t) {
   t->lr_schedule = o->lr_schedule;
   t->attention = o->attention;
   t->precision = o->precision, t->bf16_stochastic = o->bf16_stochastic;
+  t->bf16_attention = o->bf16_attention;
   snprintf(t->init_from, sizeof t->init_from, "%s", o->init_from);
   snprintf(t->out, sizeof t->out, "%s", o->out);
   t->seed = o->seed, t->threads = o->threads, t->pin = o->pin, t->quiet = o->quiet;

@@ -34,7 +34,7 @@ static void print_bf16_benefit(void) {
   double f = rp_isa_peak_gflops(RP_ISA_AVX512), b = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
   if (rp_bf16_kernel_active() == RP_BF16_KERNEL_AMX) {
     printf("  bf16 matmuls on AMX tiles: tdpbf16ps %.0f GFLOP/s vs fp32 FMA %.0f GFLOP/s per "
-           "thread (measured); attention, layernorm, GELU and AdamW stay fp32\n",
+           "thread (measured); layernorm, GELU, softmax and AdamW stay fp32\n",
            rp_isa_peak_gflops(RP_ISA_AMX), f);
     return;
   }
@@ -49,6 +49,15 @@ static void print_bf16_benefit(void) {
     printf("  note: bf16 has little or no speed benefit here: vdpbf16ps %.0f GFLOP/s vs fp32 "
            "FMA %.0f GFLOP/s per thread (measured); the bf16 GEMM takes the faster of the two "
            "(rp_bf16_kernel)%s\n", b, f, amx);
+}
+
+/* Where a bf16 run's attention products run, and why not in bf16 when not. */
+static const char *bf16_attention_what(const rp_trainer *t) {
+  if (t->o.attention != RP_ATTN_FLASH) return "fp32 (naive attention)";
+  if (!t->o.bf16_attention) return "fp32 (--no-bf16-attention)";
+  if (rp_flash_bf16_active(&t->flash_cfg)) return "bf16 (vdpbf16ps, fp32 softmax)";
+  return rp_isa_allows(RP_ISA_AVX512BF16) ? "fp32 (the flash kernel's ISA is below avx512)"
+                                          : "fp32 (no AVX512-BF16 under the ISA ceiling)";
 }
 
 static void print_banner(const rp_trainer *t) {
@@ -66,8 +75,10 @@ static void print_banner(const rp_trainer *t) {
                                           : rp_cp_place_name(t->cp_place),
            t->T_local, o->seq);
   if (t->bf16.n)
-    printf("  precision: bf16 matmuls (fp32 accumulation, fp32 master weights and AdamW)%s\n",
-           o->bf16_stochastic ? ", stochastic rounding of the weight copies" : "");
+    printf("  precision: bf16 matmuls (fp32 accumulation, fp32 master weights and AdamW)%s; "
+           "attention products %s\n",
+           o->bf16_stochastic ? ", stochastic rounding of the weight copies" : "",
+           bf16_attention_what(t));
   if (t->grid.tp > 1)
     printf("  tensor parallel: %d ranks, %d of %d heads, %d of %d MLP features and %d of %d "
            "vocabulary rows per rank\n", t->grid.tp, t->cfg.NH / t->grid.tp, t->cfg.NH,

@@ -161,6 +161,22 @@ static rp_status setup_data_parallel(rp_trainer *t) {
  * allocation to save a pass that is small beside its GEMM. */
 #define WCACHE_MAX_ENTRY_BYTES ((size_t)16 << 20)
 
+/* The rank-local attention kernel. A bf16 run's flash products go to bf16
+ * (vdpbf16ps) too unless --bf16-attention 0; the kernels decide per call
+ * whether the ISA ceiling lets them (rp_flash_bf16_active). */
+static rp_status setup_attention(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  t->flash_cfg = (rp_flash_config){0};
+  t->exec.attn = rp_attn_of_kind(o->attention);
+  if (o->attention == RP_ATTN_FLASH && o->precision == RP_PRECISION_BF16 && o->bf16_attention) {
+    t->flash_cfg.bf16 = 1;
+    RP_TRY(rp_attn_flash_with(&t->flash_attn, &t->flash_cfg));
+    t->exec.attn = &t->flash_attn;
+  }
+  t->local_attn = t->exec.attn;
+  return RP_OK;
+}
+
 static rp_status setup_compute(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int threads = o->threads > 0 ? o->threads : rp_default_threads();
@@ -180,8 +196,7 @@ static rp_status setup_compute(rp_trainer *t) {
       (o->microbatches > 1 || o->recompute != RP_RECOMPUTE_NONE))
     RP_TRY(rp_sgemm_wcache_create(&t->wcache, WCACHE_MAX_ENTRY_BYTES));
   t->exec.pool = t->pool;
-  t->exec.attn = rp_attn_of_kind(o->attention);
-  t->local_attn = t->exec.attn;
+  RP_TRY(setup_attention(t));
   if (t->grid.tp > 1) {
     RP_TRY(rp_tp_create(&t->tp, t->grid.tp_comm, o->sp && o->tp_overlap));
     t->exec.tp = rp_tp_ops_of(t->tp);
@@ -193,6 +208,7 @@ static rp_status setup_compute(rp_trainer *t) {
                                   o->heads / t->grid.tp));
     else
       RP_TRY(rp_cp_ring_create(&t->cp_attn, t->grid.cp_comm, layout, o->seq, o->cp_overlap));
+    RP_TRY(rp_cp_set_flash(t->cp_attn, &t->flash_cfg));
     t->exec.attn = t->cp_attn;
   }
   int B = o->batch, T = t->T_local;
