@@ -144,8 +144,9 @@ double rp_isa_peak_gflops(rp_isa level) {
 
 void rp_isa_kernel_summary(char *buf, size_t n) {
   rp_isa cpu = rp_isa_cpu(), act = rp_isa_active();
+  const rp_flash_config bf16_flash = {.bf16 = 1};
   snprintf(buf, n,
-           "cpu %s, ceiling %s (%s): own fp32 GEMM kernel %s, flash attention %s, bf16 GEMM %s, "
+           "cpu %s, ceiling %s (%s): own fp32 GEMM kernel %s, flash attention %s%s, bf16 GEMM %s, "
            "bf16 conversions %s, GELU %s; "
            "other kernels are plain C compiled for %s",
            rp_isa_name(cpu), rp_isa_name(act), rp_isa_source(),
@@ -153,6 +154,8 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
            rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? "avx512"
            : rp_sgemm_kernel_best() == RP_SGEMM_AVX2 ? "avx2"
                                                      : "none (OpenBLAS only)",
-           rp_flash_isa_name(rp_flash_isa_active(NULL)), rp_bf16_kernel_name(rp_bf16_kernel_active()),
+           rp_flash_isa_name(rp_flash_isa_active(NULL)),
+           rp_flash_bf16_active(&bf16_flash) ? " (bf16 runs: vdpbf16ps products)" : "",
+           rp_bf16_kernel_name(rp_bf16_kernel_active()),
            rp_bf16_conversions_name(), rp_gelu_ops_name(), rp_isa_build_target());
 }

@@ -53,6 +53,14 @@ for level in scalar avx2 avx512 avx512bf16 amx; do
   l=$(RINGPIPE_ISA=$level isa_line)
   echo "RINGPIPE_ISA=$level: $l"
   echo "$l" | grep -q "ceiling $level (RINGPIPE_ISA)" || bad "RINGPIPE_ISA=$level not in force"
+  # flash attention's bf16 products need avx512bf16 (rp_flash_bf16_active)
+  case $level in
+    avx512bf16 | amx) echo "$l" | grep -q 'vdpbf16ps products' ||
+                        bad "RINGPIPE_ISA=$level: flash bf16 products not named" ;;
+    *) if echo "$l" | grep -q 'vdpbf16ps products'; then
+         bad "RINGPIPE_ISA=$level: flash bf16 products named below avx512bf16"
+       fi ;;
+  esac
   l=$(RINGPIPE_ISA= isa_line --isa "$level")
   echo "$l" | grep -q "ceiling $level (--isa)" || bad "--isa $level not in force"
   [ "$level" = "$cpu" ] && above=yes
