@@ -17,7 +17,7 @@ int rp_matmul_rows_fusable(rp_pool *pool, int N);
 
 /* 1 when rp_matmul_* run ringpipe's own GEMM (rp_sgemm.h) for N rows of an
  * IC -> OC matmul */
-int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC);
+int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC, int backward);
 
 /* dbias[lo:hi] += sum over the N rows of dout[:, lo:hi], rows in order */
 void rp_matmul_dbias_cols(float *dbias, const float *dout, long lo, long hi, int N, int OC);

@@ -60,7 +60,8 @@ const char *rp_gemm_describe(const rp_pool *pool) {
   static char text[160];
   rp_gemm_mode m = rp_gemm_get_mode(pool);
   if (m == RP_GEMM_OWN && rp_pool_gemm_mode(pool) != RP_GEMM_OWN) {
-    if (blas_core_has_avx512()) return "auto (own for weights up to 4 MiB, split above)";
+    if (blas_core_has_avx512()) return "auto (own for weights up to 4 MiB and the backward of widening ones up to "
+                                          "16 MiB, split above)";
     snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
              "without AVX-512)", openblas_get_corename());
     return text;
@@ -215,12 +216,23 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
  * GEMM takes every weight (the 124M step 0.60 of the time on Zen 5, 2 threads:
  * GEMMs 7.1 -> 4.1 s). An explicit --gemm own takes every shape. */
 #define OWN_AUTO_MAX_WEIGHT_BYTES ((long)4 << 20)
+/* The backward (dinp and dweight in one job) of a weight that widens the
+ * layer (IC <= OC: the 124M shape's qkv and c_fc, 7 and 9 MiB) measured
+ * faster in the own GEMM than in split mode once its prepacked products kept
+ * each row block's C in L2 (sgemm.c, column groups): 1.04-1.06x on qkv and
+ * c_fc (dinp and dweight each, best of 9 alternating calls, N = 2048, 2
+ * threads, the 2-core AMX Xeon). A narrowing weight (c_proj, 3072 -> 768)
+ * stayed 0.90-0.95x in dweight, and the LM head's dinp (K = 50304, a 147 MiB
+ * pack) 0.91x, so those stay with OpenBLAS. */
+#define OWN_AUTO_MAX_BWD_WIDEN_BYTES ((long)16 << 20)
 
-int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC) {
+int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC, int backward) {
   if (rp_gemm_get_mode(pool) != RP_GEMM_OWN || N < SKINNY_ROWS_PER_THREAD * pool_threads(pool))
     return 0;
+  const long wbytes = (long)IC * OC * (long)sizeof(float);
   return rp_pool_gemm_mode(pool) == RP_GEMM_OWN || !blas_core_has_avx512() ||
-         (long)IC * OC * (long)sizeof(float) <= OWN_AUTO_MAX_WEIGHT_BYTES;
+         wbytes <= OWN_AUTO_MAX_WEIGHT_BYTES ||
+         (backward && IC <= OC && wbytes <= OWN_AUTO_MAX_BWD_WIDEN_BYTES);
 }
 
 /* Mirrors the choice of matmul_forward below where the own GEMM does not
@@ -254,7 +266,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
                            const float *resid, int N, int IC, int OC, rp_pool *pool) {
   int nth = pool_threads(pool);
   int skinny = N < SKINNY_ROWS_PER_THREAD * nth;
-  if (rp_matmul_own_applies(pool, N, IC, OC)) {
+  if (rp_matmul_own_applies(pool, N, IC, OC, 0)) {
     rp_sgemm_forward((rp_sgemm_kernel)rp_sgemm_kernel_best(), out, inp, weight, bias, resid, N, IC,
                      OC, pool);
     return;
@@ -293,7 +305,7 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
   mm_ctx c = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
               .weight = weight, .N = N, .IC = IC, .OC = OC, .dinp_beta = dinp_beta,
               .do_gemm = 1};
-  if (rp_matmul_own_applies(pool, N, IC, OC)) {
+  if (rp_matmul_own_applies(pool, N, IC, OC, 1)) {
     rp_sgemm_backward((rp_sgemm_kernel)rp_sgemm_kernel_best(), dinp, dweight, dbias, dout, inp,
                       weight, N, IC, OC, dinp_beta == 0.0f, pool);
     return;

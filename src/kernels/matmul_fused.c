@@ -48,7 +48,7 @@ static void fwd_gelu_task(void *vctx, int ith, int nth) {
 void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,
                             const float *bias, int N, int IC, int OC, rp_pool *pool,
                             double *epilogue_s) {
-  if (rp_matmul_own_applies(pool, N, IC, OC)) {
+  if (rp_matmul_own_applies(pool, N, IC, OC, 0)) {
     fused_ctx c = {.pre = pre, .post = post, .OC = OC, .timed = epilogue_s != NULL};
     rp_sgemm_forward_epi((rp_sgemm_kernel)rp_sgemm_kernel_best(), pre, inp, weight, bias, N, IC,
                          OC, pool, gelu_rows, &c);

@@ -316,23 +316,44 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
   }
 }
 
+/* Panels per column group of a prepacked B: a block's C (mc rows x the
+ * group's columns) is added to once per k block, so it should stay in L2
+ * beside the A block and the streaming B panels. A quarter of the L2 for it;
+ * the groups of one call are of equal size. */
+static long col_group_panels(const rp_sgemm_kdesc *kd, long K, long np) {
+  if (K <= kd->kc) return np; /* one k block: C is written once whatever its width */
+  const long budget = RP_MAX(rp_isa_l2_bytes() / 4, 1L << 18);
+  const long per_panel = (long)kd->mc * kd->nr * (long)sizeof(float);
+  const long fit = RP_MAX(budget / per_panel, 1L), groups = (np + fit - 1) / fit;
+  return (np + groups - 1) / groups;
+}
+
 static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf,
                         float *bbuf, long m0, long m1, long p0, long p1) {
   const int NR = kd->nr;
   const long kb = block_k(g->K, kd->kc);
   if (g->bpack) {
-    /* blocks of mc rows outermost: the block's C (mc x Nc) stays in L2 while
-     * all its k blocks add to it, and the shared B is read once per block */
-    for (long ic = m0; ic < m1; ic += kd->mc) {
-      const long ic1 = RP_MIN(ic + kd->mc, m1);
-      for (long pc = 0; pc < g->K; pc += kb) {
-        /* the A block after this one: the next k block, or the next rows' first */
-        const long npc = pc + kb < g->K ? pc + kb : 0, nic = npc ? ic : ic1;
-        /* none past the thread's rows: pf_of takes rows <= 0 as nothing */
-        const long nrows = RP_MIN(kd->mc, m1 - nic);
-        pf_block next[2] = {g->apack ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb), pf_none()};
-        block_tiles(g, kd, abuf, ic, ic1, p0, p1, pc, RP_MIN(kb, (long)g->K - pc),
-                    g->bpack + p0 * g->K * NR + pc * NR, (long)g->K * NR, next);
+    /* per column group, blocks of mc rows outermost: the block's C (mc x the
+     * group's columns) stays in L2 while all its k blocks add to it, and the
+     * shared B is read once per block. Each C element is the same sum in the
+     * same k order whatever the grouping. */
+    const long qp = col_group_panels(kd, g->K, p1 - p0);
+    for (long q0 = p0; q0 < p1; q0 += qp) {
+      const long q1 = RP_MIN(q0 + qp, p1);
+      for (long ic = m0; ic < m1; ic += kd->mc) {
+        const long ic1 = RP_MIN(ic + kd->mc, m1);
+        for (long pc = 0; pc < g->K; pc += kb) {
+          /* the A block after this one: the next k block, the next rows'
+           * first, or the next group's first rows */
+          const long npc = pc + kb < g->K ? pc + kb : 0;
+          const long nic = npc ? ic : ic1 < m1 ? ic1 : q1 < p1 ? m0 : m1;
+          /* none past the thread's rows: pf_of takes rows <= 0 as nothing */
+          const long nrows = RP_MIN(kd->mc, m1 - nic);
+          pf_block next[2] = {g->apack ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb),
+                              pf_none()};
+          block_tiles(g, kd, abuf, ic, ic1, q0, q1, pc, RP_MIN(kb, (long)g->K - pc),
+                      g->bpack + q0 * g->K * NR + pc * NR, (long)g->K * NR, next);
+        }
       }
     }
     return;
