@@ -60,8 +60,8 @@ const char *rp_gemm_describe(const rp_pool *pool) {
   static char text[160];
   rp_gemm_mode m = rp_gemm_get_mode(pool);
   if (m == RP_GEMM_OWN && rp_pool_gemm_mode(pool) != RP_GEMM_OWN) {
-    if (blas_core_has_avx512()) return "auto (own for weights up to 4 MiB and the backward of widening ones up to "
-                                          "16 MiB, split above)";
+    if (blas_core_has_avx512()) return "auto (own for weights up to 4 MiB and the backward of widening ones, split "
+                                          "for the rest)";
     snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
              "without AVX-512)", openblas_get_corename());
     return text;
@@ -217,22 +217,21 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
  * GEMMs 7.1 -> 4.1 s). An explicit --gemm own takes every shape. */
 #define OWN_AUTO_MAX_WEIGHT_BYTES ((long)4 << 20)
 /* The backward (dinp and dweight in one job) of a weight that widens the
- * layer (IC <= OC: the 124M shape's qkv and c_fc, 7 and 9 MiB) measured
- * faster in the own GEMM than in split mode once its prepacked products kept
- * each row block's C in L2 (sgemm.c, column groups): 1.04-1.06x on qkv and
- * c_fc (dinp and dweight each, best of 9 alternating calls, N = 2048, 2
- * threads, the 2-core AMX Xeon). A narrowing weight (c_proj, 3072 -> 768)
- * stayed 0.90-0.95x in dweight, and the LM head's dinp (K = 50304, a 147 MiB
- * pack) 0.91x, so those stay with OpenBLAS. */
-#define OWN_AUTO_MAX_BWD_WIDEN_BYTES ((long)16 << 20)
-
+ * layer (IC <= OC: the 124M shape's qkv and c_fc, 7 and 9 MiB, and the LM
+ * head) measured faster in the own GEMM than in split mode, whatever its size,
+ * once its prepacked products kept each row block's C in L2 (sgemm.c, column
+ * groups) and the LM head's dinp packed its weight block by block instead of
+ * whole (147 MiB): qkv and c_fc 1.04-1.06x in dinp and dweight each, the LM
+ * head's dinp 1.07-1.08x (best of 5-9 alternating calls, N = 2048, 2 threads,
+ * the 2-core AMX Xeon). A narrowing weight (c_proj, 3072 -> 768) stayed
+ * 0.90-0.95x in dweight, so it stays with OpenBLAS. */
 int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC, int backward) {
   if (rp_gemm_get_mode(pool) != RP_GEMM_OWN || N < SKINNY_ROWS_PER_THREAD * pool_threads(pool))
     return 0;
   const long wbytes = (long)IC * OC * (long)sizeof(float);
   return rp_pool_gemm_mode(pool) == RP_GEMM_OWN || !blas_core_has_avx512() ||
          wbytes <= OWN_AUTO_MAX_WEIGHT_BYTES ||
-         (backward && IC <= OC && wbytes <= OWN_AUTO_MAX_BWD_WIDEN_BYTES);
+         (backward && IC <= OC);
 }
 
 /* Mirrors the choice of matmul_forward below where the own GEMM does not

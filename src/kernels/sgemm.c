@@ -543,16 +543,21 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
    * before the next (rows outermost), or that share would go through memory
    * once per k block (the 124M shape's LM head: 11 times 77 MiB) */
   const int dw_prepack = dweight && (size_t)OC * IC * sizeof(float) / (size_t)nth > DW_C_MAX_BYTES;
-  rp_sgemm_wentry *kept = dinp ? rp_sgemm_wcache_entry(rp_pool_wcache(pool), w, RP_WPACK_DINP,
-                                                        OC, IC, (int)k, bpack_bytes(kd, IC, OC))
-                               : NULL;
-  size_t b1 = dinp && !kept ? align64(bpack_bytes(kd, IC, OC)) : 0;
+  /* dinp's weight packed block by block inside the job when its whole pack
+   * would be too big to stay in L3 (the LM head: 147 MiB, then streamed from
+   * memory once per block of rows), as forward does */
+  const int dinp_onfly = dinp && bpack_bytes(kd, IC, OC) > PREPACK_MAX_BYTES;
+  rp_sgemm_wentry *kept = dinp && !dinp_onfly
+                              ? rp_sgemm_wcache_entry(rp_pool_wcache(pool), w, RP_WPACK_DINP, OC,
+                                                      IC, (int)k, bpack_bytes(kd, IC, OC))
+                              : NULL;
+  size_t b1 = dinp && !kept && !dinp_onfly ? align64(bpack_bytes(kd, IC, OC)) : 0;
   size_t b2 = dw_prepack ? align64(bpack_bytes(kd, IC, N)) : 0;
-  size_t per_thread = thread_bytes(kd, dweight && !dw_prepack);
+  size_t per_thread = thread_bytes(kd, (dweight && !dw_prepack) || dinp_onfly);
   char *ws = ws_acquire(b1 + b2 + per_thread * (size_t)nth);
   float *wpack = kept ? kept->buf : (float *)ws;
   bpack_ctx bc = {.kd = kd};
-  if (dinp && (!kept || !kept->valid))
+  if (dinp && !dinp_onfly && (!kept || !kept->valid))
     bc.job[bc.njobs++] = (bpack_job){{w, IC, 0, IC, OC}, IC, kd->nr, wpack};
   if (dw_prepack)
     bc.job[bc.njobs++] = (bpack_job){{inp, IC, 0, IC, N}, IC, kd->nr, (float *)(ws + b1)};
@@ -562,8 +567,9 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
                 .dout = dout, .N = N, .OC = OC};
   if (dinp)
     c.prob[c.nprob++] = (gemm_prob){.c = dinp, .ldc = IC, .M = N, .Nc = IC, .K = OC,
-                                    .a = {dout, OC, 1, N, OC}, .bpack = wpack,
-                                    .load_c = !dinp_set};
+                                    .a = {dout, OC, 1, N, OC},
+                                    .bpack = dinp_onfly ? NULL : wpack,
+                                    .b = {w, IC, 0, IC, OC}, .load_c = !dinp_set};
   if (dweight)
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
                                     .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},

@@ -53,7 +53,7 @@ const rp_opt rp_train_opt_table[] = {
      "which GEMM runs and how it uses the threads: own (ringpipe's GEMM, its shared operand "
      "packed once by all threads; needs avx2), blas (OpenBLAS threads), split (pool threads "
      "each run single-threaded OpenBLAS sgemm on a slice), auto (own for weights up to 4 MiB "
-     "and for the backward of widening weights up to 16 MiB where the ISA ceiling allows "
+     "and for the backward of widening weights (IC <= OC) where the ISA ceiling allows "
      "its avx512 kernel, else split: the measured faster default)"},
     {"weight-cache", RP_OPT_BOOL, O(weight_cache), "0", 0, 0, NULL,
      "when a step multiplies each weight more than once (--microbatches > 1, a pipeline's "

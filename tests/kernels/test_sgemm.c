@@ -210,7 +210,8 @@ static void test_sgemm_thread_invariance(void **state) {
 }
 
 /* Past the driver's size limits: a weight over 16 MiB (the forward packs the
- * input and splits the weight's rows among threads, as for an LM head) and a
+ * input and splits the weight's rows among threads, as for an LM head; dinp
+ * packs the weight block by block inside the job instead of whole) and a
  * dweight share over 1.5 MiB (dweight's B packed whole, rows outermost), on
  * ragged edges; against the reference and bitwise across thread counts. */
 static void test_sgemm_big_operands(void **state) {
@@ -229,18 +230,20 @@ static void test_sgemm_big_operands(void **state) {
     kt_fill(inp, (long)N * IC, &rng, -1, 1);
     kt_fill(w, (long)OC * IC, &rng, -1, 1);
     kt_fill(dout, (long)N * OC, &rng, -1, 1);
-    float *out[3], *dw[3];
+    float *out[3], *dw[3], *dinp[3];
     for (int p = 0; p < 3; p++) {
       out[p] = kt_floats((long)N * OC), dw[p] = kt_floats((long)OC * IC);
+      dinp[p] = kt_floats((long)N * IC);
       rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, NULL, NULL, N, IC, OC, pools[p]);
-      rp_sgemm_backward((rp_sgemm_kernel)k, NULL, dw[p], NULL, dout, inp, w, N, IC, OC, 1,
+      rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], dw[p], NULL, dout, inp, w, N, IC, OC, 1,
                         pools[p]);
     }
     for (int p = 1; p < 3; p++) {
       assert_memory_equal(out[0], out[p], sizeof(float) * (size_t)N * OC);
       assert_memory_equal(dw[0], dw[p], sizeof(float) * (size_t)OC * IC);
+      assert_memory_equal(dinp[0], dinp[p], sizeof(float) * (size_t)N * IC);
     }
-    for (int p = 0; p < 3; p++) free(out[p]), free(dw[p]);
+    for (int p = 0; p < 3; p++) free(out[p]), free(dw[p]), free(dinp[p]);
     free(inp), free(w), free(dout);
   }
   rp_pool_destroy(pools[1]);
