@@ -24,10 +24,13 @@ typedef struct {
 
 /* Edges of every tile size: MR 4/6/12, NR 16/32; K odd, above one k block
  * (kc 192/256) and not a multiple of it; the dweight column split (IC > OC)
- * and row split; more than one B block of panels (IC > 16 * 32). */
+ * and row split; more than one B block of panels (IC > 16 * 32); a prepacked
+ * B over several k blocks in more than one column group (300 x 700 at kc 192;
+ * 700 x 1000, forward and dinp, at kc 192 and 384). */
 static const shape shapes[] = {
     {1, 1, 1},    {5, 7, 3},     {13, 33, 17},  {25, 31, 65},   {37, 200, 48},
     {64, 385, 96}, {50, 96, 600}, {30, 520, 40}, {129, 64, 130}, {40, 1030, 20},
+    {29, 300, 700}, {31, 700, 1000},
 };
 #define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
 
