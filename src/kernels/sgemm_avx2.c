@@ -112,38 +112,90 @@ TAVX2 static void transpose8(__m256 r[8]) {
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-TAVX2 void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long kc,
-                                float *out) {
-  const long k8 = kc / 8 * 8;
+TAVX2 static inline void store_rows8(float *o, __m256 v, int nw) {
+  if (nw == 8) {
+    _mm256_storeu_ps(o, v);
+  } else if (nw == 4) {
+    _mm_storeu_ps(o, _mm256_castps256_ps128(v));
+  } else {
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (int i = 0; i < nw; i++) o[i] = t[i];
+  }
+}
+
+/* 8 x 8 block: rows [r0, r0 + 8) (those past have read as 0), k [k, k + 8) */
+TAVX2 static inline void pack_t_block(const float *src, long ld, int have, int w, int r0, long k,
+                                      float *out) {
+  const int nw = RP_MIN(8, w - r0), nv = RP_MAX(0, RP_MIN(nw, have - r0));
+  __m256 r[8];
+  for (int i = 0; i < 8; i++)
+    r[i] = i < nv ? _mm256_loadu_ps(src + (long)(r0 + i) * ld + k) : _mm256_setzero_ps();
+  transpose8(r);
+  for (int j = 0; j < 8; j++) store_rows8(out + (k + j) * w + r0, r[j], nw);
+}
+
+TAVX2 static void pack_t_tail(const float *src, long ld, int have, int w, long k8, long kc,
+                              float *out) {
   for (int r0 = 0; r0 < w; r0 += 8) {
     const int nw = RP_MIN(8, w - r0), nv = RP_MAX(0, RP_MIN(nw, have - r0));
+    for (long k = k8; k < kc; k++)
+      for (int i = 0; i < nw; i++)
+        out[k * w + r0 + i] = i < nv ? src[(long)(r0 + i) * ld + k] : 0.0f;
+  }
+}
+
+/* Row groups outer: for a panel that stays in L1 (an A panel, 12 x 384), whose
+ * lines the row groups' passes then complete in L1. */
+TAVX2 static void pack_t_by_rows(const float *src, long ld, int have, int w, long kc,
+                                 float *out) {
+  const long k8 = kc / 8 * 8;
+  for (int r0 = 0; r0 < w; r0 += 8) {
     /* the next 8 rows' lines (the next panel's after the last 8) while these
      * are transposed: each row's first touch is otherwise a miss the hardware
      * prefetcher does not see coming */
     const int npf = RP_MAX(0, RP_MIN(8, have - r0 - 8));
     for (long k = 0; k < k8; k += 8) {
-      __m256 r[8];
       if (k % 16 == 0)
         for (int i = 0; i < npf; i++)
           _mm_prefetch((const char *)(src + (long)(r0 + 8 + i) * ld + k), _MM_HINT_T0);
-      for (int i = 0; i < 8; i++)
-        r[i] = i < nv ? _mm256_loadu_ps(src + (long)(r0 + i) * ld + k) : _mm256_setzero_ps();
-      transpose8(r);
-      for (int j = 0; j < 8; j++) {
-        float *o = out + (k + j) * w + r0;
-        if (nw == 8) _mm256_storeu_ps(o, r[j]);
-        else if (nw == 4) _mm_storeu_ps(o, _mm256_castps256_ps128(r[j]));
-        else {
-          float t[8];
-          _mm256_storeu_ps(t, r[j]);
-          for (int i = 0; i < nw; i++) o[i] = t[i];
-        }
-      }
+      pack_t_block(src, ld, have, w, r0, k, out);
     }
-    for (long k = k8; k < kc; k++)
-      for (int i = 0; i < nw; i++)
-        out[k * w + r0 + i] = i < nv ? src[(long)(r0 + i) * ld + k] : 0.0f;
   }
+  pack_t_tail(src, ld, have, w, k8, kc, out);
+}
+
+/* k blocks outer: for a panel bigger than L1 (a weight's 32 x K panel in the
+ * forward), so that each 8 x w block of output lines is written whole once,
+ * not a quarter at a time in four passes that each evict the last. Every row's
+ * line PK_PF floats ahead is fetched, and past the panel's end the next
+ * panel's rows. On one Sapphire Rapids core, the 124M shape's weights: 20-25
+ * % faster than by rows (20 -> 25 GB/s); the A panels stay faster by rows. */
+#define PK_PF 64
+TAVX2 static void pack_t_by_k(const float *src, long ld, int have, int w, long kc, float *out) {
+  const long k8 = kc / 8 * 8;
+  const int hv = RP_MIN(have, w), nx = RP_MAX(0, RP_MIN(w, have - w));
+  for (long k = 0; k < k8; k += 8) {
+    if (k % 16 == 0) {
+      const long kk = k + PK_PF;
+      if (kk < kc)
+        for (int i = 0; i < hv; i++)
+          _mm_prefetch((const char *)(src + (long)i * ld + kk), _MM_HINT_T0);
+      else
+        for (int i = 0; i < nx; i++)
+          _mm_prefetch((const char *)(src + (long)(w + i) * ld + kk - kc), _MM_HINT_T0);
+    }
+    for (int r0 = 0; r0 < w; r0 += 8) pack_t_block(src, ld, have, w, r0, k, out);
+  }
+  pack_t_tail(src, ld, have, w, k8, kc, out);
+}
+
+TAVX2 void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long kc,
+                                float *out) {
+  if ((long)w * kc * (long)sizeof(float) > (32L << 10))
+    pack_t_by_k(src, ld, have, w, kc, out);
+  else
+    pack_t_by_rows(src, ld, have, w, kc, out);
 }
 
 /* The plain pack: out[k][w] = src[k * ld + r] for r < have, 0 up to w; eight
