@@ -89,6 +89,11 @@ rp_flash_isa rp_flash_isa_active(const rp_flash_config *cfg);
 const char *rp_flash_isa_name(rp_flash_isa isa);
 /* 1 when cfg asks for bf16 products and they can run (see rp_flash_config.bf16). */
 int rp_flash_bf16_active(const rp_flash_config *cfg);
+/* 1 when bf16 products can run and are worth it: vdpbf16ps's measured
+ * multiply-add rate (rp_isa_peak_gflops) is at least 1.5x the zmm FMA's.
+ * Elsewhere they do the fp32 work's multiply-adds no faster, plus rounding
+ * and packing. */
+int rp_flash_bf16_pays(void);
 long rp_flash_l2_bytes(const rp_flash_config *cfg);  /* the L2 size in use */
 
 /* Which keys a block of queries sees. Positions are global sequence positions,

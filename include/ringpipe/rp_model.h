@@ -92,6 +92,9 @@ typedef enum { RP_RECOMPUTE_NONE = 0, RP_RECOMPUTE_SELECTIVE, RP_RECOMPUTE_FULL 
 const char *rp_recompute_name(rp_recompute mode);  /* "none", "selective", "full" */
 /* Matmul precision of a run (--precision fp32|bf16, in that order). */
 typedef enum { RP_PRECISION_FP32 = 0, RP_PRECISION_BF16 = 1 } rp_precision;
+/* Whether a bf16 run's flash products run in bf16 too (--bf16-attention
+ * auto|on|off, in that order): auto where rp_flash_bf16_pays. */
+typedef enum { RP_BF16_ATTN_AUTO = 0, RP_BF16_ATTN_ON, RP_BF16_ATTN_OFF } rp_bf16_attn;
 /* Which local attention kernel (--attention naive|flash, in that order). */
 typedef enum { RP_ATTN_NAIVE = 0, RP_ATTN_FLASH = 1 } rp_attn_kind;
 

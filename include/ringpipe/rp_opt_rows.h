@@ -57,9 +57,12 @@
    "weights, AdamW state, LayerNorm, softmax and loss), or fp32 throughout"},             \
   {"bf16-stochastic", RP_OPT_BOOL, offsetof(T, bf16_stochastic), "0", 0, 0, NULL,         \
    "round the bf16 weight copies stochastically instead of to nearest"},                  \
-  {"bf16-attention", RP_OPT_BOOL, offsetof(T, bf16_attention), "1", 0, 0, NULL,           \
+  {"bf16-attention", RP_OPT_ENUM, RP_OPT_ENUM_FIELD(T, bf16_attention), "auto", 0, 0,      \
+   "auto|on|off",                                                                         \
    "with --precision bf16 and flash attention: its QK^T, PV and backward products in "    \
-   "bf16 too (vdpbf16ps, fp32 softmax) where AVX512-BF16 runs; off keeps them fp32"},      \
+   "bf16 too (vdpbf16ps, fp32 softmax) where AVX512-BF16 runs: auto where vdpbf16ps "     \
+   "measures at least 1.5x the zmm FMA's multiply-add rate (not on Sapphire Rapids, "     \
+   "where it is half and bf16 attention 1.3x slower), on wherever it runs, off: fp32"},   \
   {"threads", RP_OPT_INT, offsetof(T, threads), "0", 0, 1024, NULL,                       \
    "compute threads per rank (0: the cores this process may use, divided among local "    \
    "ranks)"},                                                                             \

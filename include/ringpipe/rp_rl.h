@@ -168,7 +168,7 @@ typedef struct {
   rp_attn_kind attention;
   rp_precision precision;
   int bf16_stochastic;
-  int bf16_attention;  /* flash products in bf16 too (rp_flash_config.bf16) */
+  rp_bf16_attn bf16_attention; /* flash products in bf16 too (rp_flash_config.bf16) */
   /* sft */
   int batch;
   /* rollouts */

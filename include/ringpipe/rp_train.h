@@ -51,7 +51,7 @@ typedef struct {
   rp_recompute recompute;
   rp_precision precision;
   int bf16_stochastic;
-  int bf16_attention;  /* flash products in bf16 too (rp_flash_config.bf16) */
+  rp_bf16_attn bf16_attention; /* flash products in bf16 too (rp_flash_config.bf16) */
   float bucket_mb;
   rp_post_validate post_validate;
 } rp_train_opts;

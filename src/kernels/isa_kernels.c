@@ -155,7 +155,10 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
            : rp_sgemm_kernel_best() == RP_SGEMM_AVX2 ? "avx2"
                                                      : "none (OpenBLAS only)",
            rp_flash_isa_name(rp_flash_isa_active(NULL)),
-           rp_flash_bf16_active(&bf16_flash) ? " (bf16 runs: vdpbf16ps products)" : "",
+           !rp_flash_bf16_active(&bf16_flash) ? ""
+           : rp_flash_bf16_pays()            ? " (bf16 runs: vdpbf16ps products)"
+                                             : " (bf16 runs: fp32 products; vdpbf16ps products with "
+                                               "--bf16-attention on, slower here)",
            rp_bf16_kernel_name(rp_bf16_kernel_active()),
            rp_bf16_conversions_name(), rp_gelu_ops_name(), rp_isa_build_target());
 }

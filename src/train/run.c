@@ -54,8 +54,12 @@ static void print_bf16_benefit(void) {
 /* Where a bf16 run's attention products run, and why not in bf16 when not. */
 static const char *bf16_attention_what(const rp_trainer *t) {
   if (t->o.attention != RP_ATTN_FLASH) return "fp32 (naive attention)";
-  if (!t->o.bf16_attention) return "fp32 (--no-bf16-attention)";
+  if (t->o.bf16_attention == RP_BF16_ATTN_OFF) return "fp32 (--bf16-attention off)";
   if (rp_flash_bf16_active(&t->flash_cfg)) return "bf16 (vdpbf16ps, fp32 softmax)";
+  if (t->o.bf16_attention == RP_BF16_ATTN_AUTO && rp_isa_allows(RP_ISA_AVX512BF16) &&
+      rp_flash_isa_active(NULL) == RP_FLASH_ISA_AVX512)
+    return "fp32 (--bf16-attention auto: vdpbf16ps measured under 1.5x the zmm FMA's "
+           "multiply-add rate here, so bf16 products would be slower; on forces them)";
   return rp_isa_allows(RP_ISA_AVX512BF16) ? "fp32 (the flash kernel's ISA is below avx512)"
                                           : "fp32 (no AVX512-BF16 under the ISA ceiling)";
 }

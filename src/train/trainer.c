@@ -162,13 +162,16 @@ static rp_status setup_data_parallel(rp_trainer *t) {
 #define WCACHE_MAX_ENTRY_BYTES ((size_t)16 << 20)
 
 /* The rank-local attention kernel. A bf16 run's flash products go to bf16
- * (vdpbf16ps) too unless --bf16-attention 0; the kernels decide per call
- * whether the ISA ceiling lets them (rp_flash_bf16_active). */
+ * (vdpbf16ps) too with --bf16-attention on, or auto where they pay
+ * (rp_flash_bf16_pays); the kernels decide per call whether the ISA ceiling
+ * lets them (rp_flash_bf16_active). */
 static rp_status setup_attention(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   t->flash_cfg = (rp_flash_config){0};
   t->exec.attn = rp_attn_of_kind(o->attention);
-  if (o->attention == RP_ATTN_FLASH && o->precision == RP_PRECISION_BF16 && o->bf16_attention) {
+  const int bf16_products = o->bf16_attention == RP_BF16_ATTN_ON ||
+                            (o->bf16_attention == RP_BF16_ATTN_AUTO && rp_flash_bf16_pays());
+  if (o->attention == RP_ATTN_FLASH && o->precision == RP_PRECISION_BF16 && bf16_products) {
     t->flash_cfg.bf16 = 1;
     RP_TRY(rp_attn_flash_with(&t->flash_attn, &t->flash_cfg));
     t->exec.attn = &t->flash_attn;
