@@ -99,64 +99,8 @@ int rp_sgemm_kernel_best(void) {
   return -1;
 }
 
-/* ---- operands and packing */
+/* ---- operands (packing and prefetching: sgemm_pack.c) */
 
-/* X(r, k) = kcontig ? p[r*ld + k] : p[k*ld + r], r < rows, k < K */
-typedef struct {
-  const float *p;
-  long ld;
-  int kcontig, rows, K;
-} sg_src;
-
-/* Rows [r0, r0 + w) (zero past s->rows) by k [k0, k0 + kc) into out[kc][w],
- * with kd's transposing pack when it has one. */
-static void pack_panel(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int w, long k0,
-                       long kc, float *restrict out) {
-  const int have = RP_MIN(w, s->rows - r0);
-  if (s->kcontig && kd->pack_t) { /* all the rows: it prefetches the next panel's */
-    kd->pack_t(s->p + (long)r0 * s->ld + k0, s->ld, RP_MAX(0, s->rows - r0), w, kc, out);
-    return;
-  }
-  if (!s->kcontig && kd->pack_n) {
-    kd->pack_n(s->p + k0 * s->ld + r0, s->ld, have, w, kc, out);
-    return;
-  }
-  if (!s->kcontig) {
-    for (long k = 0; k < kc; k++) {
-      const float *src = s->p + (k0 + k) * s->ld + r0;
-      float *dst = out + k * w;
-      memcpy(dst, src, sizeof(float) * (size_t)have);
-      for (int r = have; r < w; r++) dst[r] = 0.0f;
-    }
-    return;
-  }
-  for (int r = 0; r < w; r++) {
-    if (r < have) {
-      const float *src = s->p + (long)(r0 + r) * s->ld + k0;
-      for (long k = 0; k < kc; k++) out[k * w + r] = src[k];
-    } else {
-      for (long k = 0; k < kc; k++) out[k * w + r] = 0.0f;
-    }
-  }
-}
-
-/* np panels from row r0 on, panel p into out + p * kc * w: an r-contiguous
- * source in one row-by-row sweep where kd has the block pack, else panel by
- * panel */
-static void pack_panels(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int np, int w,
-                        long k0, long kc, float *restrict out) {
-  if (!s->kcontig && kd->pack_nblock) {
-    kd->pack_nblock(s->p + k0 * s->ld + r0, s->ld, RP_MAX(0, s->rows - r0), w, np, kc, out);
-    return;
-  }
-  for (int p = 0; p < np; p++) pack_panel(kd, s, r0 + p * w, w, k0, kc, out + p * kc * w);
-}
-
-static long npanels(long cols, int nr) { return (cols + nr - 1) / nr; }
-/* rows of a source packed whole into width-wide panels of all K */
-static size_t panels_bytes(long rows, long K, int width) {
-  return (size_t)(npanels(rows, width) * K * width) * sizeof(float);
-}
 static size_t bpack_bytes(const rp_sgemm_kdesc *kd, long cols, long K) {
   return panels_bytes(cols, K, kd->nr);
 }
@@ -169,42 +113,6 @@ static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 static long block_k(long K, int kc) {
   long nblk = (K + kc - 1) / kc;
   return nblk > 0 ? (K + nblk - 1) / nblk : 1;
-}
-
-/* ---- packing B panels in parallel (one or two matrices per job) */
-
-typedef struct {
-  sg_src src;
-  int cols;  /* panel rows of the source to pack (B: columns, A: rows) */
-  int width; /* panel width: the kernel's nr for B, mr for A */
-  float *out;
-} bpack_job;
-
-typedef struct {
-  const rp_sgemm_kdesc *kd;
-  bpack_job job[2];
-  int njobs;
-} bpack_ctx;
-
-static void bpack_task(void *vctx, int ith, int nth) {
-  const bpack_ctx *c = vctx;
-  long n0 = c->njobs > 0 ? npanels(c->job[0].cols, c->job[0].width) : 0;
-  long total = n0 + (c->njobs > 1 ? npanels(c->job[1].cols, c->job[1].width) : 0), lo, hi;
-  rp_split(total, ith, nth, &lo, &hi);
-  for (long q = lo; q < hi;) { /* this thread's panels of each job, in one sweep each */
-    const int ji = q < n0 ? 0 : 1;
-    const bpack_job *j = &c->job[ji];
-    const long jr = ji ? q - n0 : q, end = ji ? hi - n0 : RP_MIN(hi, n0), K = j->src.K;
-    pack_panels(c->kd, &j->src, (int)(jr * j->width), (int)(end - jr), j->width, 0, K,
-                j->out + jr * K * j->width);
-    q += end - jr;
-  }
-}
-
-static void bpack_run(bpack_ctx *c, rp_pool *pool) {
-  long work = 0;
-  for (int i = 0; i < c->njobs; i++) work += (long)c->job[i].cols * c->job[i].src.K;
-  if (work > 0) rp_kern_run(pool, bpack_task, c, work);
 }
 
 /* ---- one product over a thread's region of C */
@@ -232,38 +140,6 @@ typedef struct {
   int split_cols; /* threads take column panels (all rows) instead of row tiles */
 } gemm_prob;
 
-/* A block of a source (rows [r0, r0 + rows) by k [k0, k0 + kc)) whose lines are
- * fetched into L2 while the tiles of the block before it run, so that its pack
- * reads L2 instead of waiting on L3 or memory for each line (the activations a
- * GEMM packs were written long before, or by another thread). */
-typedef struct {
-  const sg_src *s;
-  long r0, rows, k0, kc;
-} pf_block;
-
-static pf_block pf_none(void) { return (pf_block){NULL, 0, 0, 0, 0}; }
-
-static pf_block pf_of(const sg_src *s, long r0, long rows, long k0, long kc) {
-  rows = RP_MIN(rows, (long)s->rows - r0);
-  kc = RP_MIN(kc, (long)s->K - k0);
-  return (pf_block){rows > 0 && kc > 0 ? s : NULL, r0, rows, k0, kc};
-}
-
-/* The part-th of nparts slices of b's lines (a kcontig source has one run of
- * lines per row, the other kind one per k). */
-static void pf_part(const pf_block *b, long part, long nparts) {
-  if (!b->s) return;
-  const sg_src *s = b->s;
-  const long outer = s->kcontig ? b->rows : b->kc, run = s->kcontig ? b->kc : b->rows;
-  const long lo = outer * part / nparts, hi = outer * (part + 1) / nparts;
-  for (long o = lo; o < hi; o++) {
-    const float *p = s->kcontig ? s->p + (b->r0 + o) * s->ld + b->k0
-                                : s->p + (b->k0 + o) * s->ld + b->r0;
-    for (long f = 0; f < run; f += 16) __builtin_prefetch(p + f, 0, 2);
-    __builtin_prefetch(p + run - 1, 0, 2);
-  }
-}
-
 /* C[m0:m1, panels p0:p1) over the k block [pc, pc + kcb), with B panel jr at
  * bp(jr) (kcb x nr): A packed per mc rows, each B micro-panel reused by the
  * block's tiles. While a block of rows runs, the next one's A source is
@@ -282,18 +158,18 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       ap = g->apack + (ic / MR) * g->K * MR + pc * MR;
       astride = (long)g->K * MR;
     } else {
-      pack_panels(kd, &g->a, (int)ic, (int)ntile, MR, pc, kcb, abuf);
+      rp_sgemm_pack_panels(kd, &g->a, (int)ic, (int)ntile, MR, pc, kcb, abuf);
     }
     /* what to fetch while these rows run: the next rows' A, or after the last
      * rows the next call's blocks */
     pf_block pf[2] = {next[0], next[1]};
     if (ic + kd->mc < m1) {
-      pf[0] = g->apack ? pf_none() : pf_of(&g->a, ic + kd->mc, kd->mc, pc, kcb);
+      pf[0] = g->apack ? pf_none() : rp_sgemm_pf_of(&g->a, ic + kd->mc, kd->mc, pc, kcb);
       pf[1] = pf_none();
     }
     for (long jr = p0; jr < p1; jr++) {
-      pf_part(&pf[0], jr - p0, p1 - p0);
-      pf_part(&pf[1], jr - p0, p1 - p0);
+      rp_sgemm_pf_part(&pf[0], jr - p0, p1 - p0);
+      rp_sgemm_pf_part(&pf[1], jr - p0, p1 - p0);
       const float *bp = bbase + (jr - p0) * bstride;
       const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
       /* the first k block adds the bias and the residual (or C itself when
@@ -349,7 +225,7 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
           const long nic = npc ? ic : ic1 < m1 ? ic1 : q1 < p1 ? m0 : m1;
           /* none past the thread's rows: pf_of takes rows <= 0 as nothing */
           const long nrows = RP_MIN(kd->mc, m1 - nic);
-          pf_block next[2] = {g->apack ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb),
+          pf_block next[2] = {g->apack ? pf_none() : rp_sgemm_pf_of(&g->a, nic, nrows, npc, kb),
                               pf_none()};
           block_tiles(g, kd, abuf, ic, ic1, q0, q1, pc, RP_MIN(kb, (long)g->K - pc),
                       g->bpack + q0 * g->K * NR + pc * NR, (long)g->K * NR, next);
@@ -369,10 +245,10 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       const long ncols = RP_MIN((long)NC_PANELS, p1 - nq0) * NR, nrows = RP_MIN(kd->mc, m1 - m0);
       pf_block next[2] = {pf_none(), pf_none()};
       if (nq0 < p1) {
-        next[0] = pf_of(&g->b, nq0 * NR, ncols, npc, kb);
-        if (!g->apack) next[1] = pf_of(&g->a, m0, nrows, npc, kb);
+        next[0] = rp_sgemm_pf_of(&g->b, nq0 * NR, ncols, npc, kb);
+        if (!g->apack) next[1] = rp_sgemm_pf_of(&g->a, m0, nrows, npc, kb);
       }
-      pack_panels(kd, &g->b, (int)(q0 * NR), (int)(q1 - q0), NR, pc, kcb, bbuf);
+      rp_sgemm_pack_panels(kd, &g->b, (int)(q0 * NR), (int)(q1 - q0), NR, pc, kcb, bbuf);
       block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR, next);
     }
   }
@@ -495,7 +371,7 @@ static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float
   bpack_ctx bc = {.kd = kd, .njobs = 1};
   bc.job[0] = big_w ? (bpack_job){{inp, IC, 1, N, IC}, N, kd->mr, pack}
                     : (bpack_job){{w, IC, 1, OC, IC}, OC, kd->nr, pack};
-  if (!kept || !kept->valid) bpack_run(&bc, pool);
+  if (!kept || !kept->valid) rp_sgemm_bpack_run(&bc, pool);
   if (kept) kept->valid = 1;
   gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + pbytes, .buf_stride = per_thread,
                 .epi = epi, .epi_ctx = epi_ctx};
@@ -561,7 +437,7 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
     bc.job[bc.njobs++] = (bpack_job){{w, IC, 0, IC, OC}, IC, kd->nr, wpack};
   if (dw_prepack)
     bc.job[bc.njobs++] = (bpack_job){{inp, IC, 0, IC, N}, IC, kd->nr, (float *)(ws + b1)};
-  if (bc.njobs) bpack_run(&bc, pool);
+  if (bc.njobs) rp_sgemm_bpack_run(&bc, pool);
   if (kept) kept->valid = 1;
   gemm_ctx c = {.kd = kd, .bufs = ws + b1 + b2, .buf_stride = per_thread, .dbias = dbias,
                 .dout = dout, .N = N, .OC = OC};

@@ -64,6 +64,59 @@ void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w, int n
 extern const rp_sgemm_kdesc rp_sgemm_kd_avx512, rp_sgemm_kd_avx512_deep, rp_sgemm_kd_avx2,
     rp_sgemm_kd_portable;
 
+/* ---- operands (sgemm_pack.c) */
+
+/* X(r, k) = kcontig ? p[r*ld + k] : p[k*ld + r], r < rows, k < K */
+typedef struct {
+  const float *p;
+  long ld;
+  int kcontig, rows, K;
+} sg_src;
+
+static inline long npanels(long cols, int nr) { return (cols + nr - 1) / nr; }
+/* rows of a source packed whole into width-wide panels of all K */
+static inline size_t panels_bytes(long rows, long K, int width) {
+  return (size_t)(npanels(rows, width) * K * width) * sizeof(float);
+}
+
+/* np panels from row r0 on, panel p into out + p * kc * w (rows past s->rows
+ * are zeros): an r-contiguous source in one row-by-row sweep where kd has the
+ * block pack, else panel by panel */
+void rp_sgemm_pack_panels(const rp_sgemm_kdesc *kd, const sg_src *s, int r0, int np, int w,
+                          long k0, long kc, float *restrict out);
+
+/* Packing B panels in parallel (one or two matrices per job) */
+typedef struct {
+  sg_src src;
+  int cols;  /* panel rows of the source to pack (B: columns, A: rows) */
+  int width; /* panel width: the kernel's nr for B, mr for A */
+  float *out;
+} bpack_job;
+
+typedef struct {
+  const rp_sgemm_kdesc *kd;
+  bpack_job job[2];
+  int njobs;
+} bpack_ctx;
+
+struct rp_pool;
+void rp_sgemm_bpack_run(bpack_ctx *c, struct rp_pool *pool);
+
+/* A block of a source (rows [r0, r0 + rows) by k [k0, k0 + kc)) whose lines are
+ * fetched into L2 while the tiles of the block before it run, so that its pack
+ * reads L2 instead of waiting on L3 or memory for each line (the activations a
+ * GEMM packs were written long before, or by another thread). */
+typedef struct {
+  const sg_src *s;
+  long r0, rows, k0, kc;
+} pf_block;
+
+static inline pf_block pf_none(void) { return (pf_block){NULL, 0, 0, 0, 0}; }
+/* the block clipped to the source; nothing when it is empty */
+pf_block rp_sgemm_pf_of(const sg_src *s, long r0, long rows, long k0, long kc);
+/* the part-th of nparts slices of b's lines, prefetched into L2 */
+void rp_sgemm_pf_part(const pf_block *b, long part, long nparts);
+
 #include "wcache_internal.h" /* the packed-weight cache, shared with the bf16 GEMM */
 
 #endif
