@@ -140,6 +140,39 @@ typedef struct {
   int split_cols; /* threads take column panels (all rows) instead of row tiles */
 } gemm_prob;
 
+/* A block of a source (rows [r0, r0 + rows) by k [k0, k0 + kc)) whose lines are
+ * fetched into L2 while the tiles of the block before it run, so that its pack
+ * reads L2 instead of waiting on L3 or memory for each line (the activations a
+ * GEMM packs were written long before, or by another thread). Kept here, where
+ * the tile loops inline them (out of line they took 2 % of a step's samples). */
+typedef struct {
+  const sg_src *s;
+  long r0, rows, k0, kc;
+} pf_block;
+
+static pf_block pf_none(void) { return (pf_block){NULL, 0, 0, 0, 0}; }
+
+static pf_block pf_of(const sg_src *s, long r0, long rows, long k0, long kc) {
+  rows = RP_MIN(rows, (long)s->rows - r0);
+  kc = RP_MIN(kc, (long)s->K - k0);
+  return (pf_block){rows > 0 && kc > 0 ? s : NULL, r0, rows, k0, kc};
+}
+
+/* The part-th of nparts slices of b's lines (a kcontig source has one run of
+ * lines per row, the other kind one per k). */
+static void pf_part(const pf_block *b, long part, long nparts) {
+  if (!b->s) return;
+  const sg_src *s = b->s;
+  const long outer = s->kcontig ? b->rows : b->kc, run = s->kcontig ? b->kc : b->rows;
+  const long lo = outer * part / nparts, hi = outer * (part + 1) / nparts;
+  for (long o = lo; o < hi; o++) {
+    const float *p = s->kcontig ? s->p + (b->r0 + o) * s->ld + b->k0
+                                : s->p + (b->k0 + o) * s->ld + b->r0;
+    for (long f = 0; f < run; f += 16) __builtin_prefetch(p + f, 0, 2);
+    __builtin_prefetch(p + run - 1, 0, 2);
+  }
+}
+
 /* C[m0:m1, panels p0:p1) over the k block [pc, pc + kcb), with B panel jr at
  * bp(jr) (kcb x nr): A packed per mc rows, each B micro-panel reused by the
  * block's tiles. While a block of rows runs, the next one's A source is
@@ -164,12 +197,12 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
      * rows the next call's blocks */
     pf_block pf[2] = {next[0], next[1]};
     if (ic + kd->mc < m1) {
-      pf[0] = g->apack ? pf_none() : rp_sgemm_pf_of(&g->a, ic + kd->mc, kd->mc, pc, kcb);
+      pf[0] = g->apack ? pf_none() : pf_of(&g->a, ic + kd->mc, kd->mc, pc, kcb);
       pf[1] = pf_none();
     }
     for (long jr = p0; jr < p1; jr++) {
-      rp_sgemm_pf_part(&pf[0], jr - p0, p1 - p0);
-      rp_sgemm_pf_part(&pf[1], jr - p0, p1 - p0);
+      pf_part(&pf[0], jr - p0, p1 - p0);
+      pf_part(&pf[1], jr - p0, p1 - p0);
       const float *bp = bbase + (jr - p0) * bstride;
       const int nr = (int)RP_MIN((long)NR, g->Nc - jr * NR);
       /* the first k block adds the bias and the residual (or C itself when
@@ -225,7 +258,7 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
           const long nic = npc ? ic : ic1 < m1 ? ic1 : q1 < p1 ? m0 : m1;
           /* none past the thread's rows: pf_of takes rows <= 0 as nothing */
           const long nrows = RP_MIN(kd->mc, m1 - nic);
-          pf_block next[2] = {g->apack ? pf_none() : rp_sgemm_pf_of(&g->a, nic, nrows, npc, kb),
+          pf_block next[2] = {g->apack ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb),
                               pf_none()};
           block_tiles(g, kd, abuf, ic, ic1, q0, q1, pc, RP_MIN(kb, (long)g->K - pc),
                       g->bpack + q0 * g->K * NR + pc * NR, (long)g->K * NR, next);
@@ -245,8 +278,8 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       const long ncols = RP_MIN((long)NC_PANELS, p1 - nq0) * NR, nrows = RP_MIN(kd->mc, m1 - m0);
       pf_block next[2] = {pf_none(), pf_none()};
       if (nq0 < p1) {
-        next[0] = rp_sgemm_pf_of(&g->b, nq0 * NR, ncols, npc, kb);
-        if (!g->apack) next[1] = rp_sgemm_pf_of(&g->a, m0, nrows, npc, kb);
+        next[0] = pf_of(&g->b, nq0 * NR, ncols, npc, kb);
+        if (!g->apack) next[1] = pf_of(&g->a, m0, nrows, npc, kb);
       }
       rp_sgemm_pack_panels(kd, &g->b, (int)(q0 * NR), (int)(q1 - q0), NR, pc, kcb, bbuf);
       block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR, next);

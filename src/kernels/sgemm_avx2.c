@@ -93,7 +93,7 @@ TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, 
  * panel, in 8 x 8 blocks (8 row loads, 24 shuffles, 8 stores) instead of one
  * scalar store per element; both kernels' panels take it (w = 12, 16, 32). */
 
-TAVX2 static void transpose8(__m256 r[8]) {
+TAVX2 static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
   __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -112,7 +112,7 @@ TAVX2 static void transpose8(__m256 r[8]) {
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-TAVX2 static inline void store_rows8(float *o, __m256 v, int nw) {
+TAVX2 static inline __attribute__((always_inline)) void store_rows8(float *o, __m256 v, int nw) {
   if (nw == 8) {
     _mm256_storeu_ps(o, v);
   } else if (nw == 4) {
@@ -125,7 +125,7 @@ TAVX2 static inline void store_rows8(float *o, __m256 v, int nw) {
 }
 
 /* 8 x 8 block: rows [r0, r0 + 8) (those past have read as 0), k [k, k + 8) */
-TAVX2 static inline void pack_t_block(const float *src, long ld, int have, int w, int r0, long k,
+TAVX2 static inline __attribute__((always_inline)) void pack_t_block(const float *src, long ld, int have, int w, int r0, long k,
                                       float *out) {
   const int nw = RP_MIN(8, w - r0), nv = RP_MAX(0, RP_MIN(nw, have - r0));
   __m256 r[8];

@@ -102,21 +102,6 @@ typedef struct {
 struct rp_pool;
 void rp_sgemm_bpack_run(bpack_ctx *c, struct rp_pool *pool);
 
-/* A block of a source (rows [r0, r0 + rows) by k [k0, k0 + kc)) whose lines are
- * fetched into L2 while the tiles of the block before it run, so that its pack
- * reads L2 instead of waiting on L3 or memory for each line (the activations a
- * GEMM packs were written long before, or by another thread). */
-typedef struct {
-  const sg_src *s;
-  long r0, rows, k0, kc;
-} pf_block;
-
-static inline pf_block pf_none(void) { return (pf_block){NULL, 0, 0, 0, 0}; }
-/* the block clipped to the source; nothing when it is empty */
-pf_block rp_sgemm_pf_of(const sg_src *s, long r0, long rows, long k0, long kc);
-/* the part-th of nparts slices of b's lines, prefetched into L2 */
-void rp_sgemm_pf_part(const pf_block *b, long part, long nparts);
-
 #include "wcache_internal.h" /* the packed-weight cache, shared with the bf16 GEMM */
 
 #endif

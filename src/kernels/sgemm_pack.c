@@ -1,7 +1,6 @@
 /* The fp32 GEMM's operands (sgemm.c): packing a source's rows into the
  * micro-kernels' panels (through the kernel descriptor's vector packs where it
- * has them), packing B panels with all the pool's threads before a job, and
- * prefetching the next A block's source lines while the current one runs. */
+ * has them), and packing B panels with all the pool's threads before a job. */
 #include <string.h>
 
 #include "kern_util.h"
@@ -71,25 +70,4 @@ void rp_sgemm_bpack_run(bpack_ctx *c, rp_pool *pool) {
   long work = 0;
   for (int i = 0; i < c->njobs; i++) work += (long)c->job[i].cols * c->job[i].src.K;
   if (work > 0) rp_kern_run(pool, bpack_task, c, work);
-}
-
-pf_block rp_sgemm_pf_of(const sg_src *s, long r0, long rows, long k0, long kc) {
-  rows = RP_MIN(rows, (long)s->rows - r0);
-  kc = RP_MIN(kc, (long)s->K - k0);
-  return (pf_block){rows > 0 && kc > 0 ? s : NULL, r0, rows, k0, kc};
-}
-
-/* The part-th of nparts slices of b's lines (a kcontig source has one run of
- * lines per row, the other kind one per k). */
-void rp_sgemm_pf_part(const pf_block *b, long part, long nparts) {
-  if (!b->s) return;
-  const sg_src *s = b->s;
-  const long outer = s->kcontig ? b->rows : b->kc, run = s->kcontig ? b->kc : b->rows;
-  const long lo = outer * part / nparts, hi = outer * (part + 1) / nparts;
-  for (long o = lo; o < hi; o++) {
-    const float *p = s->kcontig ? s->p + (b->r0 + o) * s->ld + b->k0
-                                : s->p + (b->k0 + o) * s->ld + b->r0;
-    for (long f = 0; f < run; f += 16) __builtin_prefetch(p + f, 0, 2);
-    __builtin_prefetch(p + run - 1, 0, 2);
-  }
 }
