@@ -170,7 +170,7 @@ static rp_status setup_attention(rp_trainer *t) {
   t->flash_cfg = (rp_flash_config){0};
   t->exec.attn = rp_attn_of_kind(o->attention);
   const int bf16_products = o->bf16_attention == RP_BF16_ATTN_ON ||
-                            (o->bf16_attention == RP_BF16_ATTN_AUTO && rp_flash_bf16_pays());
+                            (o->bf16_attention == RP_BF16_ATTN_AUTO && t->bf16_attn_pays);
   if (o->attention == RP_ATTN_FLASH && o->precision == RP_PRECISION_BF16 && bf16_products) {
     t->flash_cfg.bf16 = 1;
     RP_TRY(rp_attn_flash_with(&t->flash_attn, &t->flash_cfg));
@@ -343,6 +343,12 @@ static void reclaim_stale(const rp_trainer *t) {
  * engine every job shares. */
 static rp_status build_engine(rp_trainer *t, int model_T) {
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_model(t, model_T)));
+  if (t->o.precision == RP_PRECISION_BF16 && t->o.bf16_attention == RP_BF16_ATTN_AUTO) {
+    /* every rank takes the same choice: a probe near the threshold on one
+     * rank must not give a job two attention precisions */
+    t->bf16_attn_pays = rp_flash_bf16_pays();
+    MPI_Allreduce(MPI_IN_PLACE, &t->bf16_attn_pays, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
   RP_TRY(rp_grid_agree(MPI_COMM_WORLD, setup_compute(t)));
   for (int c = 0; c < t->nchunks && t->o.init_from[0]; c++)
     RP_TRY(rp_grid_agree(MPI_COMM_WORLD,
