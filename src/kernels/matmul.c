@@ -60,8 +60,9 @@ const char *rp_gemm_describe(const rp_pool *pool) {
   static char text[160];
   rp_gemm_mode m = rp_gemm_get_mode(pool);
   if (m == RP_GEMM_OWN && rp_pool_gemm_mode(pool) != RP_GEMM_OWN) {
-    if (blas_core_has_avx512()) return "auto (own for weights up to 4 MiB and the backward of widening ones, split "
-                                          "for the rest)";
+    if (blas_core_has_avx512())
+      return "auto (own for weights up to 4 MiB and the backward of widening ones, split for "
+             "the rest)";
     snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
              "without AVX-512)", openblas_get_corename());
     return text;

@@ -112,7 +112,8 @@ TAVX2 static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) 
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-TAVX2 static inline __attribute__((always_inline)) void store_rows8(float *o, __m256 v, int nw) {
+TAVX2 static inline __attribute__((always_inline)) void
+store_rows8(float *o, __m256 v, int nw) {
   if (nw == 8) {
     _mm256_storeu_ps(o, v);
   } else if (nw == 4) {
@@ -125,8 +126,8 @@ TAVX2 static inline __attribute__((always_inline)) void store_rows8(float *o, __
 }
 
 /* 8 x 8 block: rows [r0, r0 + 8) (those past have read as 0), k [k, k + 8) */
-TAVX2 static inline __attribute__((always_inline)) void pack_t_block(const float *src, long ld, int have, int w, int r0, long k,
-                                      float *out) {
+TAVX2 static inline __attribute__((always_inline)) void
+pack_t_block(const float *src, long ld, int have, int w, int r0, long k, float *out) {
   const int nw = RP_MIN(8, w - r0), nv = RP_MAX(0, RP_MIN(nw, have - r0));
   __m256 r[8];
   for (int i = 0; i < 8; i++)
