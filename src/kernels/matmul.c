@@ -211,7 +211,10 @@ static void fwd_cols_task(void *vctx, int ith, int nth) {
  * made whole steps 2-4% faster than split mode, while on the 124M shape's
  * (C = 768: 7 to 9 MiB, and the 147 MiB LM head) its GEMMs measured 5-15%
  * slower than OpenBLAS's (bench_step --gemm ab with both models' shapes, and
- * one-GEMM timings per shape, Sapphire Rapids, 2 threads). That holds only
+ * one-GEMM timings per shape, Sapphire Rapids, 2 threads). Since 2026-12-04
+ * its forwards there are level with OpenBLAS's (297-300 against 298-302
+ * GFLOP/s) and its backward of widening weights faster (below), so split
+ * keeps only what is no slower there. That holds only
  * against OpenBLAS's AVX-512 kernels: where it runs AVX2 ones (an
  * OPENBLAS_CORETYPE=Haswell in the environment of an AVX-512 machine) the own
  * GEMM takes every weight (the 124M step 0.60 of the time on Zen 5, 2 threads:
