@@ -99,7 +99,7 @@ int rp_sgemm_kernel_best(void) {
   return -1;
 }
 
-/* ---- operands (packing and prefetching: sgemm_pack.c) */
+/* ---- operands (their packing: sgemm_pack.c) */
 
 static size_t bpack_bytes(const rp_sgemm_kdesc *kd, long cols, long K) {
   return panels_bytes(cols, K, kd->nr);
