@@ -28,8 +28,6 @@
  * while the block's tiles run; the A block of mc = 192 rows (144 KiB) stays in
  * L2 for all the panels. A 2 MiB L2 (Sapphire Rapids) takes kc = 384 instead
  * (rp_sgemm_kd_avx512_deep). */
-#include <string.h>
-
 #include "fused_internal.h"
 #include "kern_util.h"
 #include "kern_ws.h"

@@ -56,8 +56,8 @@ static const char *bf16_attention_what(const rp_trainer *t) {
   if (t->o.attention != RP_ATTN_FLASH) return "fp32 (naive attention)";
   if (t->o.bf16_attention == RP_BF16_ATTN_OFF) return "fp32 (--bf16-attention off)";
   if (rp_flash_bf16_active(&t->flash_cfg)) return "bf16 (vdpbf16ps, fp32 softmax)";
-  if (t->o.bf16_attention == RP_BF16_ATTN_AUTO && rp_isa_allows(RP_ISA_AVX512BF16) &&
-      rp_flash_isa_active(NULL) == RP_FLASH_ISA_AVX512)
+  const rp_flash_config could = {.bf16 = 1};
+  if (t->o.bf16_attention == RP_BF16_ATTN_AUTO && rp_flash_bf16_active(&could))
     return "fp32 (--bf16-attention auto: vdpbf16ps measured under 1.5x the zmm FMA's "
            "multiply-add rate here, so bf16 products would be slower; on forces them)";
   return rp_isa_allows(RP_ISA_AVX512BF16) ? "fp32 (the flash kernel's ISA is below avx512)"
