@@ -83,28 +83,74 @@ typedef struct {
   double part[SUMSQ_CHUNKS];
 } sumsq_ctx;
 
-static double sumsq_range(const float *restrict x, long lo, long hi) {
-  double acc[SUMSQ_LANES] = {0};
-  long i = lo;
-  for (; i + SUMSQ_LANES <= hi; i += SUMSQ_LANES)
-    for (int j = 0; j < SUMSQ_LANES; j++) {
-      double d = x[i + j];
-      acc[j] += d * d;
-    }
+/* A chunk's sum of squares in double: lane j has added the elements at lo + j,
+ * lo + j + SUMSQ_LANES, ... in order; the lanes are added in order, then the
+ * tail x[i, hi). */
+static double sumsq_finish(const double acc[SUMSQ_LANES], const float *x, long i, long hi) {
   double s = 0.0;
   for (int j = 0; j < SUMSQ_LANES; j++) s += acc[j];
   for (; i < hi; i++) s += (double)x[i] * x[i];
   return s;
 }
 
+/* acc[j] += x[i + j]^2 for the lanes j of each of n / SUMSQ_LANES steps */
+static inline void sumsq_lanes(double acc[SUMSQ_LANES], const float *restrict x, long steps) {
+  for (long q = 0; q < steps; q++)
+    for (int j = 0; j < SUMSQ_LANES; j++) {
+      double d = x[q * SUMSQ_LANES + j];
+      acc[j] += d * d;
+    }
+}
+
+/* SUMSQ_GROUP chunks at a time, each exactly as one chunk alone (the same
+ * lanes in the same order, so the same bits), interleaved: one chunk's lanes
+ * are a chain of dependent adds, several chunks' chains keep the adders busy.
+ * Written so that gcc vectorizes it (the one-chunk loop it left scalar):
+ * 10.6M gradients on 2 threads, 2.6-2.9 -> 1.4-1.6 ms. */
+#define SUMSQ_GROUP 4
+
+static RP_KERN_WIDE void sumsq_chunk_group(const float *restrict x, const long *lo,
+                                           const long *hi, double *out) {
+  double acc[SUMSQ_GROUP][SUMSQ_LANES] = {{0}};
+  long common = hi[0] - lo[0];
+  for (int c = 1; c < SUMSQ_GROUP; c++) common = RP_MIN(common, hi[c] - lo[c]);
+  const long steps = common / SUMSQ_LANES;
+  const float *x0 = x + lo[0], *x1 = x + lo[1], *x2 = x + lo[2], *x3 = x + lo[3];
+  for (long q = 0; q < steps * SUMSQ_LANES; q += SUMSQ_LANES)
+    for (int j = 0; j < SUMSQ_LANES; j++) {
+      double d0 = x0[q + j], d1 = x1[q + j], d2 = x2[q + j], d3 = x3[q + j];
+      acc[0][j] += d0 * d0;
+      acc[1][j] += d1 * d1;
+      acc[2][j] += d2 * d2;
+      acc[3][j] += d3 * d3;
+    }
+  for (int c = 0; c < SUMSQ_GROUP; c++) {
+    long i = lo[c] + steps * SUMSQ_LANES;
+    const long more = (hi[c] - i) / SUMSQ_LANES;
+    sumsq_lanes(acc[c], x + i, more);
+    out[c] = sumsq_finish(acc[c], x, i + more * SUMSQ_LANES, hi[c]);
+  }
+}
+
+static RP_KERN_WIDE double sumsq_range(const float *restrict x, long lo, long hi) {
+  double acc[SUMSQ_LANES] = {0};
+  const long steps = (hi - lo) / SUMSQ_LANES;
+  sumsq_lanes(acc, x + lo, steps);
+  return sumsq_finish(acc, x, lo + steps * SUMSQ_LANES, hi);
+}
+
 static void sumsq_task(void *vctx, int ith, int nth) {
   sumsq_ctx *c = vctx;
-  long clo, chi;
+  long clo, chi, k;
   rp_split(SUMSQ_CHUNKS, ith, nth, &clo, &chi);
-  for (long k = clo; k < chi; k++) {
-    long lo, hi;
-    rp_split(c->n, (int)k, SUMSQ_CHUNKS, &lo, &hi);
-    c->part[k] = sumsq_range(c->x, lo, hi);
+  long lo[SUMSQ_GROUP], hi[SUMSQ_GROUP];
+  for (k = clo; k + SUMSQ_GROUP <= chi; k += SUMSQ_GROUP) {
+    for (int g = 0; g < SUMSQ_GROUP; g++) rp_split(c->n, (int)(k + g), SUMSQ_CHUNKS, &lo[g], &hi[g]);
+    sumsq_chunk_group(c->x, lo, hi, c->part + k);
+  }
+  for (; k < chi; k++) {
+    rp_split(c->n, (int)k, SUMSQ_CHUNKS, &lo[0], &hi[0]);
+    c->part[k] = sumsq_range(c->x, lo[0], hi[0]);
   }
 }
 

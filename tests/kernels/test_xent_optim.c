@@ -160,6 +160,44 @@ static void test_adamw_threads_bitwise(void **state) {
 
 /* ---------------- sumsq, scale, lr */
 
+/* rp_sumsq's documented order, spelled out: 256 fixed chunks, each summed in
+ * 8 double lanes in order, the lanes and then the chunk's tail added, then the
+ * chunks in order */
+static double sumsq_in_order(const float *x, long n) {
+  double total = 0.0;
+  for (int k = 0; k < 256; k++) {
+    long lo, hi, i;
+    rp_split(n, k, 256, &lo, &hi);
+    double acc[8] = {0}, s = 0.0;
+    for (i = lo; i + 8 <= hi; i += 8)
+      for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    for (; i < hi; i++) s += (double)x[i] * x[i];
+    total += s;
+  }
+  return total;
+}
+
+/* The kernel interleaves chunks (4 at a time, the rest alone): every length
+ * and thread count must still give the in-order sum's bits. */
+static void test_sumsq_order(void **state) {
+  (void)state;
+  const long ns[] = {1, 9, 255, 257, 2048 + 5, 4096 * 8 + 13, 100003};
+  float *x = kt_floats(100003);
+  rp_rng rng;
+  rp_rng_seed(&rng, 92);
+  kt_fill(x, 100003, &rng, -3, 3);
+  for (int t = 1; t <= 3; t++) {
+    rp_pool *pool = kt_pool(t);
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+      double want = sumsq_in_order(x, ns[i]), got = rp_sumsq(x, ns[i], pool);
+      assert_memory_equal(&got, &want, sizeof(double));
+    }
+    rp_pool_destroy(pool);
+  }
+  free(x);
+}
+
 static void test_sumsq_scale(void **state) {
   (void)state;
   const long n = 100003;
@@ -210,7 +248,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_xent),          cmocka_unit_test(test_xent_threads_bitwise),
       cmocka_unit_test(test_adamw_hand),    cmocka_unit_test(test_adamw_threads_bitwise),
-      cmocka_unit_test(test_sumsq_scale),   cmocka_unit_test(test_lr_cosine),
+      cmocka_unit_test(test_sumsq_scale),
+      cmocka_unit_test(test_sumsq_order),
+      cmocka_unit_test(test_lr_cosine),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
