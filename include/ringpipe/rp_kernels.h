@@ -120,6 +120,17 @@ void rp_gelu_backward_set_dbias(float *dinp, float *dbias, const float *inp, con
 void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,
                             const float *bias, int N, int IC, int OC, rp_pool *pool,
                             double *epilogue_s);
+/* Its backward through the MLP's c_proj: dpost = dout @ weight (written),
+ * dweight += dout^T @ post, dbias += column sums of dout, then dpre =
+ * gelu'(pre) * dpost (written) and dbias_pre += the column sums of dpre (c_fc's
+ * bias gradient); dweight, dbias and dbias_pre may be NULL. Bitwise
+ * rp_matmul_backward_set followed by rp_gelu_backward_set_dbias; with the own
+ * GEMM the GELU runs on each block of dpost as it is finished, in cache.
+ * epilogue_s as above. */
+void rp_matmul_backward_gelu(float *dpre, float *dpost, float *dbias_pre, float *dweight,
+                             float *dbias, const float *dout, const float *post,
+                             const float *pre, const float *weight, int N, int IC, int OC,
+                             rp_pool *pool, double *epilogue_s);
 /* The same with the bf16 GEMM of rp_bf16.h (w16: the weight in bf16; inp
  * rounded to bf16 inside): bitwise rp_matmul_bf16_forward_f32in followed by
  * rp_gelu_forward. */

@@ -41,8 +41,10 @@ int rp_sgemm_kernel_best(void);
 void rp_sgemm_forward(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
                       const float *bias, const float *resid, int N, int IC, int OC,
                       rp_pool *pool);
-/* The same, and then each pool thread calls epi(epi_ctx, lo, hi) on the rows
- * [lo, hi) of out it has just finished (every row exactly once). */
+/* The same, and then each pool thread calls epi(epi_ctx, lo, hi, ith) on rows
+ * [lo, hi) of out it has just finished (every row exactly once, by the thread
+ * that computed it, a block of rows at a time while it is still in cache
+ * where the blocking allows, else all the thread's rows at its end). */
 typedef void (*rp_sgemm_rows_fn)(void *epi_ctx, long lo, long hi, int ith);
 void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int IC, int OC, rp_pool *pool,
@@ -52,6 +54,16 @@ void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const
 void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                        const float *dout, const float *inp, const float *weight, int N, int IC,
                        int OC, int dinp_set, rp_pool *pool);
+/* The same with an epilogue on dinp: its threads split dinp's columns (all
+ * rows each), and each calls epi(epi_ctx, m0, m1, j0, j1, ith) on the block
+ * of rows [m0, m1) x columns [j0, j1) it has just finished, blocks of rows in
+ * order, so that an epilogue can keep per-column sums in row order (a bias
+ * gradient) whatever the thread count. dinp must be given. */
+typedef void (*rp_sgemm_block_fn)(void *epi_ctx, long m0, long m1, long j0, long j1, int ith);
+void rp_sgemm_backward_epi(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
+                           const float *dout, const float *inp, const float *weight, int N,
+                           int IC, int OC, int dinp_set, rp_pool *pool, rp_sgemm_block_fn epi,
+                           void *epi_ctx);
 
 /* ---- packed weights kept across calls
  *

@@ -13,6 +13,7 @@
  * asked for, so that the step profile can keep GELU apart from the GEMM.
  */
 #include "fused_internal.h"
+#include "gelu_internal.h"
 #include "kern_util.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_kernels.h"
@@ -67,6 +68,49 @@ void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const flo
                  .IC = IC, .OC = OC, .timed = epilogue_s != NULL};
   rp_pool_run(pool, fwd_gelu_task, &c);
   if (epilogue_s) *epilogue_s = c.epi_s;
+}
+
+/* ---- the MLP's c_proj backward with the GELU backward fused in */
+
+typedef struct {
+  float *dpre, *dbias_pre;
+  const float *pre, *dpost;
+  int C;
+  double epi_s;
+  int timed;
+} gelu_bwd_ctx;
+
+/* dpre = gelu'(pre) * dpost on a block the GEMM has just finished, and the
+ * block's rows added to dbias_pre in order: a thread's columns see every row
+ * in order, as rp_gelu_backward_set_dbias walks them */
+static void gelu_bwd_block(void *vctx, long m0, long m1, long j0, long j1, int ith) {
+  gelu_bwd_ctx *c = vctx;
+  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
+  const rp_gelu_ops *ops = rp_gelu_ops_active();
+  for (long m = m0; m < m1 && j1 > j0; m++) {
+    const long at = m * c->C + j0;
+    ops->backward(c->dpre + at, c->dbias_pre ? c->dbias_pre + j0 : NULL, c->pre + at,
+                  c->dpost + at, j1 - j0, 1);
+  }
+  if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
+}
+
+void rp_matmul_backward_gelu(float *dpre, float *dpost, float *dbias_pre, float *dweight,
+                             float *dbias, const float *dout, const float *post,
+                             const float *pre, const float *weight, int N, int IC, int OC,
+                             rp_pool *pool, double *epilogue_s) {
+  if (rp_matmul_own_applies(pool, N, IC, OC, 1)) {
+    gelu_bwd_ctx c = {.dpre = dpre, .dbias_pre = dbias_pre, .pre = pre, .dpost = dpost,
+                      .C = IC, .timed = epilogue_s != NULL};
+    rp_sgemm_backward_epi((rp_sgemm_kernel)rp_sgemm_kernel_best(), dpost, dweight, dbias, dout,
+                          post, weight, N, IC, OC, 1, pool, gelu_bwd_block, &c);
+    if (epilogue_s) *epilogue_s = c.epi_s;
+    return;
+  }
+  rp_matmul_backward_set(dpost, dweight, dbias, dout, post, weight, N, IC, OC, pool);
+  double t0 = epilogue_s ? rp_now() : 0.0;
+  rp_gelu_backward_set_dbias(dpre, dbias_pre, pre, dpost, N, IC, pool);
+  if (epilogue_s) *epilogue_s = rp_now() - t0;
 }
 
 /* The bf16 GEMM (fp32 input rounded as it is packed, bf16 weight) with the same

@@ -136,6 +136,8 @@ typedef struct {
   const float *resid; /* M x Nc with C's stride added to the product, or NULL */
   int load_c;         /* C accumulates (+=) */
   int split_cols; /* threads take column panels (all rows) instead of row tiles */
+  rp_sgemm_block_fn epi; /* or NULL: called on each thread's finished parts of C */
+  void *epi_ctx;
 } gemm_prob;
 
 /* A block of a source (rows [r0, r0 + rows) by k [k0, k0 + kc)) whose lines are
@@ -235,8 +237,9 @@ static long col_group_panels(const rp_sgemm_kdesc *kd, long K, long np) {
   return (np + groups - 1) / groups;
 }
 
-static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf,
-                        float *bbuf, long m0, long m1, long p0, long p1) {
+/* Returns 1 when it has called g's epilogue on every row it computed. */
+static int gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, float *bbuf,
+                       long m0, long m1, long p0, long p1, int ith) {
   const int NR = kd->nr;
   const long kb = block_k(g->K, kd->kc);
   if (g->bpack) {
@@ -245,6 +248,10 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
      * shared B is read once per block. Each C element is the same sum in the
      * same k order whatever the grouping. */
     const long qp = col_group_panels(kd, g->K, p1 - p0);
+    /* one group over the thread's columns: a block of rows is final after
+     * its k blocks, and the epilogue runs on it while it is still in L2 */
+    const int epi_blocks = g->epi && qp >= p1 - p0;
+    const long j0 = p0 * NR, j1 = RP_MIN(p1 * NR, (long)g->Nc);
     for (long q0 = p0; q0 < p1; q0 += qp) {
       const long q1 = RP_MIN(q0 + qp, p1);
       for (long ic = m0; ic < m1; ic += kd->mc) {
@@ -261,9 +268,10 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
           block_tiles(g, kd, abuf, ic, ic1, q0, q1, pc, RP_MIN(kb, (long)g->K - pc),
                       g->bpack + q0 * g->K * NR + pc * NR, (long)g->K * NR, next);
         }
+        if (epi_blocks) g->epi(g->epi_ctx, ic, ic1, j0, j1, ith);
       }
     }
-    return;
+    return epi_blocks;
   }
   /* B packed here, a block of panels by a block of k at a time, so the packed
    * copy lives in L2 instead of making a round trip through memory */
@@ -283,6 +291,7 @@ static void gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
       block_tiles(g, kd, abuf, m0, m1, q0, q1, pc, kcb, bbuf, kcb * NR, next);
     }
   }
+  return 0;
 }
 
 /* This thread's region of C: whole MR-row tiles (or NR-column panels), so
@@ -303,11 +312,14 @@ static void thread_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, int ith,
   *p1 = np;
 }
 
+/* This thread's part of one product, then its epilogue on the thread's rows
+ * (unless the region already ran it block by block). */
 static void gemm_part(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, float *bbuf,
-                      long m0, long m1, long p0, long p1) {
+                      long m0, long m1, long p0, long p1, int ith) {
   if (m1 <= m0 || p1 <= p0) return;
   if (g->K > 0) {
-    gemm_region(g, kd, abuf, bbuf, m0, m1, p0, p1);
+    if (!gemm_region(g, kd, abuf, bbuf, m0, m1, p0, p1, ith) && g->epi)
+      g->epi(g->epi_ctx, m0, m1, p0 * kd->nr, RP_MIN(p1 * kd->nr, (long)g->Nc), ith);
     return;
   }
   /* K = 0: the sum is empty */
@@ -318,6 +330,7 @@ static void gemm_part(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf,
       float v = g->init ? g->init[j] : 0.0f;
       *o = g->load_c ? v + *o : g->resid ? v + g->resid[m * g->ldc + j] : v;
     }
+  if (g->epi) g->epi(g->epi_ctx, m0, m1, j0, j1, ith);
 }
 
 /* ---- the GEMM job: up to two products, the residual start and the bias sums */
@@ -331,8 +344,6 @@ typedef struct {
   float *dbias;              /* dbias[OC] += column sums of dout (or NULL) */
   const float *dout;
   int N, OC;
-  rp_sgemm_rows_fn epi; /* forward: on the thread's finished rows */
-  void *epi_ctx;
 } gemm_ctx;
 
 static void gemm_task(void *vctx, int ith, int nth) {
@@ -342,8 +353,7 @@ static void gemm_task(void *vctx, int ith, int nth) {
   for (int i = 0; i < c->nprob; i++) {
     long m0, m1, p0, p1;
     thread_region(&c->prob[i], c->kd, ith, nth, &m0, &m1, &p0, &p1);
-    gemm_part(&c->prob[i], c->kd, abuf, bbuf, m0, m1, p0, p1);
-    if (c->epi && m1 > m0) c->epi(c->epi_ctx, m0, m1, ith);
+    gemm_part(&c->prob[i], c->kd, abuf, bbuf, m0, m1, p0, p1, ith);
   }
   if (c->dbias) {
     long lo, hi;
@@ -384,9 +394,23 @@ static size_t thread_bytes(const rp_sgemm_kdesc *kd, int with_b) {
  * blocks. */
 #define PREPACK_MAX_BYTES ((size_t)16 << 20)
 
+/* A rows epilogue called as a block one: the forward's threads split rows,
+ * so each block spans all the columns. */
+typedef struct {
+  rp_sgemm_rows_fn fn;
+  void *ctx;
+} rows_epi_ctx;
+
+static void rows_epi(void *vctx, long m0, long m1, long j0, long j1, int ith) {
+  (void)j0, (void)j1;
+  const rows_epi_ctx *r = vctx;
+  r->fn(r->ctx, m0, m1, ith);
+}
+
 static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float *w,
                     const float *bias, const float *resid, int N, int IC, int OC,
                     rp_pool *pool, rp_sgemm_rows_fn epi, void *epi_ctx) {
+  rows_epi_ctx re = {epi, epi_ctx};
   const rp_sgemm_kdesc *kd = kdesc_of(k);
   const int big_w = !epi && bpack_bytes(kd, OC, IC) > PREPACK_MAX_BYTES &&
                     bpack_bytes(kd, N, IC) < bpack_bytes(kd, OC, IC);
@@ -404,10 +428,10 @@ static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float
                     : (bpack_job){{w, IC, 1, OC, IC}, OC, kd->nr, pack};
   if (!kept || !kept->valid) rp_sgemm_bpack_run(&bc, pool);
   if (kept) kept->valid = 1;
-  gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + pbytes, .buf_stride = per_thread,
-                .epi = epi, .epi_ctx = epi_ctx};
+  gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + pbytes, .buf_stride = per_thread};
   c.prob[0] = (gemm_prob){.c = out, .ldc = OC, .M = N, .Nc = OC, .K = IC,
-                          .a = {inp, IC, 1, N, IC}, .init = bias, .resid = resid};
+                          .a = {inp, IC, 1, N, IC}, .init = bias, .resid = resid,
+                          .epi = epi ? rows_epi : NULL, .epi_ctx = &re};
   if (big_w) {
     c.prob[0].apack = pack;
     c.prob[0].b = (sg_src){w, IC, 1, OC, IC};
@@ -439,9 +463,9 @@ void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const
  * packed block by block inside the job (unless dweight is big, see below). Its threads split the columns (IC)
  * when they are the wider side, so that each packs only its own part of B and
  * they share A (dout) instead, the narrower operand; else the rows (OC). */
-void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
-                       const float *dout, const float *inp, const float *w, int N, int IC,
-                       int OC, int dinp_set, rp_pool *pool) {
+static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
+                     const float *dout, const float *inp, const float *w, int N, int IC, int OC,
+                     int dinp_set, rp_pool *pool, rp_sgemm_block_fn epi, void *epi_ctx) {
   if (!dinp && !dweight && !dbias) return;
   const rp_sgemm_kdesc *kd = kdesc_of(k);
   const int nth = pool_nth(pool);
@@ -476,7 +500,8 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
     c.prob[c.nprob++] = (gemm_prob){.c = dinp, .ldc = IC, .M = N, .Nc = IC, .K = OC,
                                     .a = {dout, OC, 1, N, OC},
                                     .bpack = dinp_onfly ? NULL : wpack,
-                                    .b = {w, IC, 0, IC, OC}, .load_c = !dinp_set};
+                                    .b = {w, IC, 0, IC, OC}, .load_c = !dinp_set,
+                                    .epi = epi, .epi_ctx = epi_ctx, .split_cols = epi != NULL};
   if (dweight)
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
                                     .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},
@@ -484,4 +509,18 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
                                     .load_c = 1, .split_cols = !dw_prepack && IC > OC};
   rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC * c.nprob + 1));
   ws_release();
+}
+
+void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
+                       const float *dout, const float *inp, const float *w, int N, int IC,
+                       int OC, int dinp_set, rp_pool *pool) {
+  backward(k, dinp, dweight, dbias, dout, inp, w, N, IC, OC, dinp_set, pool, NULL, NULL);
+}
+
+void rp_sgemm_backward_epi(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
+                           const float *dout, const float *inp, const float *w, int N, int IC,
+                           int OC, int dinp_set, rp_pool *pool, rp_sgemm_block_fn epi,
+                           void *epi_ctx) {
+  RP_CHECK(dinp && epi);
+  backward(k, dinp, dweight, dbias, dout, inp, w, N, IC, OC, dinp_set, pool, epi, epi_ctx);
 }

@@ -64,12 +64,10 @@ static void layer_input_grads(const rp_chunk *m, const rp_layer_params *p, rp_la
   if (!g) g = &none;
   /* MLP branch: dres is d(res3); the residual passes it through to res2. */
   copy(d->dres3, w->dres, NC);
-  RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(w->dfch_gelu, g->fcprojw, g->fcprojb,
-                                                     w->dres, l->fch_gelu, p->fcprojw, N,
-                                                     4 * Ct, C, x));
-  /* c_fc's bias gradient is taken in the GELU pass that writes dfch */
-  RP_PROF(RP_PROF_BWD_GELU, rp_gelu_backward_set_dbias(d->dfch, g->fcb, l->fch, w->dfch_gelu, N,
-                                                       4 * Ct, pool));
+  /* c_proj's backward and the GELU's in one job; c_fc's bias gradient is
+   * taken in the GELU pass that writes dfch */
+  rp_mm_backward_gelu(d->dfch, w->dfch_gelu, g->fcb, g->fcprojw, g->fcprojb, w->dres,
+                      l->fch_gelu, l->fch, p->fcprojw, N, 4 * Ct, C, x);
   RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(d->dln2, g->fcw, NULL, d->dfch, l->ln2,
                                                      p->fcw, N, C, 4 * Ct, x));
   rp_tp_all_reduce(m, x, d->dln2, NC, RP_TP_SUM);

@@ -25,3 +25,18 @@ void rp_mm_forward_gelu(float *pre, float *post, const float *inp, const float *
   else rp_matmul_forward_gelu(pre, post, inp, w, bias, N, IC, OC, x->pool, timed);
   if (timed) prof_split(RP_PROF_FWD_MATMUL, RP_PROF_FWD_GELU, t0, epi_s);
 }
+
+void rp_mm_backward_gelu(float *dpre, float *dpost, float *dbias_pre, float *dw, float *db,
+                         const float *dout, const float *post, const float *pre, const float *w,
+                         int N, int IC, int OC, const rp_exec *x) {
+  if (rp_mm_bf16_weight(x, w)) { /* the bf16 GEMM has no epilogue here: the two calls */
+    RP_PROF(RP_PROF_BWD_MATMUL, rp_mm_backward_set(dpost, dw, db, dout, post, w, N, IC, OC, x));
+    RP_PROF(RP_PROF_BWD_GELU,
+            rp_gelu_backward_set_dbias(dpre, dbias_pre, pre, dpost, N, IC, x->pool));
+    return;
+  }
+  double t0 = rp_prof_enabled ? rp_now() : 0.0, epi_s = 0.0;
+  rp_matmul_backward_gelu(dpre, dpost, dbias_pre, dw, db, dout, post, pre, w, N, IC, OC, x->pool,
+                          rp_prof_enabled ? &epi_s : NULL);
+  if (rp_prof_enabled) prof_split(RP_PROF_BWD_MATMUL, RP_PROF_BWD_GELU, t0, epi_s);
+}

@@ -33,6 +33,14 @@ const uint16_t *rp_mm_bf16_weight(const rp_exec *x, const float *w);
  * step profile by itself (GEMM and GELU apart). */
 void rp_mm_forward_gelu(float *pre, float *post, const float *inp, const float *w,
                         const float *bias, int N, int IC, int OC, const rp_exec *x);
+/* Its backward through c_proj (dout: c_proj's output gradient, post: its
+ * input gelu(pre)): dpost = dout @ w, dpre = gelu'(pre) * dpost, both written,
+ * and dw, db (c_proj's) and dbias_pre (c_fc's bias) accumulated (each may be
+ * NULL); bitwise rp_mm_backward_set + rp_gelu_backward_set_dbias, timed the
+ * same way. */
+void rp_mm_backward_gelu(float *dpre, float *dpost, float *dbias_pre, float *dw, float *db,
+                         const float *dout, const float *post, const float *pre, const float *w,
+                         int N, int IC, int OC, const rp_exec *x);
 /* The micro-batch's attention batch, prepared here on first use (fatal if the
  * backend refuses: callers with documents prepare it themselves and check). */
 const rp_attn_batch *rp_acts_attn_batch(const rp_chunk *m, rp_acts *a, const rp_exec *x);

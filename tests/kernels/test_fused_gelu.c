@@ -1,8 +1,11 @@
 /* The MLP's fused kernels against the unfused composition they replace, on
- * odd shapes, 1 to 3 threads (and both GEMM modes for the matmul):
+ * odd shapes, 1 to 3 threads (and every GEMM mode for the matmuls: BLAS
+ * threads, pool split, and ringpipe's own GEMM where the CPU has its kernel):
  *   rp_matmul_forward_gelu     == rp_matmul_forward + rp_gelu_forward
  *   rp_gelu_backward_set_dbias == rp_gelu_backward_set + the next
  *                                 rp_matmul_backward's dbias of its output
+ *   rp_matmul_backward_gelu    == rp_matmul_backward_set +
+ *                                 rp_gelu_backward_set_dbias
  * Bound: bitwise (0 ulp). The fused kernels run the same sgemm calls on the
  * same row slices, the same per-element GELU code and the same row order per
  * bias column, so any difference is a bug (a wrong slice, a missed row, a
@@ -18,6 +21,7 @@
 #include <cmocka.h>
 
 #include "kt_util.h"
+#include "ringpipe/rp_sgemm.h"
 
 #define GELU_K 0.7978845608028654
 #define GELU_A 0.044715
@@ -114,18 +118,105 @@ static void gelu_dbias_case(int nthreads, int N, int C) {
   rp_pool_destroy(pool);
 }
 
+/* c_proj's backward with the GELU's: dpost[N,IC] = dout[N,OC] @ w[OC,IC],
+ * dw += dout^T @ post, db += sums of dout, dpre = gelu'(pre) * dpost and
+ * dbp += sums of dpre, the accumulators starting from non-zero values */
+static void backward_gelu_case(rp_gemm_mode mode, int nthreads, shape s) {
+  const long nin = (long)s.N * s.IC, nout = (long)s.N * s.OC, nw = (long)s.OC * s.IC;
+  rp_rng rng;
+  rp_rng_seed(&rng, 700 + (uint64_t)(mode * 10 + nthreads));
+  rp_pool *pool = kt_pool(nthreads);
+  rp_gemm_set_mode(pool, mode);
+  float *pre = kt_floats(nin), *post = kt_floats(nin), *dout = kt_floats(nout), *w = kt_floats(nw);
+  kt_fill(pre, nin, &rng, -4, 4);
+  rp_gelu_forward(post, pre, nin, pool);
+  kt_fill(dout, nout, &rng, -1, 1);
+  kt_fill(w, nw, &rng, -1, 1);
+  float *acc[2][3]; /* [unfused, fused][dw, db, dbp] */
+  const long len[3] = {nw, s.OC, s.IC};
+  for (int j = 0; j < 3; j++) {
+    acc[0][j] = kt_floats(len[j]);
+    kt_fill(acc[0][j], len[j], &rng, -1, 1);
+    acc[1][j] = kt_floats(len[j]);
+    memcpy(acc[1][j], acc[0][j], sizeof(float) * (size_t)len[j]);
+  }
+  float *dpost_u = kt_floats(nin), *dpre_u = kt_floats(nin);
+  rp_matmul_backward_set(dpost_u, acc[0][0], acc[0][1], dout, post, w, s.N, s.IC, s.OC, pool);
+  rp_gelu_backward_set_dbias(dpre_u, acc[0][2], pre, dpost_u, s.N, s.IC, pool);
+
+  float *dpost_f = kt_floats(nin), *dpre_f = kt_floats(nin);
+  kt_fill(dpost_f, nin, &rng, -9, 9); /* garbage: both are written */
+  kt_fill(dpre_f, nin, &rng, -9, 9);
+  double epi = -1.0;
+  rp_matmul_backward_gelu(dpre_f, dpost_f, acc[1][2], acc[1][0], acc[1][1], dout, post, pre, w,
+                          s.N, s.IC, s.OC, pool, &epi);
+  assert_true(kt_bitwise_equal(dpost_f, dpost_u, nin));
+  assert_true(kt_bitwise_equal(dpre_f, dpre_u, nin));
+  for (int j = 0; j < 3; j++) assert_true(kt_bitwise_equal(acc[1][j], acc[0][j], len[j]));
+  assert_true(epi >= 0.0);
+  /* the input-gradient pass alone (zero-bubble I): no weight or bias sums */
+  kt_fill(dpre_f, nin, &rng, -9, 9);
+  rp_matmul_backward_gelu(dpre_f, dpost_f, NULL, NULL, NULL, dout, post, pre, w, s.N, s.IC,
+                          s.OC, pool, NULL);
+  assert_true(kt_bitwise_equal(dpre_f, dpre_u, nin));
+
+  /* against doubles: dpost's K = OC term sums, then the derivative */
+  double *want = kt_doubles(nin);
+  for (long n = 0; n < s.N; n++)
+    for (long i = 0; i < s.IC; i++) {
+      double sum = 0.0;
+      for (long o = 0; o < s.OC; o++) sum += (double)dout[n * s.OC + o] * w[o * s.IC + i];
+      want[n * s.IC + i] = sum;
+    }
+  assert_int_equal(kt_check_close("dpost", dpost_f, want, nin, 1e-5 * s.OC, 1e-5 * s.OC), 0);
+  for (long i = 0; i < nin; i++) want[i] = gelu_grad_ref(pre[i]) * dpost_f[i];
+  assert_int_equal(kt_check_close("dpre", dpre_f, want, nin, 1e-5, 1e-5), 0);
+  for (int u = 0; u < 2; u++)
+    for (int j = 0; j < 3; j++) free(acc[u][j]);
+  free(pre), free(post), free(dout), free(w), free(dpost_u), free(dpre_u), free(dpost_f);
+  free(dpre_f), free(want);
+  rp_pool_destroy(pool);
+}
+
 /* odd sizes (no multiple of a vector or a cache line), rows that do not split
  * evenly, a skinny product (fewer rows than 16 per thread: the column split),
- * a single row (sgemv) */
-static const shape shapes[] = {{37, 29, 53}, {101, 17, 4 * 17}, {5, 24, 40}, {1, 16, 48}};
+ * a single row (sgemv); then, for the own GEMM's blocking, several blocks of
+ * rows per thread (the epilogue on each as it is finished) and a K of several
+ * k blocks over enough columns for several column groups (the epilogue after
+ * the thread's last block) */
+static const shape shapes[] = {{37, 29, 53}, {101, 17, 4 * 17}, {5, 24, 40}, {1, 16, 48},
+                               {601, 40, 96}, {300, 800, 1100}};
+
+/* the GEMM modes: ringpipe's own GEMM where this CPU (and ceiling) has a
+ * kernel for it */
+static int gemm_modes(rp_gemm_mode modes[3]) {
+  int n = 0;
+  modes[n++] = RP_GEMM_BLAS_THREADS;
+  modes[n++] = RP_GEMM_POOL_SPLIT;
+  if (rp_sgemm_kernel_best() >= 0) modes[n++] = RP_GEMM_OWN;
+  return n;
+}
 
 static void test_forward_gelu(void **state) {
   (void)state;
-  const rp_gemm_mode modes[2] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT};
-  for (int m = 0; m < 2; m++)
+  rp_gemm_mode modes[3];
+  const int nm = gemm_modes(modes);
+  for (int m = 0; m < nm; m++)
     for (int t = 1; t <= 3; t++)
       for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         forward_case(modes[m], t, shapes[k]);
+}
+
+static void test_backward_gelu(void **state) {
+  (void)state;
+  rp_gemm_mode modes[3];
+  const int nm = gemm_modes(modes);
+  for (int m = 0; m < nm; m++)
+    for (int t = 1; t <= 3; t++)
+      for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const shape b = {shapes[k].N, shapes[k].OC, shapes[k].IC}; /* c_proj: 4C -> C */
+        backward_gelu_case(modes[m], t, b);
+      }
 }
 
 static void test_gelu_backward_dbias(void **state) {
@@ -142,6 +233,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_forward_gelu),
       cmocka_unit_test(test_gelu_backward_dbias),
+      cmocka_unit_test(test_backward_gelu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
