@@ -85,9 +85,10 @@ void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
   pk->stream_bytes = rp_stream_bandwidth(stream_size, pool);
 }
 
-static void print_row(FILE *f, const char *name, double s, double wall, double flops,
-                      double bytes, const rp_step_peaks *pk) {
-  char work[32] = "", rate[32] = "", frac[32] = "";
+static void print_row(FILE *f, const char *name, double s, double quiet, double wall,
+                      double flops, double bytes, const rp_step_peaks *pk) {
+  char work[32] = "", rate[32] = "", frac[32] = "", q[16] = "-";
+  if (quiet >= 0) snprintf(q, sizeof q, "%.2f", quiet * 1e3);
   if (flops > 0 && s > 0) {
     snprintf(work, sizeof work, "%.3g GFLOP", flops / 1e9);
     snprintf(rate, sizeof rate, "%.1f GFLOP/s", flops / s / 1e9);
@@ -98,8 +99,21 @@ static void print_row(FILE *f, const char *name, double s, double wall, double f
     if (pk->stream_bytes > 0)
       snprintf(frac, sizeof frac, "%.3f stream", bytes / s / pk->stream_bytes);
   }
-  fprintf(f, "  %-30s %9.2f %6.1f%% %12s %14s %12s\n", name, s * 1e3,
+  fprintf(f, "  %-30s %9.2f %9s %6.1f%% %12s %14s %12s\n", name, s * 1e3, q,
           wall > 0 ? 100.0 * s / wall : 0.0, work, rate, frac);
+}
+
+/* The profiler's own components (forward and backward apart), mean and quiet,
+ * for the ones that took any time. */
+static void print_components(FILE *f, long steps) {
+  fprintf(f, "  by kernel: %-26s %9s %9s %8s\n", "", "ms/step", "quiet ms", "calls");
+  for (int c = 0; c < RP_PROF_COUNT; c++) {
+    const rp_prof_id id = (rp_prof_id)c;
+    if (rp_prof_calls(id) == 0) continue;
+    fprintf(f, "    %-35s %9.2f %9.2f %8.1f\n", rp_prof_name(id),
+            rp_prof_seconds(id) / (double)steps * 1e3, rp_prof_min_seconds(id) * 1e3,
+            (double)rp_prof_calls(id) / (double)steps);
+  }
 }
 
 void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk) {
@@ -108,19 +122,23 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
     fprintf(f, "step profile: no profiled step\n");
     return;
   }
-  double part[RP_PART_COUNT] = {0}, timed = 0;
+  double part[RP_PART_COUNT] = {0}, quiet[RP_PART_COUNT] = {0}, timed = 0, timed_quiet = 0;
   for (int c = 0; c < RP_PROF_COUNT; c++) {
     double s = rp_prof_seconds((rp_prof_id)c) / (double)steps;
+    double q = rp_prof_min_seconds((rp_prof_id)c);
     part[part_of((rp_prof_id)c)] += s;
+    quiet[part_of((rp_prof_id)c)] += q;
     timed += s;
+    timed_quiet += q;
   }
   double wall = rp_prof_wall_seconds() / (double)steps;
   part[RP_PART_IDLE] = wall > timed ? wall - timed : 0.0;
+  quiet[RP_PART_IDLE] = -1.0; /* no call sites: the idle time has no minimum */
   fprintf(f, "step profile (this rank, mean of %ld steps): FMA peak %.1f GFLOP/s (%s probe x "
           "threads), stream %.1f GB/s (two %.1f MiB buffers)\n", steps, pk->fma_flops / 1e9,
           pk->fma_level, pk->stream_bytes / 1e9, (double)pk->stream_size / 1048576.0);
-  fprintf(f, "  %-30s %9s %7s %12s %14s %12s\n", "part", "ms/step", "share", "work/step",
-          "achieved", "of peak");
+  fprintf(f, "  %-30s %9s %9s %7s %12s %14s %12s\n", "part", "ms/step", "quiet ms", "share",
+          "work/step", "achieved", "of peak");
   double total_flops = 0;
   for (int p = 0; p < RP_PART_COUNT; p++) {
     total_flops += w->flops[p];
@@ -128,7 +146,15 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
       print_row(f,
                 p == RP_PART_OPTIMIZER && w->bf16_copies ? "optimizer (AdamW, bf16 copies)"
                                                          : part_names[p],
-                part[p], wall, w->flops[p], w->bytes[p], pk);
+                part[p], quiet[p], wall, w->flops[p], w->bytes[p], pk);
   }
-  print_row(f, "step (wall)", wall, wall, total_flops, 0.0, pk);
+  print_row(f, "step (wall)", wall, timed_quiet, wall, total_flops, 0.0, pk);
+  /* the quiet column: each timed call's fastest run over the steps (the same
+   * call of every step), so what other processes took from a call is not in it */
+  if (timed_quiet > 0 && wall >= timed_quiet && pk->fma_flops > 0)
+    fprintf(f, "  quiet: each timed call at its fastest over the %ld steps, %.2f ms of "
+            "them a step, %.3f of the FMA peak; the mean step is %.1f%% above\n",
+            steps, timed_quiet * 1e3, total_flops / timed_quiet / pk->fma_flops,
+            100.0 * (wall / timed_quiet - 1.0));
+  print_components(f, steps);
 }

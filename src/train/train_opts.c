@@ -83,7 +83,9 @@ const rp_opt rp_train_opt_table[] = {
     {"profile", RP_OPT_BOOL, O(profile), "0", 0, 0, NULL,
      "time every kernel of the steps after the first and print at the end where the step's "
      "time goes (GEMM, attention, layernorm, GELU, optimizer, copies, comm, idle) with each "
-     "part's fraction of the FMA or stream peak"},
+     "part's fraction of the FMA or stream peak, the 'quiet' time (each call at its fastest "
+     "over the steps: what is left when other processes take nothing) and every kernel's "
+     "forward and backward apart"},
     {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,
      "write TensorBoard event files of every metric into OUT/tensorboard"},
     /* parallelism */

@@ -12,6 +12,8 @@ check() { # $1 = label, $2 = output file
   for part in "GEMM" "attention" "layernorm" "optimizer" "idle / untimed" "step (wall)"; do
     grep -q "^  $part" "$2" || { echo "$1 --profile: no '$part' row"; cat "$2"; exit 1; }
   done
+  grep -q '^  by kernel:' "$2" && grep -q '^    fwd matmul' "$2" ||
+    { echo "$1 --profile: no per-kernel rows"; cat "$2"; exit 1; }
   grep -q '^step profile (this rank, mean of [1-9][0-9]* steps)' "$2" ||
     { echo "$1 --profile: no profile header"; cat "$2"; exit 1; }
   awk -v label="$1" '/^  part /{t=1; next} t && /^  step \(wall\)/{wall=$3; t=0; next}

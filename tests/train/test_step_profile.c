@@ -66,6 +66,11 @@ static void test_steps_and_between(void **state) {
   assert_non_null(strstr(buf, "idle / untimed"));
   /* 1e9 FLOP in 0.375 s per step = 2.67 GFLOP/s = 0.027 of 1e11 */
   assert_non_null(strstr(buf, "0.027 FMA"));
+  /* the quiet column (each call site at its fastest; the two steps' sites
+   * differ here, so 0.5 + 0.25 s) and the kernels apart */
+  assert_non_null(strstr(buf, "quiet ms"));
+  assert_true(rp_prof_min_seconds(RP_PROF_FWD_MATMUL) == 0.75);
+  assert_non_null(strstr(buf, "fwd matmul (sgemm)                     375.00    750.00"));
   rp_prof_enable(0);
 }
 
