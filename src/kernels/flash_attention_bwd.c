@@ -14,7 +14,9 @@
  * panels from L2.
  *
  * Who writes what (no two workers ever write the same row without a reduction):
- * - split by head: a task is one (b, h) and owns that head's dQ, dK and dV;
+ * - split by head: a task is one (b, h) and owns that head's dQ, dK and dV
+ *   (short heads the threads divide evenly: each thread its own contiguous
+ *   share, rp_flash_own_heads);
  * - split by key block (few heads for the threads): a task is (b, h, key block)
  *   and owns those dK/dV rows; its dQ contribution to a query block is computed
  *   into a per-thread [bq, HS] tile and added to dq in key-block order: a turn
@@ -50,6 +52,7 @@ typedef struct {
   rp_flash_view dout, lse, dsum, dq, dk, dv;
   rp_flash_plan pl;
   rp_flash_split split;    /* resolved: HEAD or KEYBLOCK */
+  int own_heads;           /* HEAD: each thread takes its own share (rp_flash_own_heads) */
   float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; dK, dV, K [bk*HS];
                               Q, dO, dQ tile [bq*HS] */
   long scratch_floats;
@@ -285,24 +288,34 @@ static void pack_head_rows(const bwd_ctx *c, float *dst, rp_flash_view src, long
   }
 }
 
+/* HEAD split: all of head t's gradients (b = t / NH, h = t % NH). */
+static void bwd_head(bwd_ctx *c, long t, int ith, float *ws) {
+  const int HS = c->pr.HS;
+  long b = t / c->pr.NH, h = t % c->pr.NH;
+  float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
+  float *hq = c->head_rows + ith * c->head_rows_floats;
+  float *hdo = hq + c->head_rows_floats / 2;
+  pack_head_rows(c, hq, c->pr.q, b, h);
+  pack_head_rows(c, hdo, c->dout, b, h);
+  for (int kb = 0; kb < c->pl.nkb; kb++) bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws, hq, hdo);
+}
+
 void rp_flash_bwd_run(void *vctx, int ith, int nth) {
   bwd_ctx *c = vctx;
-  (void)nth;
   const long BNH = (long)c->pr.B * c->pr.NH;
   const int HS = c->pr.HS;
   float *ws = c->scratch + ith * c->scratch_floats;
+  if (c->own_heads && nth == c->nthreads) {
+    long lo, hi;
+    rp_split(BNH, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) bwd_head(c, t, ith, ws);
+    return;
+  }
   for (;;) {
     long t = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (t >= c->ntasks) break;
     if (c->split == RP_FLASH_SPLIT_HEAD) {
-      long b = t / c->pr.NH, h = t % c->pr.NH;
-      float *dqb = c->dq.p ? rp_flash_row(c->dq, b, 0, h, HS) : NULL;
-      float *hq = c->head_rows + ith * c->head_rows_floats;
-      float *hdo = hq + c->head_rows_floats / 2;
-      pack_head_rows(c, hq, c->pr.q, b, h);
-      pack_head_rows(c, hdo, c->dout, b, h);
-      for (int kb = 0; kb < c->pl.nkb; kb++)
-        bwd_key_block(c, b, h, kb, dqb, c->dq.ld, ws, hq, hdo);
+      bwd_head(c, t, ith, ws);
     } else {
       /* first key blocks first: under causal masking they see the most queries */
       int kb = (int)(t / BNH);
@@ -350,6 +363,8 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->split = resolve_split(c->pl.split, BNH, nthreads);
   c->nthreads = nthreads;
   c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
+  c->own_heads = c->split == RP_FLASH_SPLIT_HEAD &&
+                 rp_flash_own_heads(pr, nthreads, rp_flash_l2_bytes(pr->cfg));
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
   if (c->pl.bf16) {  /* see bwd_key_block's layout */

@@ -10,7 +10,9 @@
  *
  * Tasks are (b, h, query block), taken from an atomic counter head by head,
  * heaviest causal blocks of each head first; each task writes only its own O
- * rows and L entries. K is needed transposed (the micro-kernel wants B with
+ * rows and L entries. Short heads that the threads divide evenly go instead
+ * to each thread as its own contiguous share (rp_flash_own_heads: the rows its
+ * part of the qkv GEMM has just written). K is needed transposed (the micro-kernel wants B with
  * contiguous columns) and V as contiguous rows: in the model's qkv layout V's
  * rows of one head lie 3C floats apart, a stride that maps every row to the
  * same few L1 sets, so the P V product streamed V from L2. Each (b, h, key
@@ -51,6 +53,7 @@ typedef struct {
   kv_slot *slots;
   int nslots, slots_ready; /* slots_ready: mutexes initialised */
   int group;               /* heads whose tasks interleave (see task_of) */
+  int own_heads;           /* each thread takes its own equal share of heads */
   float *kt;            /* [nslots][nkb] tiles */
   atomic_int *kt_state; /* [nslots][nkb] */
   float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq], packed Q [bq*HS] */
@@ -60,9 +63,8 @@ typedef struct {
   atomic_long next;
 } fwd_ctx;
 
-/* The slot of head bh, held for bh: waits while it serves another head. */
-static kv_slot *slot_acquire(fwd_ctx *c, long bh) {
-  kv_slot *s = &c->slots[bh % c->nslots];
+/* Slot s held for head bh: waits while it serves another head. */
+static kv_slot *slot_take(fwd_ctx *c, kv_slot *s, long bh) {
   pthread_mutex_lock(&s->mu);
   while (s->head != bh && s->users > 0) pthread_cond_wait(&s->left, &s->mu);
   if (s->head != bh) {
@@ -72,6 +74,12 @@ static kv_slot *slot_acquire(fwd_ctx *c, long bh) {
   s->users++;
   pthread_mutex_unlock(&s->mu);
   return s;
+}
+
+/* The slot of head bh (the heads of a group in flight and the next never
+ * share one). */
+static kv_slot *slot_acquire(fwd_ctx *c, long bh) {
+  return slot_take(c, &c->slots[bh % c->nslots], bh);
 }
 
 static void slot_release(kv_slot *s) {
@@ -257,13 +265,30 @@ static void task_of(const fwd_ctx *c, long t, long *bh, long *qb_rank) {
   *qb_rank = in / heads;
 }
 
+/* Thread ith's own share of the heads (rp_flash_own_heads), each head's query
+ * blocks heaviest first, in the thread's own slot. */
+static void fwd_run_own_heads(fwd_ctx *c, int ith, int nth, float *S, float *m, float *l,
+                              float *q, uint32_t *pb) {
+  long lo, hi;
+  rp_split((long)c->pr.B * c->pr.NH, ith, nth, &lo, &hi);
+  for (long bh = lo; bh < hi; bh++) {
+    kv_slot *slot = slot_take(c, &c->slots[ith], bh);
+    for (int qb = c->pl.nqb - 1; qb >= 0; qb--)
+      fwd_tile_rows(c, slot, bh / c->pr.NH, bh % c->pr.NH, qb, S, m, l, q, pb);
+    slot_release(slot);
+  }
+}
+
 void rp_flash_fwd_run(void *vctx, int ith, int nth) {
   fwd_ctx *c = vctx;
-  (void)nth;
   float *S = c->scratch + ith * c->scratch_floats;
   float *m = S + (long)c->pl.bq * c->pl.bk;
   float *l = m + c->pl.bq, *q = l + c->pl.bq;
   uint32_t *pb = (uint32_t *)(q + (long)c->pl.bq * c->pr.HS);  /* bf16 P strip */
+  if (c->own_heads && nth == c->nthreads) {
+    fwd_run_own_heads(c, ith, nth, S, m, l, q, pb);
+    return;
+  }
   for (;;) {
     long t = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (t >= c->ntasks) break;
@@ -317,6 +342,7 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   const long head_kv_bytes = 2L * pr->Tk * pr->HS * (long)sizeof(float);
   c->group = head_kv_bytes <= rp_flash_l2_bytes(pr->cfg) / 4 ? nthreads : 1;
   c->nslots = (int)RP_MIN(BNH, (long)c->group + nthreads); /* a group in flight, the next */
+  c->own_heads = rp_flash_own_heads(pr, nthreads, rp_flash_l2_bytes(pr->cfg));
   const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);
   /* S, m, l, packed Q, and (bf16) a strip of P in pairs */
