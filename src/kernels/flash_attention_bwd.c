@@ -249,7 +249,11 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
       int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
       if (L[r] == -INFINITY) n = 0;  /* a row that saw no key anywhere */
       if (n > 0) ops->expsum(s + a, n, pl->scale, L[r]);
-      if (n < nk) rp_flash_zero_outside(s, a, n, nk);
+      /* the gradient products read the first ns columns of the row's strip:
+       * only those need their zeros */
+      const int r0 = full ? 0 : r - r % RP_FLASH_STRIP;
+      const int ns = rp_flash_strip_keys(pr, full, i0, r0, rp_flash_strip_rows(full, nq, r0), j0, nk);
+      if (n < ns) rp_flash_zero_outside(s, a, n, ns);
     }
     if (turn) memset(dqt, 0, sizeof(float) * (size_t)nq * HS);
     float *dq_tile = turn ? dqt : dqb ? dqb + i0 * ldq : NULL;

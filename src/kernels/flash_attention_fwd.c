@@ -119,14 +119,16 @@ static const float *packed_kt(fwd_ctx *c, kv_slot *slot, long bh, int kb) {
 }
 
 /* Online softmax over rows [r0, r0 + hh) of a tile whose scores are in S:
- * P = exp(scale*S - m) in place (0 outside each row's span), l and m updated
+ * P = exp(scale*S - m) in place (0 outside each row's span, up to the strip's
+ * ns keys, all that P V reads), l and m updated
  * and the O rows rescaled when a row's max grows. The strip's row maxima are
  * all taken before any exp: a row's exp pass waits for its max (a horizontal
  * reduction), and row by row that wait was not hidden. Rows of 192 keys in
  * L1, one thread of Sapphire Rapids: 100 TSC cycles per row max + exp, 71 with
  * the maxima first (the same operations, so the same bits). */
 static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, long j0, int nk,
-                             int full, float *S, float *m, float *l, float *o, long ldo) {
+                             int ns, int full, float *S, float *m, float *l, float *o,
+                             long ldo) {
   const rp_flash_problem *pr = &c->pr;
   const rp_flash_ops *ops = c->pl.ops;
   const int HS = pr->HS, bk = c->pl.bk;
@@ -143,14 +145,15 @@ static void fwd_softmax_rows(const fwd_ctx *c, long b, long i0, int r0, int hh, 
   for (int r = r0; r < r0 + hh; r++) {
     float *s = S + (long)r * bk;
     const int a = span_a[r - r0], n = span_n[r - r0];
+    /* P V reads the strip's first ns columns: only those need their zeros */
     if (n == 0) {
-      memset(s, 0, sizeof(float) * (size_t)nk);
+      memset(s, 0, sizeof(float) * (size_t)ns);
       continue;
     }
     float mnew = rmax[r - r0];
     if (mnew < m[r]) mnew = m[r];
     float sum = ops->expsum(s + a, n, scale, mnew);
-    if (n < nk) rp_flash_zero_outside(s, a, n, nk);
+    if (n < ns) rp_flash_zero_outside(s, a, n, ns);
     if (mnew != m[r]) {
       /* m[r] = -inf on a row's first visible tile: alpha = 0, l and O are 0 */
       float alpha = expf(m[r] - mnew);
@@ -234,7 +237,7 @@ static void fwd_tile_rows(fwd_ctx *c, kv_slot *slot, long b, long h, int qb, flo
       /* unscaled scores (the scale is folded into the exp); columns past the
        * strip's keys are zeroed by the softmax */
       if (ns > 0) fwd_scores(c, r0, hh, ns, q, kt, s);
-      fwd_softmax_rows(c, b, i0, r0, hh, j0, nk, full, S, m, l, o, ldo);
+      fwd_softmax_rows(c, b, i0, r0, hh, j0, nk, ns, full, S, m, l, o, ldo);
       if (ns > 0) fwd_accumulate(c, hh, ns, s, kt, pb, o + r0 * ldo, ldo);
     }
   }
