@@ -61,8 +61,15 @@ rp_status rp_dp_finish(rp_dp *d);
  * counted), NOT yet reduced over ranks. */
 double rp_dp_local_sumsq(rp_dp *d, int count_wte);
 /* AdamW on what this rank owns (grads scaled by grad_scale first), then (ZeRO-1)
- * all-gather of the updated parameters. t is the 1-based step. */
-void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t);
+ * all-gather of the updated parameters. t is the 1-based step. Returns 1 when
+ * it has also written the bf16 copies of every parameter (below), else 0. */
+int rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t);
+/* --precision bf16 with round-to-nearest copies: copies16[c] is chunk c's
+ * parameters in bf16 (same offsets), which rp_dp_adamw then writes in the
+ * update's own pass, bitwise rp_bf16_from_f32_array of the updated weights.
+ * Not under ZeRO-1, where most of the parameters arrive by the all-gather
+ * after the update (rp_dp_adamw returns 0 there). NULL: no copies. */
+rp_status rp_dp_set_bf16_copies(rp_dp *d, uint16_t *const *copies16);
 
 /* Optimizer state: this rank's m and v, chunk c, owned floats only, in the
  * order of rp_dp_owned_ranges. Under plain dp they are the whole chunk. */

@@ -205,6 +205,12 @@ void rp_adamw_update(float *param, const float *grad, float *m, float *v, long n
 void rp_adamw_update_scaled(float *param, const float *grad, float *m, float *v, long n,
                             const rp_adamw_hparams *h, float wd, int t, float gscale,
                             rp_pool *pool);
+/* The same, and param16[i] = the updated param[i] rounded to bf16 (nearest
+ * even): bitwise rp_adamw_update_scaled followed by rp_bf16_from_f32_array of
+ * the parameters, one read of them less (--precision bf16's weight copies). */
+void rp_adamw_update_scaled_bf16(float *param, uint16_t *param16, const float *grad, float *m,
+                                 float *v, long n, const rp_adamw_hparams *h, float wd, int t,
+                                 float gscale, rp_pool *pool);
 double rp_sumsq(const float *x, long n, rp_pool *pool);   /* sum of squares, double acc */
 void rp_scale(float *x, float s, long n, rp_pool *pool);
 /* lr at 0-based step: linear warmup over `warmup`, cosine from lr to min_lr until

@@ -44,9 +44,10 @@ void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, do
                             int microbatches);
 /* The optimizer's share: zero, norm and AdamW over `params` floats. */
 void rp_step_work_add_optimizer(rp_step_work *w, long params);
-/* --precision bf16: the bf16 copies of `params` weights refreshed after the
- * update (counted in the optimizer's part). */
-void rp_step_work_add_bf16_copies(rp_step_work *w, long params);
+/* --precision bf16: the bf16 copies of `params` weights, written by AdamW's own
+ * pass (in_update: 2 bytes each) or refreshed after it (read and written, 6),
+ * counted in the optimizer's part. */
+void rp_step_work_add_bf16_copies(rp_step_work *w, long params, int in_update);
 
 typedef struct {
   double fma_flops;      /* FLOP/s, all pool threads; 0 when not measured */

@@ -98,6 +98,7 @@ typedef struct {
   const rp_attn_backend *local_attn; /* the rank-local kernel (sampling) */
   rp_flash_config flash_cfg;    /* the run's flash settings (bf16 products or not) */
   int bf16_attn_pays;           /* rp_flash_bf16_pays on every rank (--bf16-attention auto) */
+  int bf16_copies_fresh;        /* the last optimizer step wrote the bf16 copies itself */
   rp_attn_backend flash_attn;   /* flash bound to flash_cfg, when that is not automatic */
   int step;                     /* steps completed */
   double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped */

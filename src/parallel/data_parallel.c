@@ -38,6 +38,8 @@ typedef struct {
 
 struct rp_dp {
   rp_dp_cfg cfg;
+  uint16_t **copies16; /* per chunk, its parameters' bf16 copies, or NULL (see
+                          rp_dp_set_bf16_copies) */
   int rank, size;
   bucket *b;
   int nb;
@@ -212,7 +214,7 @@ void rp_dp_destroy(rp_dp *d) {
     free(d->cs[c].unit_bucket);
     rp_free(d->cs[c].m), rp_free(d->cs[c].v), rp_free(d->cs[c].gshard);
   }
-  free(d->b), free(d->cs), free(d->cfg.chunks);
+  free(d->b), free(d->cs), free(d->cfg.chunks), free(d->copies16);
   free(d);
 }
 
@@ -390,15 +392,30 @@ static void adam_piece(rp_dp *d, int c, const rp_tensor *t, size_t lo, size_t n,
                        void *ctx) {
   adam_ctx *a = ctx;
   /* clipping folded into the update: one pass over the gradients less */
-  rp_adamw_update_scaled(d->cfg.chunks[c]->params + lo, owned_grads(d, c) + pos,
-                         d->cs[c].m + pos, d->cs[c].v + pos, (long)n, a->h,
-                         t->decay ? a->h->weight_decay : 0.0f, a->t, a->scale, d->cfg.pool);
+  float *p = d->cfg.chunks[c]->params + lo, *m = d->cs[c].m + pos, *v = d->cs[c].v + pos;
+  const float wd = t->decay ? a->h->weight_decay : 0.0f;
+  if (d->copies16 && !d->cfg.zero)
+    rp_adamw_update_scaled_bf16(p, d->copies16[c] + lo, owned_grads(d, c) + pos, m, v, (long)n,
+                                a->h, wd, a->t, a->scale, d->cfg.pool);
+  else
+    rp_adamw_update_scaled(p, owned_grads(d, c) + pos, m, v, (long)n, a->h, wd, a->t, a->scale,
+                           d->cfg.pool);
 }
 
-void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {
+rp_status rp_dp_set_bf16_copies(rp_dp *d, uint16_t *const *copies16) {
+  free(d->copies16);
+  d->copies16 = NULL;
+  if (!copies16) return RP_OK;
+  d->copies16 = malloc(sizeof *d->copies16 * (size_t)d->cfg.nchunks);
+  if (!d->copies16) return rp_err(RP_ENOMEM, "out of memory for the bf16 copies' table");
+  for (int c = 0; c < d->cfg.nchunks; c++) d->copies16[c] = copies16[c];
+  return RP_OK;
+}
+
+int rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {
   adam_ctx a = {h, grad_scale, t};
   for (int c = 0; c < d->cfg.nchunks; c++) for_owned_pieces(d, c, adam_piece, &a);
-  if (!d->cfg.zero) return;
+  if (!d->cfg.zero) return d->copies16 != NULL; /* every parameter updated here */
   /* every replica gets every part's updated parameters */
   for (int i = 0; i < d->nb; i++) {
     bucket *b = &d->b[i];
@@ -410,6 +427,7 @@ void rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {
   for (int i = 0; i < d->nb; i++)
     rp_waitall(d->b[i].nr, d->b[i].req, d->cfg.comm, -1,
                "ZeRO-1 parameter all-gather of bucket %d", i);
+  return 0;
 }
 
 float *rp_dp_m(rp_dp *d, int c) { return d->cs[c].m; }

@@ -89,10 +89,12 @@ void rp_engine_apply(rp_trainer *t, float lr, float grad_scale) {
 void rp_engine_finish_update(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   t->step++;
-  if (t->bf16.n)
+  /* the copies are fresh when the update itself wrote them (rp_dp_adamw) */
+  if (t->bf16.n && !t->bf16_copies_fresh)
     RP_PROF(RP_PROF_OPT_BF16_COPY,
             rp_bf16_ctx_refresh(&t->bf16, o->bf16_stochastic,
                                 (uint64_t)o->seed * 1000003u + t->step, t->pool));
+  t->bf16_copies_fresh = 0;
 }
 
 float rp_engine_clip_scale(const rp_trainer *t, double norm) {

@@ -66,6 +66,8 @@ static void copy_state(rp_trainer *t, int restore) {
     memcpy(restore ? m : pv->m[c], restore ? pv->m[c] : m, no);
     memcpy(restore ? v : pv->v[c], restore ? pv->v[c] : v, no);
   }
+  /* restored weights: the speculative step's bf16 copies are stale again */
+  if (restore) t->bf16_copies_fresh = 0;
 }
 
 rp_status rp_post_validation_speculate(rp_trainer *t, float lr) {

@@ -80,7 +80,7 @@ double rp_grad_sumsq(rp_trainer *t) {
 void rp_optimizer_step(rp_trainer *t, float lr, float grad_scale) {
   rp_adamw_hparams h = {.lr = lr, .beta1 = t->o.beta1, .beta2 = t->o.beta2, .eps = t->o.eps,
                         .weight_decay = t->o.weight_decay};
-  rp_dp_adamw(t->dp, &h, grad_scale, t->step + 1);
+  t->bf16_copies_fresh = rp_dp_adamw(t->dp, &h, grad_scale, t->step + 1);
 }
 
 static float current_lr(const rp_trainer *t) {

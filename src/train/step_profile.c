@@ -69,9 +69,10 @@ void rp_step_work_add_optimizer(rp_step_work *w, long params) {
   w->bytes[RP_PART_OPTIMIZER] += 4.0 * 9.0 * (double)params;
 }
 
-/* the refresh reads the fp32 weights and writes their bf16 copies */
-void rp_step_work_add_bf16_copies(rp_step_work *w, long params) {
-  w->bytes[RP_PART_OPTIMIZER] += 6.0 * (double)params;
+/* a separate refresh reads the fp32 weights and writes their bf16 copies; the
+ * copies AdamW writes in its own pass add only the writes */
+void rp_step_work_add_bf16_copies(rp_step_work *w, long params, int in_update) {
+  w->bytes[RP_PART_OPTIMIZER] += (in_update ? 2.0 : 6.0) * (double)params;
   w->bf16_copies = 1;
 }
 

@@ -240,6 +240,8 @@ static rp_status setup_compute(rp_trainer *t) {
     if (!t->dlnf_extra) return RP_ENOMEM;
   }
   RP_TRY(setup_data_parallel(t));
+  /* round-to-nearest bf16 copies are written by AdamW's own pass (rp_dp.h) */
+  if (t->bf16.n && !o->bf16_stochastic) RP_TRY(rp_dp_set_bf16_copies(t->dp, t->bf16.base16));
   size_t n = (size_t)o->microbatches * B * T, full = (size_t)o->microbatches * B * o->seq;
   t->full_tokens = rp_alloc(full * sizeof(int32_t), RP_MEM_DATA);
   t->full_targets = rp_alloc(full * sizeof(int32_t), RP_MEM_DATA);

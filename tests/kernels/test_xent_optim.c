@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "kt_util.h"
+#include "ringpipe/rp_bf16.h"
 
 /* ---------------- cross-entropy */
 
@@ -158,6 +159,48 @@ static void test_adamw_threads_bitwise(void **state) {
   free(g), free(p0);
 }
 
+/* AdamW writing the bf16 copies in its own pass: the same parameters and
+ * moments as the plain scaled update, and copies bitwise the array conversion
+ * of those parameters (the separate pass it replaces), on 1 to 3 threads,
+ * over three updates of values in [-3, 3], one of them clipped. */
+static void test_adamw_bf16_copies(void **state) {
+  (void)state;
+  const long n = 30011;
+  rp_rng rng;
+  rp_rng_seed(&rng, 82);
+  rp_adamw_hparams h = {.lr = 3e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                        .weight_decay = 0.1f};
+  float *g = kt_floats(n), *p0 = kt_floats(n);
+  kt_fill(g, n, &rng, -1, 1);
+  kt_fill(p0, n, &rng, -3, 3);
+  for (int th = 1; th <= 3; th++) {
+    rp_pool *pool = kt_pool(th);
+    float *p[2], *m[2], *v[2];
+    for (int u = 0; u < 2; u++) {
+      p[u] = kt_floats(n), m[u] = kt_floats(n), v[u] = kt_floats(n);
+      memcpy(p[u], p0, sizeof(float) * n);
+      memset(m[u], 0, sizeof(float) * n), memset(v[u], 0, sizeof(float) * n);
+    }
+    uint16_t *want = malloc(sizeof(uint16_t) * n), *got = malloc(sizeof(uint16_t) * n);
+    assert_non_null(want), assert_non_null(got);
+    for (int step = 1; step <= 3; step++) {
+      const float gs = step == 2 ? 0.37f : 1.0f; /* a clipping step */
+      rp_adamw_update_scaled(p[0], g, m[0], v[0], n, &h, 0.1f, step, gs, pool);
+      rp_bf16_from_f32_array(want, p[0], n, pool);
+      memset(got, 0xA5, sizeof(uint16_t) * n); /* garbage: every copy is written */
+      rp_adamw_update_scaled_bf16(p[1], got, g, m[1], v[1], n, &h, 0.1f, step, gs, pool);
+      assert_true(kt_bitwise_equal(p[0], p[1], n));
+      assert_true(kt_bitwise_equal(m[0], m[1], n));
+      assert_true(kt_bitwise_equal(v[0], v[1], n));
+      assert_memory_equal(got, want, sizeof(uint16_t) * n);
+    }
+    for (int u = 0; u < 2; u++) free(p[u]), free(m[u]), free(v[u]);
+    free(want), free(got);
+    rp_pool_destroy(pool);
+  }
+  free(g), free(p0);
+}
+
 /* ---------------- sumsq, scale, lr */
 
 /* rp_sumsq's documented order, spelled out: 256 fixed chunks, each summed in
@@ -248,6 +291,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_xent),          cmocka_unit_test(test_xent_threads_bitwise),
       cmocka_unit_test(test_adamw_hand),    cmocka_unit_test(test_adamw_threads_bitwise),
+      cmocka_unit_test(test_adamw_bf16_copies),
       cmocka_unit_test(test_sumsq_scale),
       cmocka_unit_test(test_sumsq_order),
       cmocka_unit_test(test_lr_cosine),
