@@ -67,9 +67,11 @@ int rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t);
 /* --precision bf16 with round-to-nearest copies: copies16[c] is chunk c's
  * parameters in bf16 (same offsets), which rp_dp_adamw then writes in the
  * update's own pass, bitwise rp_bf16_from_f32_array of the updated weights.
- * Not under ZeRO-1, where most of the parameters arrive by the all-gather
- * after the update (rp_dp_adamw returns 0 there). NULL: no copies. */
+ * Ignored under ZeRO-1, where most of the parameters arrive by the all-gather
+ * after the update. NULL: no copies. */
 rp_status rp_dp_set_bf16_copies(rp_dp *d, uint16_t *const *copies16);
+/* 1 when rp_dp_adamw writes the bf16 copies (set above, and not ZeRO-1) */
+int rp_dp_writes_bf16_copies(const rp_dp *d);
 
 /* Optimizer state: this rank's m and v, chunk c, owned floats only, in the
  * order of rp_dp_owned_ranges. Under plain dp they are the whole chunk. */

@@ -244,16 +244,18 @@ static void bwd_key_block(bwd_ctx *c, long b, long h, int kb, float *dqb, long l
       else
         ops->gemm(hh, ns, HS, qt + r0 * HS, HS, 1, kt, bk, S + (long)r0 * bk, bk, 0);
     }
-    for (int r = 0; r < nq; r++) {
-      float *s = S + (long)r * bk;
-      int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
-      if (L[r] == -INFINITY) n = 0;  /* a row that saw no key anywhere */
-      if (n > 0) ops->expsum(s + a, n, pl->scale, L[r]);
-      /* the gradient products read the first ns columns of the row's strip:
+    for (int r0 = 0, hh; r0 < nq; r0 += hh) {
+      hh = rp_flash_strip_rows(full, nq, r0);
+      /* the gradient products read the first ns columns of the strip's rows:
        * only those need their zeros */
-      const int r0 = full ? 0 : r - r % RP_FLASH_STRIP;
-      const int ns = rp_flash_strip_keys(pr, full, i0, r0, rp_flash_strip_rows(full, nq, r0), j0, nk);
-      if (n < ns) rp_flash_zero_outside(s, a, n, ns);
+      const int ns = rp_flash_strip_keys(pr, full, i0, r0, hh, j0, nk);
+      for (int r = r0; r < r0 + hh; r++) {
+        float *s = S + (long)r * bk;
+        int a = 0, n = full ? nk : rp_flash_row_span(pr, b, i0 + r, j0, nk, &a);
+        if (L[r] == -INFINITY) n = 0;  /* a row that saw no key anywhere */
+        if (n > 0) ops->expsum(s + a, n, pl->scale, L[r]);
+        if (n < ns) rp_flash_zero_outside(s, a, n, ns);
+      }
     }
     if (turn) memset(dqt, 0, sizeof(float) * (size_t)nq * HS);
     float *dq_tile = turn ? dqt : dqb ? dqb + i0 * ldq : NULL;

@@ -394,7 +394,7 @@ static void adam_piece(rp_dp *d, int c, const rp_tensor *t, size_t lo, size_t n,
   /* clipping folded into the update: one pass over the gradients less */
   float *p = d->cfg.chunks[c]->params + lo, *m = d->cs[c].m + pos, *v = d->cs[c].v + pos;
   const float wd = t->decay ? a->h->weight_decay : 0.0f;
-  if (d->copies16 && !d->cfg.zero)
+  if (d->copies16)
     rp_adamw_update_scaled_bf16(p, d->copies16[c] + lo, owned_grads(d, c) + pos, m, v, (long)n,
                                 a->h, wd, a->t, a->scale, d->cfg.pool);
   else
@@ -405,17 +405,19 @@ static void adam_piece(rp_dp *d, int c, const rp_tensor *t, size_t lo, size_t n,
 rp_status rp_dp_set_bf16_copies(rp_dp *d, uint16_t *const *copies16) {
   free(d->copies16);
   d->copies16 = NULL;
-  if (!copies16) return RP_OK;
+  if (!copies16 || d->cfg.zero) return RP_OK; /* ZeRO-1: the all-gather brings most */
   d->copies16 = malloc(sizeof *d->copies16 * (size_t)d->cfg.nchunks);
   if (!d->copies16) return rp_err(RP_ENOMEM, "out of memory for the bf16 copies' table");
   for (int c = 0; c < d->cfg.nchunks; c++) d->copies16[c] = copies16[c];
   return RP_OK;
 }
 
+int rp_dp_writes_bf16_copies(const rp_dp *d) { return d->copies16 != NULL; }
+
 int rp_dp_adamw(rp_dp *d, const rp_adamw_hparams *h, float grad_scale, int t) {
   adam_ctx a = {h, grad_scale, t};
   for (int c = 0; c < d->cfg.nchunks; c++) for_owned_pieces(d, c, adam_piece, &a);
-  if (!d->cfg.zero) return d->copies16 != NULL; /* every parameter updated here */
+  if (!d->cfg.zero) return rp_dp_writes_bf16_copies(d); /* every parameter updated here */
   /* every replica gets every part's updated parameters */
   for (int i = 0; i < d->nb; i++) {
     bucket *b = &d->b[i];

@@ -280,8 +280,7 @@ void rp_trainer_print_profile(rp_trainer *t) {
   long params = 0;
   for (int c = 0; c < t->nchunks; c++) params += (long)t->chunks[c].num_params;
   rp_step_work_add_optimizer(&w, params / (o->zero ? t->grid.dp * t->grid.cp : 1));
-  /* the copies come from AdamW's own pass where it writes them (rp_dp.h) */
-  if (t->bf16.n) rp_step_work_add_bf16_copies(&w, params, !o->bf16_stochastic && !o->zero);
+  if (t->bf16.n) rp_step_work_add_bf16_copies(&w, params, rp_dp_writes_bf16_copies(t->dp));
   rp_step_peaks pk;
   rp_step_peaks_measure(&pk, 16L * o->batch * t->T_local * t->cfg.C, t->pool);
   rp_step_profile_print(stdout, &w, &pk);
