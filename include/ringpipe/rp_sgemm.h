@@ -41,14 +41,20 @@ int rp_sgemm_kernel_best(void);
 void rp_sgemm_forward(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
                       const float *bias, const float *resid, int N, int IC, int OC,
                       rp_pool *pool);
-/* The same, and then each pool thread calls epi(epi_ctx, lo, hi, ith) on rows
- * [lo, hi) of out it has just finished (every row exactly once, by the thread
- * that computed it, a block of rows at a time while it is still in cache
- * where the blocking allows, else all the thread's rows at its end). */
+/* The block epilogue: epi(epi_ctx, m0, m1, j0, j1, ith) on rows [m0, m1) x
+ * columns [j0, j1) of C that pool thread ith has just finished. */
+typedef void (*rp_sgemm_block_fn)(void *epi_ctx, long m0, long m1, long j0, long j1, int ith);
+/* A rows epilogue (the bf16 GEMM's): rows [lo, hi), all columns. */
 typedef void (*rp_sgemm_rows_fn)(void *epi_ctx, long lo, long hi, int ith);
+/* rp_sgemm_forward (no resid), and then each pool thread calls epi on the
+ * blocks of out it has just finished: every element in exactly one call, by
+ * the thread that computed it, a block of rows at a time while it is still in
+ * cache where the blocking allows, else the thread's whole part at its end.
+ * The threads split rows or columns (whichever moves fewer bytes), so a
+ * block may span only some columns. */
 void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int IC, int OC, rp_pool *pool,
-                          rp_sgemm_rows_fn epi, void *epi_ctx);
+                          rp_sgemm_block_fn epi, void *epi_ctx);
 /* dinp (+)= dout @ weight (written when dinp_set, else accumulated),
  * dweight += dout^T @ inp, dbias += column sums of dout; any may be NULL. */
 void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
@@ -59,7 +65,6 @@ void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *db
  * of rows [m0, m1) x columns [j0, j1) it has just finished, blocks of rows in
  * order, so that an epilogue can keep per-column sums in row order (a bias
  * gradient) whatever the thread count. dinp must be given. */
-typedef void (*rp_sgemm_block_fn)(void *epi_ctx, long m0, long m1, long j0, long j1, int ith);
 void rp_sgemm_backward_epi(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                            const float *dout, const float *inp, const float *weight, int N,
                            int IC, int OC, int dinp_set, rp_pool *pool, rp_sgemm_block_fn epi,

@@ -46,13 +46,28 @@ static void fwd_gelu_task(void *vctx, int ith, int nth) {
   gelu_rows(c, lo, hi, ith);
 }
 
+/* The epilogue on a block of pre (rows [m0, m1) x columns [j0, j1)), as
+ * ringpipe's GEMM calls it: GELU is elementwise (its vector tail the same
+ * code), so any blocking gives the bits of the whole-row loop. */
+static void gelu_block(void *vctx, long m0, long m1, long j0, long j1, int ith) {
+  fused_ctx *c = vctx;
+  if (j0 == 0 && j1 == c->OC) {
+    gelu_rows(c, m0, m1, ith);
+    return;
+  }
+  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
+  for (long m = m0; m < m1; m++)
+    rp_gelu_forward_span(c->post + m * c->OC + j0, c->pre + m * c->OC + j0, j1 - j0);
+  if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
+}
+
 void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,
                             const float *bias, int N, int IC, int OC, rp_pool *pool,
                             double *epilogue_s) {
   if (rp_matmul_own_applies(pool, N, IC, OC, 0)) {
     fused_ctx c = {.pre = pre, .post = post, .OC = OC, .timed = epilogue_s != NULL};
     rp_sgemm_forward_epi((rp_sgemm_kernel)rp_sgemm_kernel_best(), pre, inp, weight, bias, N, IC,
-                         OC, pool, gelu_rows, &c);
+                         OC, pool, gelu_block, &c);
     if (epilogue_s) *epilogue_s = c.epi_s;
     return;
   }

@@ -254,46 +254,55 @@ static void test_sgemm_big_operands(void **state) {
 }
 
 typedef struct {
-  int *seen;
+  int *seen; /* per element of out */
   const float *out;
   int OC;
   int bad;
 } epi_ctx;
 
-static void epi_mark(void *vctx, long lo, long hi, int ith) {
+static void epi_mark(void *vctx, long m0, long m1, long j0, long j1, int ith) {
   epi_ctx *c = vctx;
   (void)ith;
-  for (long r = lo; r < hi; r++) {
-    __atomic_fetch_add(&c->seen[r], 1, __ATOMIC_RELAXED);
-    /* the rows are finished when the epilogue sees them */
-    for (int j = 0; j < c->OC; j++)
+  for (long r = m0; r < m1; r++)
+    for (long j = j0; j < j1; j++) {
+      __atomic_fetch_add(&c->seen[r * c->OC + j], 1, __ATOMIC_RELAXED);
+      /* the block is finished when the epilogue sees it */
       if (c->out[r * c->OC + j] != c->out[r * c->OC + j]) c->bad = 1;
-  }
+    }
 }
 
-static void test_sgemm_epilogue_rows(void **state) {
+/* Every element of out reaches the epilogue once, finished, whether the
+ * threads split rows (a weight smaller than the input) or columns (a wider
+ * one, N 40 x IC 24 -> OC 200), on 2 and 3 threads. */
+static void test_sgemm_epilogue_blocks(void **state) {
   (void)state;
-  const int N = 77, IC = 40, OC = 50;
-  rp_rng rng;
-  rp_rng_seed(&rng, 3);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-  float *out = kt_floats((long)N * OC), *ref = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  rp_pool *pool = kt_pool(2);
-  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
-    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
-    int seen[77] = {0};
-    for (int i = 0; i < N * OC; i++) out[i] = NAN;
-    epi_ctx c = {seen, out, OC, 0};
-    rp_sgemm_forward_epi((rp_sgemm_kernel)k, out, inp, w, NULL, N, IC, OC, pool, epi_mark, &c);
-    for (int r = 0; r < N; r++) assert_int_equal(seen[r], 1);
-    assert_int_equal(c.bad, 0);
-    rp_sgemm_forward((rp_sgemm_kernel)k, ref, inp, w, NULL, NULL, N, IC, OC, pool);
-    assert_memory_equal(out, ref, sizeof(float) * (size_t)N * OC);
-  }
-  rp_pool_destroy(pool);
-  free(inp), free(w), free(out), free(ref);
+  const int dims[2][3] = {{77, 40, 50}, {40, 24, 200}};
+  for (int s = 0; s < 2; s++)
+    for (int nth = 2; nth <= 3; nth++) {
+      const int N = dims[s][0], IC = dims[s][1], OC = dims[s][2];
+      rp_rng rng;
+      rp_rng_seed(&rng, 3);
+      float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+      float *out = kt_floats((long)N * OC), *ref = kt_floats((long)N * OC);
+      int *seen = calloc((size_t)N * OC, sizeof(int));
+      kt_fill(inp, (long)N * IC, &rng, -1, 1);
+      kt_fill(w, (long)OC * IC, &rng, -1, 1);
+      rp_pool *pool = kt_pool(nth);
+      for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+        if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+        memset(seen, 0, sizeof(int) * (size_t)N * OC);
+        for (int i = 0; i < N * OC; i++) out[i] = NAN;
+        epi_ctx c = {seen, out, OC, 0};
+        rp_sgemm_forward_epi((rp_sgemm_kernel)k, out, inp, w, NULL, N, IC, OC, pool, epi_mark,
+                             &c);
+        for (int i = 0; i < N * OC; i++) assert_int_equal(seen[i], 1);
+        assert_int_equal(c.bad, 0);
+        rp_sgemm_forward((rp_sgemm_kernel)k, ref, inp, w, NULL, NULL, N, IC, OC, pool);
+        assert_memory_equal(out, ref, sizeof(float) * (size_t)N * OC);
+      }
+      rp_pool_destroy(pool);
+      free(inp), free(w), free(out), free(ref), free(seen);
+    }
 }
 
 /* RP_GEMM_OWN: rp_matmul_* are the rp_sgemm calls of the best kernel (bitwise). */
@@ -362,7 +371,7 @@ int main(void) {
       cmocka_unit_test(test_sgemm_empty_k),
       cmocka_unit_test(test_sgemm_thread_invariance),
       cmocka_unit_test(test_sgemm_big_operands),
-      cmocka_unit_test(test_sgemm_epilogue_rows),
+      cmocka_unit_test(test_sgemm_epilogue_blocks),
       cmocka_unit_test(test_matmul_own_mode),
   };
   int rc = 0;
