@@ -22,20 +22,10 @@
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_util.h"
+#include "bench_time.h"
 
 #define MAX_LEVELS 3
 #define REPS 7 /* timed calls per (round, level, case); the fastest counts */
-
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 typedef struct {
   float *x, *dy, *y, *dx, *db;
@@ -46,12 +36,12 @@ typedef struct {
 static double time_case(const bufs *b, int which) {
   double best = 1e30;
   for (int r = 0; r < REPS; r++) {
-    double t0 = cpu_now();
+    double t0 = bench_cpu_now();
     if (which == 0)
       rp_gelu_forward(b->y, b->x, (long)b->rows * b->cols, NULL);
     else
       rp_gelu_backward_set_dbias(b->dx, b->db, b->x, b->dy, b->rows, b->cols, NULL);
-    double t = cpu_now() - t0;
+    double t = bench_cpu_now() - t0;
     if (t < best) best = t;
   }
   return best;
@@ -122,7 +112,7 @@ static void run_size(const char *label, bufs *b, const rp_isa *lv, int nl, int r
   for (int l = 0; l < nl; l++) {
     printf("  %-8s", rp_isa_name(lv[l]));
     for (int c = 0; c < 2; c++) {
-      qsort(ratio[l][c], (size_t)rounds, sizeof(double), cmp_double);
+      qsort(ratio[l][c], (size_t)rounds, sizeof(double), bench_cmp_double);
       printf("  %14.3f  %5.2fx (%.2f..%.2f)", best[l][c] / n * 1e9, ratio[l][c][rounds / 2],
              ratio[l][c][0], ratio[l][c][rounds - 1]);
       free(ratio[l][c]);

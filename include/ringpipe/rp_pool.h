@@ -11,7 +11,10 @@
  * rp_pool_launch/rp_pool_poll/rp_pool_wait run a job on the workers only
  * (nth-1 of them; the job sees nth = workers) while the caller stays free,
  * e.g. to drive MPI progress between tiles. With one thread, launch runs the
- * job synchronously on the caller. */
+ * job synchronously on the caller.
+ *
+ * rp_pool_create sets the calling thread, and each worker sets itself, to
+ * flush denormals to zero (x86 MXCSR FTZ and DAZ; see pool.c for why). */
 #ifndef RP_POOL_H
 #define RP_POOL_H
 
