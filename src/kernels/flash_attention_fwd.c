@@ -11,8 +11,8 @@
  * Tasks are (b, h, query block), taken from an atomic counter head by head,
  * heaviest causal blocks of each head first; each task writes only its own O
  * rows and L entries. Short heads that the threads divide evenly go instead
- * to each thread as its own contiguous share (rp_flash_own_heads: the rows its
- * part of the qkv GEMM has just written). K is needed transposed (the micro-kernel wants B with
+ * to each thread as its own contiguous share (rp_flash_own_heads). K is needed
+ * transposed (the micro-kernel wants B with
  * contiguous columns) and V as contiguous rows: in the model's qkv layout V's
  * rows of one head lie 3C floats apart, a stride that maps every row to the
  * same few L1 sets, so the P V product streamed V from L2. Each (b, h, key

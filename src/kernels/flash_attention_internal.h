@@ -115,12 +115,15 @@ static inline long rp_flash_last_key(const rp_flash_problem *pr, long i1) {
 /* 1 when each of nthreads workers should take its own contiguous, equal share
  * of the B*NH heads instead of taking tasks from a shared counter: short heads
  * (K and V within a quarter of the L2) whose every head is the same work (no
- * document ranges) and split evenly. The layer's GEMMs split rows the same
- * way, so a thread's heads are mostly the rows it has just written (qkv
- * forward, the attention output's gradient backward) and read them from its
- * own L2, not the other core's. Default model (T = 256, B 4, 6 heads, 2
- * threads), 3 alternating pairs of step profiles' quiet times: forward
- * 9.90-10.18 -> 9.04-9.18 ms a step, backward 19.45-20.31 -> 18.37-19.01. Long
+ * document ranges) and split evenly. Where the GEMM before it splits rows
+ * the same way (attproj's dinp, the attention output's gradient) a thread's
+ * heads are the rows it has just written, read from its own L2 rather than
+ * the other core's. Default model (T = 256, B 4, 6 heads, 2 threads), 3
+ * alternating pairs of step profiles' quiet times: forward 9.90-10.18 ->
+ * 9.04-9.18 ms a step, backward 19.45-20.31 -> 18.37-19.01. The qkv forward
+ * has since split its columns (sgemm.c), so each thread wrote part of every
+ * head's rows; the forward measured no slower for it (7.33-7.56 against
+ * 7.60-7.90 ms, 3 pairs). Long
  * heads stream from L3 or memory whoever takes them, and a shared counter
  * rebalances when a worker is preempted. */
 static inline int rp_flash_own_heads(const rp_flash_problem *pr, int nthreads, long l2_bytes) {

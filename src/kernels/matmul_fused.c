@@ -28,14 +28,24 @@ typedef struct {
   int timed;
 } fused_ctx;
 
-/* The epilogue on rows [lo, hi) of pre, timed on thread 0. ringpipe's GEMM
- * calls it on each thread's rows as soon as they are done. */
-static void gelu_rows(void *vctx, long lo, long hi, int ith) {
+/* The epilogue on a block of pre (rows [m0, m1) x columns [j0, j1)), timed on
+ * thread 0: ringpipe's GEMM calls it on each block as soon as it is done.
+ * GELU is elementwise (its vector tail the same code), so any blocking gives
+ * the bits of one pass over the rows; whole rows are one contiguous span. */
+static void gelu_block(void *vctx, long m0, long m1, long j0, long j1, int ith) {
   fused_ctx *c = vctx;
   double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
-  if (hi > lo)
-    rp_gelu_forward_span(c->post + lo * c->OC, c->pre + lo * c->OC, (hi - lo) * c->OC);
+  if (j0 == 0 && j1 == c->OC && m1 > m0)
+    rp_gelu_forward_span(c->post + m0 * c->OC, c->pre + m0 * c->OC, (m1 - m0) * c->OC);
+  else
+    for (long m = m0; m < m1 && j1 > j0; m++)
+      rp_gelu_forward_span(c->post + m * c->OC + j0, c->pre + m * c->OC + j0, j1 - j0);
   if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
+}
+
+/* The same on whole rows [lo, hi) (the split and bf16 GEMMs' epilogue). */
+static void gelu_rows(void *vctx, long lo, long hi, int ith) {
+  gelu_block(vctx, lo, hi, 0, ((fused_ctx *)vctx)->OC, ith);
 }
 
 static void fwd_gelu_task(void *vctx, int ith, int nth) {
@@ -44,21 +54,6 @@ static void fwd_gelu_task(void *vctx, int ith, int nth) {
   rp_split(c->N, ith, nth, &lo, &hi);
   rp_matmul_rows_forward(c->pre, c->inp, c->weight, c->bias, NULL, lo, hi, c->IC, c->OC);
   gelu_rows(c, lo, hi, ith);
-}
-
-/* The epilogue on a block of pre (rows [m0, m1) x columns [j0, j1)), as
- * ringpipe's GEMM calls it: GELU is elementwise (its vector tail the same
- * code), so any blocking gives the bits of the whole-row loop. */
-static void gelu_block(void *vctx, long m0, long m1, long j0, long j1, int ith) {
-  fused_ctx *c = vctx;
-  if (j0 == 0 && j1 == c->OC) {
-    gelu_rows(c, m0, m1, ith);
-    return;
-  }
-  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
-  for (long m = m0; m < m1; m++)
-    rp_gelu_forward_span(c->post + m * c->OC + j0, c->pre + m * c->OC + j0, j1 - j0);
-  if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
 }
 
 void rp_matmul_forward_gelu(float *pre, float *post, const float *inp, const float *weight,

@@ -57,8 +57,7 @@ static void adamw_update(float *param, uint16_t *param16, const float *grad, flo
                          float gscale, rp_pool *pool) {
   RP_CHECK(t >= 1);
   adamw_ctx c = {.param = param, .param16 = param16, .m = m, .v = v, .grad = grad, .n = n,
-                 .lr = h->lr,
-                 .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
+                 .lr = h->lr, .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
                  .icorr1 = (float)(1.0 / (1.0 - pow(h->beta1, t))),
                  .icorr2 = (float)(1.0 / (1.0 - pow(h->beta2, t))), .gscale = gscale};
   rp_kern_run(pool, adamw_task, &c, n);

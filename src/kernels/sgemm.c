@@ -312,8 +312,8 @@ static void thread_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, int ith,
   *p1 = np;
 }
 
-/* This thread's part of one product, then its epilogue on the thread's rows
- * (unless the region already ran it block by block). */
+/* This thread's part of one product, then its epilogue on the thread's whole
+ * region (unless the region already ran it block by block). */
 static void gemm_part(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, float *bbuf,
                       long m0, long m1, long p0, long p1, int ith) {
   if (m1 <= m0 || p1 <= p0) return;
