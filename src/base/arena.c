@@ -4,7 +4,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "ringpipe/rp_arena.h"
@@ -47,6 +49,24 @@ static void account(int cat, size_t bytes, int sign) {
   }
 }
 
+/* Blocks of 2 MiB and more ask for transparent huge pages before their first
+ * touch. Where the system leaves THP to the program ("madvise", Debian's
+ * default) every buffer was in 4 KiB pages, and the GEMMs' packing walks rows
+ * of activations and weights a page or more apart: one TLB entry per row.
+ * Default model, 3 alternating pairs of `train --steps 16 --profile`: quiet
+ * step 222-226 -> 216-219 ms, fwd GELU 3.3 -> 2.9 ms; 124M shape, 2 pairs:
+ * quiet step 4.50-4.54 -> 4.43-4.46 s. A system with THP "never" ignores the
+ * advice, and a failure changes nothing but the page size. */
+static void ask_huge_pages(char *raw, size_t total) {
+#ifdef MADV_HUGEPAGE
+  if (total < (2u << 20)) return;
+  uintptr_t page = (uintptr_t)raw & ~(uintptr_t)4095; /* madvise wants a page start */
+  (void)madvise((void *)page, total + ((uintptr_t)raw - page), MADV_HUGEPAGE);
+#else
+  (void)raw, (void)total;
+#endif
+}
+
 void *rp_alloc(size_t bytes, rp_mem_cat cat) {
   if (cat < 0 || cat >= RP_MEM_NCAT) cat = RP_MEM_WORKSPACE;
   if (numa_state == -2) numa_state = numa_available() < 0 ? -1 : 0;
@@ -62,6 +82,7 @@ void *rp_alloc(size_t bytes, rp_mem_cat cat) {
            rp_mem_cat_name(cat));
     return NULL;
   }
+  ask_huge_pages(raw, total);
   memset(raw, 0, total);
   block_hdr *h = (block_hdr *)raw;
   h->bytes = bytes;

@@ -1,5 +1,5 @@
 /* Base: pool runs every (ith, nth) exactly once, async launch, allocation
- * accounting, ranks per node, error messages, rng determinism. */
+ * accounting, huge-page advice, ranks per node, error messages, rng determinism. */
 #include <setjmp.h>
 #include <stdlib.h>
 #include <stdarg.h>
@@ -7,7 +7,9 @@
 #include <stdatomic.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "ringpipe/rp_arena.h"
@@ -80,6 +82,43 @@ static void test_alloc_accounting(void **state) {
   assert_int_equal(rp_mem_current(RP_MEM_ACTS), before + 4000);
   assert_true(rp_mem_peak(RP_MEM_ACTS) >= before + 4000 + (1 << 20));
   rp_free(a);
+}
+
+/* The VmFlags line of the mapping that holds p in /proc/self/smaps, or "" */
+static void vma_flags(const void *p, char *out, size_t n) {
+  out[0] = 0;
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return;
+  char line[512];
+  int inside = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's first line */
+      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      snprintf(out, n, "%s", line + 8);
+      break;
+    }
+  }
+  fclose(f);
+}
+
+/* A block of 2 MiB or more asks for transparent huge pages (the "hg" VMA
+ * flag, set by madvise whatever the system then grants); a small one does
+ * not. Skipped where the kernel has no THP or no smaps. */
+static void test_alloc_asks_huge_pages(void **state) {
+  (void)state;
+  char flags[512];
+  float *big = rp_alloc(8u << 20, RP_MEM_ACTS);
+  assert_non_null(big);
+  vma_flags(big, flags, sizeof flags);
+  if (!flags[0] || access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+    rp_free(big);
+    skip();
+  }
+  assert_non_null(strstr(flags, " hg"));
+  for (size_t i = 0; i < (8u << 20) / sizeof(float); i += 1024) assert_true(big[i] == 0.0f);
+  rp_free(big);
 }
 
 /* Scratch blocks: zero-filled and accounted while held, kept after free for
@@ -167,6 +206,7 @@ int main(void) {
       cmocka_unit_test(test_pool_async_leaves_caller_free),
       cmocka_unit_test(test_split_covers_range),
       cmocka_unit_test(test_alloc_accounting),
+      cmocka_unit_test(test_alloc_asks_huge_pages),
       cmocka_unit_test(test_scratch_reuse),
       cmocka_unit_test(test_local_ranks),
       cmocka_unit_test(test_errors_carry_message),
