@@ -17,6 +17,7 @@ of 64, random N(0, 0.02) init, AdamW (betas 0.9/0.95, weight decay 0.1 on
 matrices), gradient clipping at 1.0, fp32, random tokens."""
 import argparse
 import math
+import os
 import sys
 import time
 
@@ -74,6 +75,13 @@ def train(a):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": rest, "weight_decay": 0.0}],
                             lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
+    if a.impl == "compile" and os.environ.get("ATEN_CPU_CAPABILITY") == "avx2":
+        # vs_torch.sh ISA=avx2: PyTorch 2.15's inductor, left to read
+        # ATEN_CPU_CAPABILITY=avx2 itself, trained to a non-finite loss on an
+        # AVX-512 CPU (every time); the same AVX2 width given in its config
+        # trains normally
+        import torch._inductor.config as inductor_config
+        inductor_config.cpp.simdlen = 256
     fwd = torch.compile(model) if a.impl == "compile" else model
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)

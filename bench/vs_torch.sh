@@ -29,6 +29,15 @@
 #   ATTN_CLOCK   "wall" [default] or "cpu": with THREADS=1, time attention by this
 #                thread's CPU time on both sides (build/bench/bench_flash_cpu and
 #                vs_torch.py --cpu-time), steady on a machine shared with other jobs
+#   ISA          "" [default: each side's best] or avx2: both sides held to AVX2, to
+#                stand in for an AVX2-only CPU (Zen 3) on an AVX-512 one: ringpipe
+#                under RINGPIPE_ISA=avx2 with its own GEMM (OpenBLAS could only be
+#                held by OPENBLAS_CORETYPE, which no script here sets; on a real
+#                AVX2 CPU auto's OpenBLAS split measured 5-10 % faster than the own
+#                AVX2 GEMM, so this understates ringpipe), PyTorch under
+#                ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2 and
+#                ONEDNN_MAX_CPU_ISA=AVX2
+#   GEMM         ringpipe's --gemm [auto; own under ISA=avx2]
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
 TORCH_VENV=${TORCH_VENV:-$HOME/.cache/ringpipe/torch-venv}
@@ -42,6 +51,17 @@ IMPLS=${IMPLS:-eager compile}
 PRECISION=${PRECISION:-fp32}
 case $PRECISION in fp32|bf16) ;; *)
   echo "vs_torch: PRECISION=$PRECISION: use fp32 or bf16" >&2; exit 2 ;;
+esac
+ISA=${ISA:-}
+case $ISA in
+  "") GEMM=${GEMM:-auto} ;;
+  avx2) GEMM=${GEMM:-own}
+        export RINGPIPE_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+               ONEDNN_MAX_CPU_ISA=AVX2 ;;
+  *) echo "vs_torch: ISA=$ISA: use avx2, or leave it empty for each side's best" >&2; exit 2 ;;
+esac
+case $GEMM in auto|blas|split|own) ;; *)
+  echo "vs_torch: GEMM=$GEMM: use auto, blas, split or own" >&2; exit 2 ;;
 esac
 ATTN_CLOCK=${ATTN_CLOCK:-wall}
 case $ATTN_CLOCK in
@@ -81,12 +101,13 @@ mkdir -p "$OUT"
 report=$OUT/vs_torch.md
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 tver=$("$TPY" -c 'import torch; print(torch.__version__)')
+tisa=$("$TPY" -c 'import torch; print(torch.backends.cpu.get_cpu_capability())' 2>/dev/null || echo "?")
 isa=$("$RINGPIPE" bench train --steps 1 --layers 1 --channels 64 --heads 1 --seq 16 --batch 1 \
       --no-measure-peak 2>/dev/null | sed -n 's/^  instruction sets: //p')
 {
   echo "# ringpipe vs PyTorch $tver"
   echo
-  echo "CPU: $cpu, $THREADS threads each; ringpipe: $isa"
+  echo "CPU: $cpu, $THREADS threads each; ringpipe (--gemm $GEMM): $isa; PyTorch kernels: $tisa${ISA:+ (ISA=$ISA: MKL and oneDNN held to AVX2)}"
   echo "Rounds: $ROUNDS, alternating (ringpipe, then each PyTorch variant, in every round)."
   echo
 } | tee "$report"
@@ -119,7 +140,7 @@ for model in $MODELS; do
     # a run that fails shows as "failed" (its last stderr line is printed) and the
     # rounds go on: pipefail must not end the script here
     rp=$("$RINGPIPE" bench train $flags --precision "$PRECISION" --steps $((STEPS + 2)) --threads "$THREADS" \
-         --no-measure-peak 2>"$OUT/last.err" | sed -n 's/^  tokens\/s: //p') || true
+         --gemm "$GEMM" --no-measure-peak 2>"$OUT/last.err" | sed -n 's/^  tokens\/s: //p') || true
     [ -n "$rp" ] || echo "vs_torch: ringpipe bench train failed: $(tail -1 "$OUT/last.err")" >&2
     line="| $r | $rp |"
     for impl in $IMPLS; do
