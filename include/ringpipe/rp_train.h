@@ -173,6 +173,9 @@ void rp_trainer_free(rp_trainer *t);
 /* What --weight-cache does in this run ("on ...", or why it is not used);
  * NULL when it was not asked for. */
 const char *rp_trainer_weight_cache_state(const rp_trainer *t);
+/* A bf16 run's line on where its matmuls run (AMX tiles) or why bf16 has
+ * little or no speed benefit on this CPU; nothing for an fp32 run. */
+void rp_trainer_print_bf16_benefit(const rp_trainer *t);
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
 /* Print this rank's step profile (rp_step_profile.h) of the steps run while
  * rp_prof was enabled (--profile), with the peaks measured now. */

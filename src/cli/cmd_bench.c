@@ -111,6 +111,7 @@ static int bench_train(int argc, char **argv) {
     char isa[512];
     rp_isa_kernel_summary(isa, sizeof isa);
     printf("  instruction sets: %s\n", isa);
+    rp_trainer_print_bf16_benefit(&t);
     const char *wcache = rp_trainer_weight_cache_state(&t);
     if (wcache) printf("  weight cache: %s\n", wcache);
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);

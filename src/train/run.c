@@ -29,8 +29,11 @@ static void format_eta(char *buf, size_t n, double seconds) {
 /* Whether bf16 can be faster here, from the bf16 GEMM kernel in force and the
  * measured register-only rates of its instruction and the fp32 FMA
  * (rp_isa_peak_gflops). AMX tiles are many times the FMA's rate; vdpbf16ps on
- * Sapphire Rapids only half of it (the GEMM then widens to fp32 FMAs). */
-static void print_bf16_benefit(void) {
+ * Sapphire Rapids only half of it (the GEMM then widens to fp32 FMAs), and a
+ * default-model step there under RINGPIPE_ISA=avx512bf16 ran at 0.93x fp32's
+ * tokens/s (2 alternating pairs of bench train): the note says to prefer fp32. */
+void rp_trainer_print_bf16_benefit(const rp_trainer *t) {
+  if (!t->bf16.n) return;
   double f = rp_isa_peak_gflops(RP_ISA_AVX512), b = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
   if (rp_bf16_kernel_active() == RP_BF16_KERNEL_AMX) {
     printf("  bf16 matmuls on AMX tiles: tdpbf16ps %.0f GFLOP/s vs fp32 FMA %.0f GFLOP/s per "
@@ -48,7 +51,8 @@ static void print_bf16_benefit(void) {
   else if (b < 1.2 * f)
     printf("  note: bf16 has little or no speed benefit here: vdpbf16ps %.0f GFLOP/s vs fp32 "
            "FMA %.0f GFLOP/s per thread (measured); the bf16 GEMM takes the faster of the two "
-           "(rp_bf16_kernel)%s\n", b, f, amx);
+           "(rp_bf16_kernel), and the rounding passes bf16 adds can leave the step slower than "
+           "--precision fp32: prefer fp32 here%s\n", b, f, amx);
 }
 
 /* Where a bf16 run's attention products run, and why not in bf16 when not. */
@@ -87,7 +91,7 @@ static void print_banner(const rp_trainer *t) {
     printf("  tensor parallel: %d ranks, %d of %d heads, %d of %d MLP features and %d of %d "
            "vocabulary rows per rank\n", t->grid.tp, t->cfg.NH / t->grid.tp, t->cfg.NH,
            4 * t->cfg.C / t->grid.tp, 4 * t->cfg.C, t->cfg.Vp / t->grid.tp, t->cfg.Vp);
-  if (t->bf16.n) print_bf16_benefit();
+  rp_trainer_print_bf16_benefit(t);
   printf("  ranks %d (dp %d x pp %d x cp %d x tp %d), %d threads/rank, gemm mode %s, data %s\n",
          t->grid.world_size, t->grid.dp, t->grid.pp, t->grid.cp, t->grid.tp, rp_pool_size(t->pool),
          rp_gemm_describe(t->pool), t->data_dir);
