@@ -1,7 +1,8 @@
 /* bench_flash_cpu: flash attention forward and backward on ONE thread, timed by
- * the process's CPU time (CLOCK_PROCESS_CPUTIME_ID), best of the repetitions.
+ * the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best of the
+ * repetitions.
  * On a machine shared with other jobs, wall time measures the neighbours as
- * much as the kernel; CPU time only counts while this process runs, so two
+ * much as the kernel; CPU time only counts while this thread runs, so two
  * builds compared alternately with this tool give steady ratios (about 5 %
  * spread on the shared 2-core test box, against 2x for wall-clock runs).
  * FLOPs as in `ringpipe bench attention` (fwd 4*HS, bwd 10*HS per visible pair
@@ -20,7 +21,10 @@
 
 static double cpu_seconds(void) {
   struct timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  /* the thread's, not the process's: OpenBLAS's server threads spin on
+   * sched_yield for a while after the library loads, and the process clock
+   * counted that spinning (a third of the samples in a run at T = 256) */
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
