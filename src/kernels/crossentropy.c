@@ -49,18 +49,6 @@ void rp_xent_forward(float *losses, const float *logits, const int32_t *targets,
   rp_kern_run(pool, xent_fwd_task, &c, (long)N * V);
 }
 
-/* d[i] = exp(x[i] - shift) * dscale over V columns, for distinct buffers... */
-static void softmax_scaled(float *restrict d, const float *restrict x, float shift,
-                           float dscale, long V) {
-  for (long i = 0; i < V; i++) d[i] = rp_kern_expf(x[i] - shift) * dscale;
-}
-
-/* ...and in place, when dlogits aliases logits (one restrict pointer, so the loop
- * still vectorizes instead of failing gcc's runtime overlap check). */
-static void softmax_scaled_inplace(float *restrict d, float shift, float dscale, long V) {
-  for (long i = 0; i < V; i++) d[i] = rp_kern_expf(d[i] - shift) * dscale;
-}
-
 /* dlogits may alias logits: the loss and target logit are read before the row
  * is overwritten. */
 static RP_KERN_WIDE void xent_bwd_task(void *vctx, int ith, int nth) {
@@ -84,9 +72,9 @@ static RP_KERN_WIDE void xent_bwd_task(void *vctx, int ith, int nth) {
     /* softmax = exp(x - max - lse): one exp per column, no divide */
     float shift = maxv + lse;
     if (d == x)
-      softmax_scaled_inplace(d, shift, c->dscale, V);
+      rp_kern_softmax_scaled_inplace(d, shift, c->dscale, V);
     else
-      softmax_scaled(d, x, shift, c->dscale, V);
+      rp_kern_softmax_scaled(d, x, shift, c->dscale, V);
     d[tgt] -= c->dscale;
     for (long i = V; i < Vp; i++) d[i] = 0.0f;
   }

@@ -18,7 +18,7 @@ typedef struct {
   int N, Vl, ncols, v0;
 } vp_ctx;
 
-static void max_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void max_task(void *vctx, int ith, int nth) {
   const vp_ctx *c = vctx;
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
@@ -35,7 +35,7 @@ void rp_xent_vp_max(float *rowmax, const float *logits, const int32_t *targets, 
   rp_kern_run(pool, max_task, &c, (long)N * ncols);
 }
 
-static void sums_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void sums_task(void *vctx, int ith, int nth) {
   const vp_ctx *c = vctx;
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
@@ -57,7 +57,9 @@ void rp_xent_vp_sums(float *sumexp, float *target_logit, const float *logits,
   rp_kern_run(pool, sums_task, &c, (long)N * ncols);
 }
 
-static void bwd_task(void *vctx, int ith, int nth) {
+/* 512-bit vectors where there are any (RP_KERN_WIDE: the same bits), as
+ * rp_xent_backward: the single-rank step runs its backward here too */
+static RP_KERN_WIDE void bwd_task(void *vctx, int ith, int nth) {
   const vp_ctx *c = vctx;
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
@@ -67,8 +69,11 @@ static void bwd_task(void *vctx, int ith, int nth) {
     float *d = c->dlogits + n * (long)c->Vl;
     long i = 0;
     if (tgt >= 0) {
-      float shift = c->stat[n];
-      for (; i < c->ncols; i++) d[i] = rp_kern_expf(x[i] - shift) * c->dscale;
+      if (d == x)
+        rp_kern_softmax_scaled_inplace(d, c->stat[n], c->dscale, c->ncols);
+      else
+        rp_kern_softmax_scaled(d, x, c->stat[n], c->dscale, c->ncols);
+      i = c->ncols;
       if (tgt >= c->v0 && tgt < c->v0 + c->ncols) d[tgt - c->v0] -= c->dscale;
     }
     for (; i < c->Vl; i++) d[i] = 0.0f;

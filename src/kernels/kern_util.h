@@ -175,6 +175,21 @@ static inline float rp_kern_sum_exp_shifted(const float *restrict x, float shift
   return s;
 }
 
+/* d[i] = exp(x[i] - shift) * dscale over n values (the cross-entropies'
+ * scaled softmax), for distinct buffers... */
+static inline void rp_kern_softmax_scaled(float *restrict d, const float *restrict x,
+                                          float shift, float dscale, long n) {
+  for (long i = 0; i < n; i++) d[i] = rp_kern_expf(x[i] - shift) * dscale;
+}
+
+/* ...and in place (dlogits over the logits): one restrict pointer, so that the
+ * loop still vectorizes instead of failing gcc's runtime overlap check and
+ * running scalar */
+static inline void rp_kern_softmax_scaled_inplace(float *restrict d, float shift, float dscale,
+                                                  long n) {
+  for (long i = 0; i < n; i++) d[i] = rp_kern_expf(d[i] - shift) * dscale;
+}
+
 static inline float rp_kern_sigmoidf(float x) { return 1.0f / (1.0f + rp_kern_expf(-x)); }
 
 #endif

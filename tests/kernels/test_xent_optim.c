@@ -105,6 +105,66 @@ static void test_xent_threads_bitwise(void **state) {
   free(logits), free(dl[0]), free(dl[1]), free(ls[0]), free(ls[1]);
 }
 
+/* The vocabulary-parallel pieces (rp_xent_vp_*) with the reductions done here:
+ * one shard holding the whole vocabulary gives rp_xent_forward's losses and
+ * rp_xent_backward's dlogits bit for bit (in place and not, 2 threads); two
+ * shards (columns [0, 8) and [8, 16), the second with 3 real columns) agree
+ * with them to float rounding. */
+static void vp_losses_shift(float *loss, float *shift, const float *mx, const float *se,
+                            const float *tl, const int32_t *tg, int N) {
+  for (int n = 0; n < N; n++) {
+    const float lse = logf(se[n]);
+    loss[n] = tg[n] < 0 ? 0.0f : lse + mx[n] - tl[n];
+    shift[n] = tg[n] < 0 ? 0.0f : mx[n] + lse;
+  }
+}
+
+static void test_xent_vocab_parallel(void **state) {
+  (void)state;
+  rp_rng rng;
+  rp_rng_seed(&rng, 73);
+  float *logits = kt_floats(XN * XVP), *dl = kt_floats(XN * XVP), *d = kt_floats(XN * XVP);
+  kt_fill(logits, XN * XVP, &rng, -6, 6);
+  const float dscale = 0.5f;
+  float losses[XN], mx[XN], se[XN], tl[XN], loss[XN], shift[XN];
+  rp_xent_forward(losses, logits, xtargets, XN, XV, XVP, NULL);
+  rp_xent_backward(dl, NULL, logits, xtargets, dscale, XN, XV, XVP, NULL);
+
+  rp_pool *pool = kt_pool(2);
+  rp_xent_vp_max(mx, logits, xtargets, XN, XVP, XV, pool);
+  rp_xent_vp_sums(se, tl, logits, xtargets, mx, XN, XVP, XV, 0, pool);
+  vp_losses_shift(loss, shift, mx, se, tl, xtargets, XN);
+  assert_true(kt_bitwise_equal(loss, losses, XN));
+  rp_xent_vp_backward(d, logits, xtargets, shift, dscale, XN, XVP, XV, 0, pool);
+  assert_true(kt_bitwise_equal(d, dl, XN * XVP));
+  memcpy(d, logits, sizeof(float) * XN * XVP);
+  rp_xent_vp_backward(d, d, xtargets, shift, dscale, XN, XVP, XV, 0, pool);
+  assert_true(kt_bitwise_equal(d, dl, XN * XVP));
+
+  enum { W = XVP / 2 };
+  float sh[2][XN * W], m2[2][XN], s2[2][XN], t2[2][XN];
+  for (int r = 0; r < 2; r++) {
+    const int v0 = r * W, ncols = XV - v0 < W ? XV - v0 : W;
+    for (int n = 0; n < XN; n++) memcpy(sh[r] + n * W, logits + n * XVP + v0, sizeof(float) * W);
+    rp_xent_vp_max(m2[r], sh[r], xtargets, XN, W, ncols, pool);
+  }
+  for (int n = 0; n < XN; n++) mx[n] = fmaxf(m2[0][n], m2[1][n]);
+  for (int r = 0; r < 2; r++)
+    rp_xent_vp_sums(s2[r], t2[r], sh[r], xtargets, mx, XN, W, XV - r * W < W ? XV - r * W : W,
+                    r * W, pool);
+  for (int n = 0; n < XN; n++) se[n] = s2[0][n] + s2[1][n], tl[n] = t2[0][n] + t2[1][n];
+  vp_losses_shift(loss, shift, mx, se, tl, xtargets, XN);
+  for (int n = 0; n < XN; n++) kt_assert_near(loss[n], losses[n], 1e-5);
+  for (int r = 0; r < 2; r++) {
+    rp_xent_vp_backward(sh[r], sh[r], xtargets, shift, dscale, XN, W,
+                        XV - r * W < W ? XV - r * W : W, r * W, pool);
+    for (int n = 0; n < XN; n++)
+      for (int j = 0; j < W; j++) kt_assert_near(sh[r][n * W + j], dl[n * XVP + r * W + j], 1e-6);
+  }
+  rp_pool_destroy(pool);
+  free(logits), free(dl), free(d);
+}
+
 /* ---------------- AdamW */
 
 static void test_adamw_hand(void **state) {
@@ -290,6 +350,7 @@ static void test_lr_cosine(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_xent),          cmocka_unit_test(test_xent_threads_bitwise),
+      cmocka_unit_test(test_xent_vocab_parallel),
       cmocka_unit_test(test_adamw_hand),    cmocka_unit_test(test_adamw_threads_bitwise),
       cmocka_unit_test(test_adamw_bf16_copies),
       cmocka_unit_test(test_sumsq_scale),
