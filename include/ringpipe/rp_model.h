@@ -324,6 +324,17 @@ void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x);
 double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x);
 /* Whole chunk: embed (if any), layers, head (if any; returns loss sum, else 0). */
 double rp_chunk_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x);
+/* A training step's forward that leaves the loss to the backward: embed, layers
+ * and the head's logits, no cross-entropy. rp_chunk_backward's one pass over
+ * the logits then writes the per-token losses (the bits rp_chunk_forward gives)
+ * with dlogits, and rp_chunk_loss_sum reads them: one pass over the [N, Vp]
+ * logits fewer (on the 124M shape 412 MB, a pass bound by memory). Only where
+ * rp_chunk_loss_in_backward: a head without tensor or sequence parallelism,
+ * whose cross-entropy needs the forward's reductions. */
+int rp_chunk_loss_in_backward(const rp_chunk *m);
+void rp_chunk_forward_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x);
+/* The sum of a->losses over valid targets (*valid, may be NULL: their count). */
+double rp_chunk_loss_sum(const rp_acts *a, int *valid);
 
 /* Backward pieces. dscale multiplies d(loss sum): pass 1/(valid tokens in the
  * global batch) so that grads are of the global mean loss whatever the layout.

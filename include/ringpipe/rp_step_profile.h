@@ -35,6 +35,8 @@ typedef struct {
   double flops[RP_PART_COUNT];  /* per step; 0: not compute-bound */
   double bytes[RP_PART_COUNT];  /* per step; 0: not counted */
   int bf16_copies;              /* the optimizer's part includes the bf16 weight copies */
+  int loss_in_backward;         /* set before adding chunks: the head's cross-entropy runs
+                                   once, in the backward (rp_chunk_forward_logits) */
 } rp_step_work;
 
 /* Adds to *w (zero it first) the work of one chunk over `microbatches`

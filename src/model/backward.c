@@ -127,9 +127,9 @@ static void head_backward(rp_chunk *m, rp_acts *a, rp_grad_ws *w, float *dlnf, i
   float *dlogits = a->logits;  /* logits are not needed after this point */
   if (m->tp > 1)
     RP_PROF(RP_PROF_BWD_XENT, rp_tp_xent_backward(m, a, dscale, x));
-  else
-    RP_PROF(RP_PROF_BWD_XENT, rp_xent_backward(dlogits, NULL, a->logits, a->targets, dscale, N,
-                                               m->cfg.V, m->cfg.Vp, x->pool));
+  else  /* the losses too (the forward's bits): rp_chunk_forward_logits leaves them to us */
+    RP_PROF(RP_PROF_BWD_XENT, rp_xent_backward(dlogits, a->losses, a->logits, a->targets, dscale,
+                                               N, m->cfg.V, m->cfg.Vp, x->pool));
   head_backward_dlogits(m, a, w, dlnf, NULL, split, x);
 }
 

@@ -117,8 +117,8 @@ void rp_chunk_layers_forward(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
     layer_forward(m, &m->p.layer[i], &a->layer[i], rp_layer_input(a, i), ab, x);
 }
 
-double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {
-  RP_CHECK(m->spec.has_head);
+/* The final LayerNorm and the LM head: a->logits, without the loss. */
+static void head_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
   int N = a->B * a->T, C = m->cfg.C;
   if (m->sp) {
     rp_sp_head_logits(m, a, x);
@@ -129,20 +129,41 @@ double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp
     RP_PROF(RP_PROF_FWD_MATMUL, rp_mm_forward(a->logits, a->lnf, m->p.wte, NULL, N, C,
                                               rp_tp_vocab(m), x));
   }
-  if (m->tp > 1)  /* vocabulary-parallel: this rank's Vp/tp columns of every row */
-    RP_PROF(RP_PROF_FWD_XENT, rp_tp_xent_forward(m, a, x));
-  else
-    RP_PROF(RP_PROF_FWD_XENT, rp_xent_forward(a->losses, a->logits, a->targets, N, m->cfg.V,
-                                              m->cfg.Vp, x->pool));
+}
+
+double rp_chunk_loss_sum(const rp_acts *a, int *valid) {
   double sum = 0;
   int nvalid = 0;
-  for (int i = 0; i < N; i++) {
+  for (int i = 0; i < a->B * a->T; i++) {
     if (a->targets[i] < 0) continue;
     sum += a->losses[i];
     nvalid++;
   }
   if (valid) *valid = nvalid;
   return sum;
+}
+
+double rp_chunk_head_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {
+  RP_CHECK(m->spec.has_head);
+  int N = a->B * a->T;
+  head_logits(m, a, x);
+  if (m->tp > 1)  /* vocabulary-parallel: this rank's Vp/tp columns of every row */
+    RP_PROF(RP_PROF_FWD_XENT, rp_tp_xent_forward(m, a, x));
+  else
+    RP_PROF(RP_PROF_FWD_XENT, rp_xent_forward(a->losses, a->logits, a->targets, N, m->cfg.V,
+                                              m->cfg.Vp, x->pool));
+  return rp_chunk_loss_sum(a, valid);
+}
+
+int rp_chunk_loss_in_backward(const rp_chunk *m) {
+  return m->spec.has_head && m->tp == 1 && !m->sp;
+}
+
+void rp_chunk_forward_logits(const rp_chunk *m, rp_acts *a, const rp_exec *x) {
+  RP_CHECK(rp_chunk_loss_in_backward(m));
+  if (m->spec.has_embed) rp_chunk_embed_forward(m, a, x);
+  rp_chunk_layers_forward(m, a, x);
+  head_logits(m, a, x);
 }
 
 double rp_chunk_forward(const rp_chunk *m, rp_acts *a, int *valid, const rp_exec *x) {

@@ -55,6 +55,12 @@ double rp_engine_forward(rp_trainer *t, const rp_chunk *m, rp_acts *a) {
 double rp_engine_forward_backward(rp_trainer *t, rp_acts *a, const rp_loss_head *head,
                                   float dscale) {
   rp_chunk *m = &t->chunks[0];
+  if (!head && rp_chunk_loss_in_backward(m)) {
+    /* the cross-entropy once, in the backward: the same loss and gradients */
+    rp_chunk_forward_logits(m, a, &t->exec);
+    rp_chunk_backward(m, a, &t->ws, dscale, &t->exec);
+    return rp_chunk_loss_sum(a, NULL);
+  }
   double loss = rp_chunk_forward(m, a, NULL, &t->exec);
   if (!head) {
     rp_chunk_backward(m, a, &t->ws, dscale, &t->exec);

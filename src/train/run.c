@@ -279,6 +279,8 @@ void rp_trainer_print_profile(rp_trainer *t) {
   rp_step_work w = {0};
   /* causal pairs of the whole sequence, this rank's share of them */
   double pairs = 0.5 * o->seq * (o->seq + 1.0) / t->grid.cp;
+  /* rp_engine_forward_backward's step (no pipeline) */
+  w.loss_in_backward = t->grid.pp == 1 && rp_chunk_loss_in_backward(&t->chunks[0]);
   for (int c = 0; c < t->nchunks; c++)
     rp_step_work_add_chunk(&w, &t->chunks[c], o->batch, t->T_local, pairs, o->microbatches);
   long params = 0;

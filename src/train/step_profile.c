@@ -44,7 +44,8 @@ static rp_step_part part_of(rp_prof_id id) {
  * memory passes as the bytes they must read and write at least: LayerNorm
  * forward x -> y (8 NC), backward dy, x -> dx accumulated (16 NC); GELU on 4C
  * columns forward 32 NC, backward 48 NC; cross-entropy forward reads the
- * logits, backward reads them and writes dlogits; embeddings forward reads a
+ * logits (unless w->loss_in_backward), backward reads them and writes
+ * dlogits; embeddings forward reads a
  * wte and a wpe row and writes the sum (12 NC), backward read-modify-writes
  * both (20 NC). */
 void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, double pairs,
@@ -58,7 +59,7 @@ void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, do
   if (m->spec.has_head) {
     w->flops[RP_PART_GEMM] += 3.0 * 2.0 * N * C * Vp;
     w->bytes[RP_PART_LAYERNORM] += 24.0 * N * C;
-    w->bytes[RP_PART_XENT] += 12.0 * N * Vp;
+    w->bytes[RP_PART_XENT] += (w->loss_in_backward ? 8.0 : 12.0) * N * Vp;
   }
   if (m->spec.has_embed) w->bytes[RP_PART_EMBED] += 32.0 * N * C;
 }

@@ -206,6 +206,34 @@ static void test_input_weight_split_bitwise(void **state) {
   rp_pool_destroy(pool);
 }
 
+/* The training step's forward without the loss (rp_chunk_forward_logits), the
+ * backward writing the losses: bitwise the loss sum and gradients of
+ * rp_chunk_forward + rp_chunk_backward, masked targets included (2 threads). */
+static void test_loss_in_backward_bitwise(void **state) {
+  rp_pool *pool;
+  assert_int_equal(rp_pool_create(&pool, 2, 0), RP_OK);
+  rp_exec x = {.pool = pool, .attn = rp_attn_reference()};
+  model_run r;
+  run_init(&r, &tiny, (rp_stage_spec){0, tiny.L, 1, 1}, x.attn);
+  assert_true(rp_chunk_loss_in_backward(&r.m));
+  fill_batch(&r.a, 1);
+  int valid = 0, valid2 = 0;
+  const double loss = rp_chunk_forward(&r.m, &r.a, &valid, &x);
+  float *full = full_backward_grads(&r, &x);
+  /* stale losses must not survive: the backward writes them */
+  for (int i = 0; i < N; i++) r.a.losses[i] = NAN;
+  rp_chunk_zero_grads(&r.m);
+  rp_chunk_forward_logits(&r.m, &r.a, &x);
+  rp_chunk_backward(&r.m, &r.a, &r.w, 1.0f / valid, &x);
+  const double loss2 = rp_chunk_loss_sum(&r.a, &valid2);
+  assert_int_equal(valid2, valid);
+  assert_memory_equal(&loss2, &loss, sizeof loss);
+  assert_memory_equal(r.m.grads, full, r.m.num_params * 4);
+  free(full);
+  run_free(&r);
+  rp_pool_destroy(pool);
+}
+
 /* Recomputation gives bitwise the gradients of keeping everything, and keeps
  * less: none > selective > full activation bytes (naive attention, whose saved
  * probabilities selective mode drops). */
@@ -293,6 +321,7 @@ int main(void) {
       cmocka_unit_test(test_whole_model_gradient),
       cmocka_unit_test(test_split_chunks_match_whole),
       cmocka_unit_test(test_input_weight_split_bitwise),
+      cmocka_unit_test(test_loss_in_backward_bitwise),
       cmocka_unit_test(test_recompute_bitwise),
       cmocka_unit_test(test_weights_read_only_keep),
       cmocka_unit_test(test_bad_config_messages),

@@ -30,6 +30,10 @@ static void test_work_model(void **state) {
   assert_true(w.bytes[RP_PART_GELU] == 2 * 80.0 * N * 64);
   assert_true(w.bytes[RP_PART_XENT] == 12.0 * N * cfg.Vp);
   assert_true(w.flops[RP_PART_LAYERNORM] == 0 && w.bytes[RP_PART_GEMM] == 0);
+  /* the loss taken in the backward: no forward pass over the logits */
+  rp_step_work w2 = {.loss_in_backward = 1};
+  rp_step_work_add_chunk(&w2, &m, B, T, pairs, mb);
+  assert_true(w2.bytes[RP_PART_XENT] == 8.0 * N * cfg.Vp);
   rp_step_work_add_optimizer(&w, 1000);
   assert_true(w.bytes[RP_PART_OPTIMIZER] == 36000.0);
   rp_chunk_free(&m);
