@@ -57,8 +57,8 @@ void rp_xent_vp_sums(float *sumexp, float *target_logit, const float *logits,
   rp_kern_run(pool, sums_task, &c, (long)N * ncols);
 }
 
-/* 512-bit vectors where there are any (RP_KERN_WIDE: the same bits), as
- * rp_xent_backward: the single-rank step runs its backward here too */
+/* 512-bit vectors where there are any (RP_KERN_WIDE: the same bits), and the
+ * in-place softmax through one restrict pointer, as in rp_xent_backward */
 static RP_KERN_WIDE void bwd_task(void *vctx, int ith, int nth) {
   const vp_ctx *c = vctx;
   long lo, hi;

@@ -142,22 +142,20 @@ static void test_xent_vocab_parallel(void **state) {
   assert_true(kt_bitwise_equal(d, dl, XN * XVP));
 
   enum { W = XVP / 2 };
+  const int ncols[2] = {W, XV - W}; /* the real vocabulary columns of each shard */
   float sh[2][XN * W], m2[2][XN], s2[2][XN], t2[2][XN];
   for (int r = 0; r < 2; r++) {
-    const int v0 = r * W, ncols = XV - v0 < W ? XV - v0 : W;
-    for (int n = 0; n < XN; n++) memcpy(sh[r] + n * W, logits + n * XVP + v0, sizeof(float) * W);
-    rp_xent_vp_max(m2[r], sh[r], xtargets, XN, W, ncols, pool);
+    for (int n = 0; n < XN; n++) memcpy(sh[r] + n * W, logits + n * XVP + r * W, sizeof(float) * W);
+    rp_xent_vp_max(m2[r], sh[r], xtargets, XN, W, ncols[r], pool);
   }
   for (int n = 0; n < XN; n++) mx[n] = fmaxf(m2[0][n], m2[1][n]);
   for (int r = 0; r < 2; r++)
-    rp_xent_vp_sums(s2[r], t2[r], sh[r], xtargets, mx, XN, W, XV - r * W < W ? XV - r * W : W,
-                    r * W, pool);
+    rp_xent_vp_sums(s2[r], t2[r], sh[r], xtargets, mx, XN, W, ncols[r], r * W, pool);
   for (int n = 0; n < XN; n++) se[n] = s2[0][n] + s2[1][n], tl[n] = t2[0][n] + t2[1][n];
   vp_losses_shift(loss, shift, mx, se, tl, xtargets, XN);
   for (int n = 0; n < XN; n++) kt_assert_near(loss[n], losses[n], 1e-5);
   for (int r = 0; r < 2; r++) {
-    rp_xent_vp_backward(sh[r], sh[r], xtargets, shift, dscale, XN, W,
-                        XV - r * W < W ? XV - r * W : W, r * W, pool);
+    rp_xent_vp_backward(sh[r], sh[r], xtargets, shift, dscale, XN, W, ncols[r], r * W, pool);
     for (int n = 0; n < XN; n++)
       for (int j = 0; j < W; j++) kt_assert_near(sh[r][n * W + j], dl[n * XVP + r * W + j], 1e-6);
   }
