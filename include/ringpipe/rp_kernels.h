@@ -149,6 +149,8 @@ void rp_matmul_bf16_forward_residual(float *out, float *prod, const float *inp,
 void rp_residual_forward(float *out, const float *a, const float *b, long n, rp_pool *pool);
 void rp_add_inplace(float *acc, const float *x, long n, rp_pool *pool); /* acc += x */
 void rp_zero(float *x, long n, rp_pool *pool);                          /* x = 0 */
+/* 1 when rp_zero clears n floats with streaming stores (past the caches) */
+int rp_zero_streams(long n);
 
 /* ---- reference causal attention, O(T^2) memory: the oracle for every other one.
  * qkv[B,T,3C] holds q,k,v per row; out[B,T,C]; att[B,NH,T,T] saved softmax probs.

@@ -3,7 +3,7 @@
  * _set backward variants against their accumulating versions run into zeros
  * (bitwise: the model relies on it to keep the zero-bubble I/W split equal to the
  * full backward), AdamW with the clipping scale fused against scale-then-update,
- * and rp_zero. Both GEMM modes, 1 and 2 threads. */
+ * and rp_zero (memset and streaming stores). Both GEMM modes, 1 and 2 threads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,22 +196,39 @@ static void test_adamw_scaled(void **state) {
   free(g), free(g0), free(p0);
 }
 
-static void test_zero(void **state) {
-  (void)state;
-  const long n = 100003; /* above the parallel threshold, not a multiple of 16 */
+/* rp_zero over n floats starting `offset` floats into an allocation: every one
+ * cleared, the floats either side left alone; 1 and 2 threads. */
+static void zero_case(long n, int offset, uint64_t seed) {
   rp_rng rng;
-  rp_rng_seed(&rng, 34);
+  rp_rng_seed(&rng, seed);
   for (int t = 1; t <= 2; t++) {
     rp_pool *pool = kt_pool(t);
-    float *x = kt_floats(n + 1);
-    kt_fill(x, n + 1, &rng, 1, 2);
+    float *buf = kt_floats(n + offset + 2);
+    kt_fill(buf, n + offset + 2, &rng, 1, 2);
+    float *x = buf + offset;
     rp_zero(x, n, pool);
-    for (long i = 0; i < n; i++) assert_true(x[i] == 0.0f);
-    assert_true(x[n] >= 1.0f); /* one past the end untouched */
-    rp_zero(x, 7, pool);       /* below the threshold: serial path */
-    free(x);
+    long nonzero = 0;
+    for (long i = 0; i < n; i++) nonzero += x[i] != 0.0f;
+    assert_int_equal(nonzero, 0);
+    assert_true(x[n] >= 1.0f && x[n + 1] >= 1.0f && (offset == 0 || x[-1] >= 1.0f));
+    rp_zero(x, 7, pool); /* below the parallel threshold: serial path */
+    free(buf);
     rp_pool_destroy(pool);
   }
+}
+
+static void test_zero(void **state) {
+  (void)state;
+  zero_case(100003, 0, 34); /* above the parallel threshold, not a multiple of 16 */
+}
+
+/* The streaming-store path (buffers past the caches): a start that is not
+ * 16-byte aligned and a ragged end. */
+static void test_zero_streaming(void **state) {
+  (void)state;
+  long n = 1;
+  while (!rp_zero_streams(n)) n *= 2;
+  zero_case(n + 13, 1, 35);
 }
 
 int main(void) {
@@ -222,6 +239,7 @@ int main(void) {
       cmocka_unit_test(test_gelu_backward_set),
       cmocka_unit_test(test_adamw_scaled),
       cmocka_unit_test(test_zero),
+      cmocka_unit_test(test_zero_streaming),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
