@@ -9,6 +9,11 @@ attention forward+backward as ringpipe, timed the same way.
       prints "fb_ms: X" (best forward+backward, like `ringpipe bench attention`);
       with --cpu-time (and --threads 1) in this thread's CPU time, like
       build/bench/bench_flash_cpu: steady on a machine shared with other jobs
+  vs_torch.py gemm --channels C --seq T --batch B --vocab V --threads N
+      prints "gemm_gflops: X": the model's GEMM shapes (a layer's four and the
+      LM head) forward and backward (dinp, dweight) through torch.mm into
+      preallocated outputs, timed as `ringpipe bench gemm` times its modes
+      (every shape once a pass, the fastest of 4 passes after a warm one)
 
 The model is GPT-2 as ringpipe builds it: learned positions, pre-LayerNorm
 blocks, tanh GELU, causal attention (scaled_dot_product_attention), final
@@ -136,9 +141,35 @@ def attention(a):
     print(f"fb_ms: {1e3 * best:.3f}")
 
 
+def gemm(a):
+    """PyTorch's fp32 GEMM (its BLAS: MKL in the x86 wheels) on the shapes and
+    passes of ringpipe's rp_gemm_peak."""
+    N, C = a.batch * a.seq, a.channels
+    Vp = (a.vocab + 63) // 64 * 64
+    shapes = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C), (C, Vp)]
+    g = torch.Generator().manual_seed(1)
+    ops = []
+    for IC, OC in shapes:
+        x, dy = torch.rand(N, IC, generator=g) - 0.5, torch.rand(N, OC, generator=g) - 0.5
+        w = torch.rand(OC, IC, generator=g) - 0.5
+        ops.append((x, w, dy, torch.empty(N, OC), torch.empty(N, IC), torch.empty(OC, IC)))
+    flops = sum(6.0 * N * IC * OC for IC, OC in shapes)
+    best = 0.0
+    for rep in range(5):
+        t0 = time.perf_counter()
+        for x, w, dy, y, dx, dw in ops:
+            torch.mm(x, w.t(), out=y)
+            torch.mm(dy, w, out=dx)
+            torch.mm(dy.t(), x, out=dw)
+        rate = flops / (time.perf_counter() - t0)
+        if rep > 0:
+            best = max(best, rate)
+    print(f"gemm_gflops: {best / 1e9:.1f}")
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["train", "attention"])
+    p.add_argument("what", choices=["train", "attention", "gemm"])
     p.add_argument("--impl", default="eager", choices=["eager", "compile", "sdpa"])
     for k, v in [("layers", 6), ("channels", 384), ("heads", 6), ("seq", 256),
                  ("batch", 4), ("vocab", 256), ("steps", 10), ("warmup", 3),
@@ -149,7 +180,7 @@ def main():
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    train(a) if a.what == "train" else attention(a)
+    {"train": train, "attention": attention, "gemm": gemm}[a.what](a)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@
 #   ROUNDS       alternating rounds [3]
 #   STEPS        measured training steps per run (after 3 warm-up) [8]
 #   MODELS       "default" and/or "gpt2" (124M shape T512 B4 vocab 50257: slow) [default] ("" skips training)
+#   GEMMS        "yes" [default]: after each model's training rounds, its GEMM shapes
+#                alone (`ringpipe bench gemm`: ringpipe's own GEMM and OpenBLAS
+#                against torch.mm, PyTorch's BLAS, in alternating rounds, with the
+#                fraction of the FMA probe each reaches); "" skips them
 #   ATTN_T       attention sequence lengths ["1024 2048 4096 8192"] ("" skips attention)
 #   IMPLS        PyTorch training variants ["eager compile"]
 #   PRECISION    training precision, both sides: fp32, or bf16 (ringpipe --precision
@@ -47,6 +51,7 @@ ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-8}
 MODELS=${MODELS-default}
 ATTN_T=${ATTN_T-1024 2048 4096 8192}
+GEMMS=${GEMMS-yes}
 IMPLS=${IMPLS:-eager compile}
 PRECISION=${PRECISION:-fp32}
 case $PRECISION in fp32|bf16) ;; *)
@@ -127,6 +132,38 @@ model_flags() {
   esac
 }
 
+# ---- the model's GEMMs alone: ringpipe bench gemm (own, OpenBLAS) vs torch.mm
+# rate and FMA fraction of one mode's line of `ringpipe bench gemm`
+gemm_line() { sed -n "s/^  $1 .* \([0-9.]*\) GFLOP\/s  (\([0-9.]*\) of the FMA peak)/\1 \2/p"; }
+gemm_rounds() {
+  local model=$1 flags=$2 rs="" r out own blas tm
+  echo "### GEMMs alone, $model model: every matmul shape of a layer and the LM head, forward and backward (GFLOP/s, fraction of the FMA probe)" | tee -a "$report"
+  echo | tee -a "$report"
+  echo "| round | ringpipe own | OpenBLAS (blas mode) | torch.mm | own / torch.mm |" | tee -a "$report"
+  echo "|---|---|---|---|---|" | tee -a "$report"
+  for r in $(seq "$ROUNDS"); do
+    # shellcheck disable=SC2086
+    out=$("$RINGPIPE" bench gemm $flags --threads "$THREADS" 2>"$OUT/last.err") || true
+    own=$(echo "$out" | gemm_line own)
+    blas=$(echo "$out" | gemm_line blas)
+    [ -n "$blas" ] || echo "vs_torch: ringpipe bench gemm failed: $(tail -1 "$OUT/last.err")" >&2
+    # shellcheck disable=SC2086
+    tm=$("$TPY" "$PYBENCH" gemm $flags --threads "$THREADS" 2>"$OUT/last.err" |
+         sed -n 's/^gemm_gflops: //p') || true
+    [ -n "$tm" ] || echo "vs_torch: torch gemm failed: $(tail -1 "$OUT/last.err")" >&2
+    local x="" tf=""
+    if [ -n "$own" ] && [ -n "$tm" ]; then x=$(ratio "${own%% *}" "$tm"); rs="$rs $x"; fi
+    # torch.mm's fraction of the same probe (the FMA peak is rate / fraction)
+    if [ -n "$blas" ] && [ -n "$tm" ]; then
+      tf=$(awk -v t="$tm" -v r="${blas%% *}" -v f="${blas##* }" 'BEGIN { if (r > 0) printf " %.3f", t * f / r }')
+    fi
+    echo "| $r | ${own:-n/a} | ${blas:-failed} | ${tm:-failed}$tf | ${x:-n/a} |" | tee -a "$report"
+  done
+  echo | tee -a "$report"
+  echo "ringpipe own GEMM / torch.mm, $model: $(echo "$rs" | spread)" | tee -a "$report"
+  echo | tee -a "$report"
+}
+
 # ---- training
 for model in $MODELS; do
   flags=$(model_flags "$model")
@@ -159,6 +196,7 @@ for model in $MODELS; do
   done
   echo | tee -a "$report"
   unset ratios
+  [ -n "$GEMMS" ] && [ "$PRECISION" = fp32 ] && gemm_rounds "$model" "$flags"
 done
 
 # ---- attention: flash vs SDPA, B1 NH6 HS64

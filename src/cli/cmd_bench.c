@@ -13,6 +13,14 @@
 #include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_train.h"
 
+/* One mode's line: its rate and, where there is a probe, its fraction of the
+ * FMA peak. */
+static void print_mode(const char *label, double rate, double fma) {
+  printf("  %-50s %7.1f GFLOP/s", label, rate / 1e9);
+  if (fma > 0) printf("  (%.3f of the FMA peak)", rate / fma);
+  printf("\n");
+}
+
 /* The GEMM modes (two ways of sharing the cores between OpenBLAS and the pool,
  * and ringpipe's own GEMM where the ISA ceiling has a kernel for it) on the
  * model's own shapes, measured back to back in one process. */
@@ -38,17 +46,26 @@ static int bench_gemm(int argc, char **argv) {
       double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, 0, pool, NULL, 0);
       if (r > rate[mode]) rate[mode] = r;
     }
-  printf("  blas  (one sgemm, OpenBLAS threads, pool asleep): %7.1f GFLOP/s\n", rate[0] / 1e9);
-  printf("  split (pool threads, single-threaded sgemm each): %7.1f GFLOP/s\n", rate[1] / 1e9);
-  if (own >= 0)
-    printf("  own   (ringpipe's GEMM, %s kernel):            %7.1f GFLOP/s\n",
-           rp_sgemm_kernel_name((rp_sgemm_kernel)own), rate[2] / 1e9);
-  else
+  /* the fp32 FMA ceiling the step profile divides by: zmm or ymm probe x threads */
+  const rp_isa lvl = rp_isa_allows(RP_ISA_AVX512) ? RP_ISA_AVX512 : RP_ISA_AVX2;
+  const double fma = rp_isa_allows(lvl) ? rp_isa_peak_gflops(lvl) * 1e9 * threads : 0.0;
+  print_mode("blas  (one sgemm, OpenBLAS threads, pool asleep):", rate[0], fma);
+  print_mode("split (pool threads, single-threaded sgemm each):", rate[1], fma);
+  if (own >= 0) {
+    char label[64];
+    snprintf(label, sizeof label, "own   (ringpipe's GEMM, %s kernel):",
+             rp_sgemm_kernel_name((rp_sgemm_kernel)own));
+    print_mode(label, rate[2], fma);
+  } else {
     printf("  own   (ringpipe's GEMM): no kernel at the ISA ceiling %s\n",
            rp_isa_name(rp_isa_active()));
+  }
   printf("  split / blas = %.3f", rate[1] / rate[0]);
   if (own >= 0) printf(", own / split = %.3f", rate[2] / rate[1]);
   printf("\n");
+  if (fma > 0)
+    printf("  FMA peak: %.1f GFLOP/s (%s register-only probe x %d threads)\n", fma / 1e9,
+           rp_isa_name(lvl), threads);
   rp_pool_destroy(pool);
   return 0;
 }
