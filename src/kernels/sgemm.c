@@ -456,9 +456,15 @@ void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const
   forward(k, out, inp, weight, bias, NULL, N, IC, OC, pool, epi, epi_ctx);
 }
 
-/* A thread's share of dweight up to this size stays in L2 (2 MiB) while the
- * k blocks revisit it. */
-#define DW_C_MAX_BYTES ((size_t)3 << 19)
+/* The bytes of dweight that its on-the-fly order (column block, k block, the
+ * thread's rows) revisits once per k block: the thread's rows by a block of
+ * NC_PANELS panels, with the threads split as backward() splits them. */
+static size_t dw_revisited_bytes(const rp_sgemm_kdesc *kd, int IC, int OC, int nth) {
+  const int split_cols = IC > OC;
+  const long rows = split_cols ? OC : (OC + nth - 1) / nth;
+  const long cols = split_cols ? (IC + nth - 1) / nth : IC;
+  return (size_t)rows * (size_t)RP_MIN(cols, (long)NC_PANELS * kd->nr) * sizeof(float);
+}
 
 /* dweight's B is the layer input (N x IC, as big as an activation): it is
  * packed block by block inside the job (unless dweight is big, see below). Its threads split the columns (IC)
@@ -470,11 +476,20 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
   if (!dinp && !dweight && !dbias) return;
   const rp_sgemm_kdesc *kd = kdesc_of(k);
   const int nth = pool_nth(pool);
-  /* dweight's B packed whole first when each thread's share of dweight is too
-   * big for its L2: then the k blocks must all add to one block of rows
-   * before the next (rows outermost), or that share would go through memory
-   * once per k block (the 124M shape's LM head: 11 times 77 MiB) */
-  const int dw_prepack = dweight && (size_t)OC * IC * sizeof(float) / (size_t)nth > DW_C_MAX_BYTES;
+  /* dweight's B packed whole first when the block of dweight the k blocks
+   * revisit is beyond four L2s: then the k blocks must all add to one block
+   * of rows before the next (rows outermost), or that block would go through
+   * memory once per k block (the 124M shape's LM head: 77 MiB a thread,
+   * 340.7 GFLOP/s prepacked against 320.2 on the fly). Below that the block
+   * stays in the outer caches and the on-the-fly pack, into L2 and of each
+   * thread's own columns only, beats a whole pack that makes a round trip
+   * through memory: 124M shapes' dweight at N 2048, 2 threads, 2 alternating
+   * rounds: c_proj (3072 -> 768, 2.4 MB revisited) 285-295 -> 324-329
+   * GFLOP/s, qkv (3.5 MB) 317-325 -> 328-351, c_fc (4.7 MB) 326-339 ->
+   * 327-343. (The rule before, a thread's whole share of dweight within 1.5
+   * MiB, prepacked all three.) */
+  const int dw_prepack =
+      dweight && dw_revisited_bytes(kd, IC, OC, nth) > 4 * (size_t)rp_isa_l2_bytes();
   /* dinp's weight packed block by block inside the job when its whole pack
    * would be too big to stay in L3 (the LM head: 147 MiB, then streamed from
    * memory once per block of rows), as forward does */

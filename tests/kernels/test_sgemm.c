@@ -215,8 +215,11 @@ static void test_sgemm_thread_invariance(void **state) {
 /* Past the driver's size limits: a weight over 16 MiB (the forward packs the
  * input and splits the weight's rows among threads, as for an LM head; dinp
  * packs the weight block by block inside the job instead of whole) and a
- * dweight share over 1.5 MiB (dweight's B packed whole, rows outermost), on
- * ragged edges; against the reference and bitwise across thread counts. */
+ * dweight whose revisited block (a thread's 4100 / nth rows by 768 columns)
+ * is past four L2s on one thread (12.6 MB: B packed whole, rows outermost)
+ * and, under the 2 MiB L2's blocking, not on 2 or 3 (6.3 and 4.2 MB: B packed
+ * on the fly); under the 1 MiB one all three prepack. Against the reference
+ * (2 threads) and bitwise across thread counts, so across the two orders. */
 static void test_sgemm_big_operands(void **state) {
   (void)state;
   const shape big = {37, 1030, 4100};
