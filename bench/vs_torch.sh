@@ -139,7 +139,8 @@ gemm_rounds() {
   local model=$1 flags=$2 rs="" r out own blas tm
   echo "### GEMMs alone, $model model: every matmul shape of a layer and the LM head, forward and backward (GFLOP/s, fraction of the FMA probe)" | tee -a "$report"
   echo | tee -a "$report"
-  echo "| round | ringpipe own | OpenBLAS (blas mode) | torch.mm | own / torch.mm |" | tee -a "$report"
+  # ISA=avx2 holds ringpipe's kernels and MKL, not OpenBLAS (no script sets OPENBLAS_CORETYPE)
+  echo "| round | ringpipe own | OpenBLAS (blas mode${ISA:+, its own kernels: not held to $ISA}) | torch.mm | own / torch.mm |" | tee -a "$report"
   echo "|---|---|---|---|---|" | tee -a "$report"
   for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
