@@ -102,6 +102,10 @@ void rp_isa_set_l2_bytes(long bytes);
  * (not measured) for scalar and for a level
  * the CPU or the ceiling excludes (rp_isa_why_not says which). */
 double rp_isa_peak_gflops(rp_isa level);
+/* The level whose probe is the fp32 FMA ceiling (the GEMM's and the step
+ * profile's): avx512 (zmm) where the ceiling allows it, else avx2 (ymm), else
+ * scalar (no probe: rp_isa_peak_gflops gives 0). */
+rp_isa rp_isa_fp32_fma_level(void);
 
 /* One line naming the path each kernel family takes under the ceiling in force
  * (flash attention, bf16 GEMM and conversions, the rest), for start-up output. */

@@ -47,8 +47,8 @@ static int bench_gemm(int argc, char **argv) {
       if (r > rate[mode]) rate[mode] = r;
     }
   /* the fp32 FMA ceiling the step profile divides by: zmm or ymm probe x threads */
-  const rp_isa lvl = rp_isa_allows(RP_ISA_AVX512) ? RP_ISA_AVX512 : RP_ISA_AVX2;
-  const double fma = rp_isa_allows(lvl) ? rp_isa_peak_gflops(lvl) * 1e9 * threads : 0.0;
+  const rp_isa lvl = rp_isa_fp32_fma_level();
+  const double fma = rp_isa_peak_gflops(lvl) * 1e9 * threads;
   print_mode("blas  (one sgemm, OpenBLAS threads, pool asleep):", rate[0], fma);
   print_mode("split (pool threads, single-threaded sgemm each):", rate[1], fma);
   if (own >= 0) {

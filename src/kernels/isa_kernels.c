@@ -131,6 +131,11 @@ static void probe_pending(void) {
   for (int l = 0; l < RP_ISA_LEVELS; l++) g_probed[l] |= todo[l];
 }
 
+rp_isa rp_isa_fp32_fma_level(void) {
+  return rp_isa_allows(RP_ISA_AVX512) ? RP_ISA_AVX512
+         : rp_isa_allows(RP_ISA_AVX2) ? RP_ISA_AVX2 : RP_ISA_SCALAR;
+}
+
 double rp_isa_peak_gflops(rp_isa level) {
   if (level <= RP_ISA_SCALAR || level >= RP_ISA_LEVELS || !rp_isa_allows(level)) return 0.0;
   pthread_mutex_lock(&g_probe_mu);

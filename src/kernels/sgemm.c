@@ -456,11 +456,15 @@ void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const
   forward(k, out, inp, weight, bias, NULL, N, IC, OC, pool, epi, epi_ctx);
 }
 
+/* dweight packed on the fly splits its columns (IC) among the threads when they
+ * are the wider side (see backward), else its rows (OC). */
+static int dw_splits_cols(int IC, int OC) { return IC > OC; }
+
 /* The bytes of dweight that its on-the-fly order (column block, k block, the
  * thread's rows) revisits once per k block: the thread's rows by a block of
- * NC_PANELS panels, with the threads split as backward() splits them. */
+ * NC_PANELS panels. */
 static size_t dw_revisited_bytes(const rp_sgemm_kdesc *kd, int IC, int OC, int nth) {
-  const int split_cols = IC > OC;
+  const int split_cols = dw_splits_cols(IC, OC);
   const long rows = split_cols ? OC : (OC + nth - 1) / nth;
   const long cols = split_cols ? (IC + nth - 1) / nth : IC;
   return (size_t)rows * (size_t)RP_MIN(cols, (long)NC_PANELS * kd->nr) * sizeof(float);
@@ -522,7 +526,7 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
                                     .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},
                                     .bpack = dw_prepack ? (const float *)(ws + b1) : NULL,
-                                    .load_c = 1, .split_cols = !dw_prepack && IC > OC};
+                                    .load_c = 1, .split_cols = !dw_prepack && dw_splits_cols(IC, OC)};
   rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC * c.nprob + 1));
   ws_release();
 }

@@ -79,8 +79,8 @@ void rp_step_work_add_bf16_copies(rp_step_work *w, long params, int in_update) {
 
 void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
   /* fp32 GEMMs run on zmm or ymm FMAs; avx512bf16's probe is the bf16 dot */
-  rp_isa lvl = rp_isa_allows(RP_ISA_AVX512) ? RP_ISA_AVX512 : RP_ISA_AVX2;
-  double g = rp_isa_allows(lvl) ? rp_isa_peak_gflops(lvl) : 0.0;
+  rp_isa lvl = rp_isa_fp32_fma_level();
+  double g = rp_isa_peak_gflops(lvl);
   pk->fma_flops = g * 1e9 * rp_pool_size(pool);
   pk->fma_level = g > 0 ? rp_isa_name(lvl) : "scalar (no SIMD probe)";
   pk->stream_size = stream_size;
