@@ -14,6 +14,7 @@
 #define RP_KERNELS_H
 
 #include <stdint.h>
+#include "rp_isa.h"
 #include "rp_pool.h"
 
 /* ---- matmul: out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL) */
@@ -42,7 +43,9 @@ void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
 /* How GEMMs use the cores and which GEMM runs (decided by measurement, see
  * bench/bench_gemm and bench/bench_step --gemm ab; the default is RP_GEMM_OWN
  * where the rp_isa.h ceiling allows its avx512 kernel, else RP_GEMM_POOL_SPLIT:
- * at the avx2 level OpenBLAS measured faster than our avx2 kernel):
+ * at the avx2 level OpenBLAS measured faster than our avx2 kernel; but
+ * RP_GEMM_OWN again where OpenBLAS's kernels are above the ceiling, see
+ * rp_blas_above_ceiling):
  * RP_GEMM_BLAS_THREADS: one sgemm call with OpenBLAS threads = pool size, pool asleep;
  * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice;
  * RP_GEMM_OWN: ringpipe's GEMM (rp_sgemm.h): the shared operand packed once by
@@ -82,6 +85,12 @@ double rp_stream_bandwidth(long bytes, rp_pool *pool);
 /* The OpenBLAS kernel family in use, and advice when it is a slow fallback
  * (NULL when all is well). */
 const char *rp_blas_core(void);
+/* The instruction set of OpenBLAS's sgemm kernels (its core, fixed when the
+ * library loads: avx512, avx2, or scalar for older cores), and 1 when that is
+ * above the rp_isa.h ceiling: RINGPIPE_ISA cannot hold OpenBLAS (only
+ * OPENBLAS_CORETYPE can), so auto then gives every weight to the own GEMM. */
+rp_isa rp_blas_core_isa(void);
+int rp_blas_above_ceiling(void);
 const char *rp_blas_advice(void);
 void rp_blas_set_threads(int n);   /* openblas_set_num_threads, remembered */
 

@@ -12,6 +12,7 @@
 
 #include "fused_internal.h"
 #include "kern_util.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_sgemm.h"
 
@@ -30,41 +31,73 @@ static int g_blas_threads = -1; /* unknown until the first rp_blas_set_threads *
 
 /* The mode is the run's, kept by its pool (no pool: the default). */
 void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode) { rp_pool_set_gemm_mode(pool, (int)mode); }
+/* The instruction set OpenBLAS's sgemm kernels use, from its core name in
+ * 0.3.x (DYNAMIC_ARCH builds pick the core from the CPU unless
+ * OPENBLAS_CORETYPE names another one: Haswell on an AVX-512 machine halves
+ * its sgemm rate). Cores without AVX2 count as scalar: ringpipe has no level
+ * between. */
+rp_isa rp_blas_core_isa(void) {
+  static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+  static const char *const avx2[] = {"haswell", "zen", "excavator"};
+  static int known = -1; /* asked per matmul; the core is fixed at load time */
+  if (known >= 0) return (rp_isa)known;
+  const char *name = openblas_get_corename();
+  int level = RP_ISA_SCALAR;
+  for (int i = 0; name && i < (int)(sizeof avx512 / sizeof avx512[0]); i++)
+    if (strcasecmp(name, avx512[i]) == 0) level = RP_ISA_AVX512;
+  for (int i = 0; name && i < (int)(sizeof avx2 / sizeof avx2[0]); i++)
+    if (strcasecmp(name, avx2[i]) == 0) level = RP_ISA_AVX2;
+  known = level;
+  return (rp_isa)level;
+}
+
+int rp_blas_above_ceiling(void) { return !rp_isa_allows(rp_blas_core_isa()); }
+
+/* auto gives the own GEMM every weight, not only those up to
+ * OWN_AUTO_MAX_WEIGHT_BYTES, where OpenBLAS runs without AVX-512 (the own
+ * kernel measured faster there) or runs kernels above the rp_isa.h ceiling:
+ * under RINGPIPE_ISA=avx2 on an AVX-512 machine its SkylakeX kernels kept
+ * running AVX-512 (only OPENBLAS_CORETYPE, read when the library loads, could
+ * hold them, and no ringpipe code sets it), so a default-model step "held to
+ * AVX2" ran its big GEMMs at AVX-512 speed; the own kernel obeys the ceiling. */
+static int auto_own_every_weight(void) {
+  return rp_blas_core_isa() < RP_ISA_AVX512 || rp_blas_above_ceiling();
+}
+
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool) {
   int m = rp_pool_gemm_mode(pool);
   if (m == RP_GEMM_BLAS_THREADS || m == RP_GEMM_POOL_SPLIT) return (rp_gemm_mode)m;
   /* own when asked for and the ceiling has a kernel for it. Unset: own where
    * it measured faster than OpenBLAS, the avx512 kernel (whole steps 2-4%,
    * bench_step --gemm ab on Sapphire Rapids); at the avx2 level OpenBLAS's
-   * Haswell kernel was 3-6% faster than ours, so split stays the default */
-  if (m == RP_GEMM_OWN) return rp_sgemm_kernel_best() >= 0 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
-  return rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
-}
-
-/* OpenBLAS runs AVX-512 sgemm kernels (its core names for them in 0.3.x).
- * DYNAMIC_ARCH builds pick the core from the CPU unless OPENBLAS_CORETYPE names
- * another one: Haswell on an AVX-512 machine halves its sgemm rate. */
-static int blas_core_has_avx512(void) {
-  static const char *const cores[] = {"skylakex", "cooperlake", "sapphirerapids"};
-  static int known = -1; /* asked per matmul; the core is fixed at load time */
-  if (known >= 0) return known;
-  const char *name = openblas_get_corename();
-  int has = 0;
-  for (int i = 0; name && i < (int)(sizeof cores / sizeof cores[0]); i++)
-    if (strcasecmp(name, cores[i]) == 0) has = 1;
-  known = has;
-  return has;
+   * Haswell kernel was 3-6% faster than ours, so split stays the default
+   * there, unless OpenBLAS's kernels are above the ceiling */
+  const int best = rp_sgemm_kernel_best();
+  if (m == RP_GEMM_OWN) return best >= 0 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
+  if (best == RP_SGEMM_AVX512 || (best >= 0 && rp_blas_above_ceiling())) return RP_GEMM_OWN;
+  return RP_GEMM_POOL_SPLIT;
 }
 
 const char *rp_gemm_describe(const rp_pool *pool) {
-  static char text[160];
-  rp_gemm_mode m = rp_gemm_get_mode(pool);
+  static char text[200];
+  const rp_gemm_mode m = rp_gemm_get_mode(pool);
+  const char *core = rp_blas_core();
   if (m == RP_GEMM_OWN && rp_pool_gemm_mode(pool) != RP_GEMM_OWN) {
-    if (blas_core_has_avx512())
+    if (!auto_own_every_weight())
       return "auto (own for weights up to 4 MiB and the backward of widening ones, split for "
              "the rest)";
-    snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
-             "without AVX-512)", openblas_get_corename());
+    if (rp_blas_above_ceiling())
+      snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS's %s kernels are "
+               "above the ceiling %s)", core, rp_isa_name(rp_isa_active()));
+    else
+      snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
+               "without AVX-512)", core);
+    return text;
+  }
+  if (m != RP_GEMM_OWN && rp_blas_above_ceiling()) {
+    snprintf(text, sizeof text, "%s (OpenBLAS's %s kernels: %s, not held to the ceiling %s)",
+             rp_gemm_mode_name(m), core, rp_isa_name(rp_blas_core_isa()),
+             rp_isa_name(rp_isa_active()));
     return text;
   }
   return rp_gemm_mode_name(m);
@@ -233,7 +266,7 @@ int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC, int backward) {
   if (rp_gemm_get_mode(pool) != RP_GEMM_OWN || N < SKINNY_ROWS_PER_THREAD * pool_threads(pool))
     return 0;
   const long wbytes = (long)IC * OC * (long)sizeof(float);
-  return rp_pool_gemm_mode(pool) == RP_GEMM_OWN || !blas_core_has_avx512() ||
+  return rp_pool_gemm_mode(pool) == RP_GEMM_OWN || auto_own_every_weight() ||
          wbytes <= OWN_AUTO_MAX_WEIGHT_BYTES ||
          (backward && IC <= OC);
 }

@@ -113,9 +113,12 @@ static void print_banner(const rp_trainer *t) {
            rp_blas_core());
   if (t->gemm_peak > 0 && t->fma_peak > 0)
     printf("  machine fp32 FMA peak: %.1f GFLOP/s (%d threads x one core's %s register-only "
-           "probe; hyperthreads share a core's units); %s reaches %.2f%s of it\n",
+           "probe; hyperthreads share a core's units); %s reaches %.2f%s of it%s\n",
            t->fma_peak / 1e9, rp_pool_size(t->pool), t->fma_what, t->bf16.n ? "the bf16 GEMM" : "the fp32 GEMM",
-           t->gemm_peak / t->fma_peak, t->bf16.n ? "x" : "");
+           t->gemm_peak / t->fma_peak, t->bf16.n ? "x" : "",
+           !t->bf16.n && rp_gemm_get_mode(t->pool) != RP_GEMM_OWN && rp_blas_above_ceiling()
+               ? " (OpenBLAS's kernels run above the probe's level: not a fraction of it)"
+               : "");
   if (rp_blas_advice()) printf("  note: %s\n", rp_blas_advice());
   {
     char isa[512];

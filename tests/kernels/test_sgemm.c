@@ -11,9 +11,11 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 #include <cmocka.h>
 
+#include "kernels/fused_internal.h"
 #include "kt_util.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_sgemm.h"
@@ -343,6 +345,46 @@ static void test_matmul_own_mode(void **state) {
   free(w2);
 }
 
+/* auto mode under every ceiling the CPU allows: OpenBLAS's kernels cannot be
+ * held by RINGPIPE_ISA, so where they are above the ceiling (SkylakeX under
+ * avx2) and an own kernel runs there, every weight (a 9 MiB one included,
+ * which auto otherwise leaves to OpenBLAS) goes to the own GEMM, and the mode
+ * says why; where OpenBLAS is within the ceiling, auto keeps its measured
+ * choice (own with the avx512 kernel, else split). */
+static void test_auto_mode_holds_to_ceiling(void **state) {
+  (void)state;
+  const rp_isa ceiling = rp_isa_active();
+  rp_pool *pool = kt_pool(2);
+  const int N = 2048, IC = 768, OC = 3072; /* c_fc of the 124M shape: 9 MiB */
+  int above_checked = 0;
+  for (int l = RP_ISA_SCALAR; l <= (int)ceiling; l++) {
+    assert_int_equal(rp_isa_set((rp_isa)l), RP_OK);
+    const int best = rp_sgemm_kernel_best(), above = rp_blas_above_ceiling();
+    assert_int_equal(above, rp_blas_core_isa() > (rp_isa)l);
+    const rp_gemm_mode m = rp_gemm_get_mode(pool);
+    const char *what = rp_gemm_describe(pool);
+    if (best >= 0 && above) {
+      assert_int_equal(m, RP_GEMM_OWN);
+      assert_true(rp_matmul_own_applies(pool, N, IC, OC, 0));
+      assert_true(rp_matmul_own_applies(pool, N, OC, IC, 1)); /* a narrowing backward */
+      assert_non_null(strstr(what, "above the ceiling"));
+      above_checked = 1;
+    } else if (best == RP_SGEMM_AVX512) {
+      assert_int_equal(m, RP_GEMM_OWN);
+    } else {
+      assert_int_equal(m, RP_GEMM_POOL_SPLIT);
+      if (above) assert_non_null(strstr(what, "not held to the ceiling"));
+    }
+    printf("ceiling %s, OpenBLAS %s (%s): gemm mode %s\n", rp_isa_name((rp_isa)l), rp_blas_core(),
+           rp_isa_name(rp_blas_core_isa()), what);
+  }
+  assert_int_equal(rp_isa_set(ceiling), RP_OK);
+  if (!above_checked)
+    printf("auto above the ceiling: not reachable here (OpenBLAS %s is within every ceiling "
+           "with an own kernel), checked only within it\n", rp_blas_core());
+  rp_pool_destroy(pool);
+}
+
 /* The L2 size picks the avx512 kernel's k blocks: at K = 600 a 1 MiB L2's
  * (4 x 150) and a 2 MiB one's (2 x 300) round differently, so some output
  * differs in its bits (each run is checked against the reference above). */
@@ -376,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_sgemm_big_operands),
       cmocka_unit_test(test_sgemm_epilogue_blocks),
       cmocka_unit_test(test_matmul_own_mode),
+      cmocka_unit_test(test_auto_mode_holds_to_ceiling),
   };
   int rc = 0;
   const long l2[] = {1L << 20, 2L << 20};
