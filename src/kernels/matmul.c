@@ -53,29 +53,49 @@ rp_isa rp_blas_core_isa(void) {
 
 int rp_blas_above_ceiling(void) { return !rp_isa_allows(rp_blas_core_isa()); }
 
-/* auto gives the own GEMM every weight, not only those up to
- * OWN_AUTO_MAX_WEIGHT_BYTES, where OpenBLAS runs without AVX-512 (the own
- * kernel measured faster there) or runs kernels above the rp_isa.h ceiling:
- * under RINGPIPE_ISA=avx2 on an AVX-512 machine its SkylakeX kernels kept
- * running AVX-512 (only OPENBLAS_CORETYPE, read when the library loads, could
- * hold them, and no ringpipe code sets it), so a default-model step "held to
- * AVX2" ran its big GEMMs at AVX-512 speed; the own kernel obeys the ceiling. */
+/* What auto runs (see fused_internal.h). The own kernel measured faster than
+ * OpenBLAS's AVX-512 ones on the weights up to OWN_AUTO_MAX_WEIGHT_BYTES and
+ * on widening backwards, and faster on every weight than OpenBLAS's kernels
+ * of a lower level (an OPENBLAS_CORETYPE=Haswell inherited on an AVX-512
+ * machine; the generic SSE3 "Prescott" kernels OpenBLAS 0.3.21 falls back to
+ * on CPUs newer than it, AVX2-only ones included, about 4x slower than its
+ * Haswell ones). At the same level as OpenBLAS's Haswell kernels the own AVX2
+ * one was 3-6 % slower, so split stays there. Where OpenBLAS's kernels are
+ * above the ceiling (SkylakeX under RINGPIPE_ISA=avx2) nothing but
+ * OPENBLAS_CORETYPE at load time could hold them, and no ringpipe code sets
+ * it: a default-model step "held to AVX2" ran its big GEMMs in AVX-512; the
+ * own kernel obeys the ceiling, so it takes every weight. */
+rp_gemm_mode rp_gemm_auto_rule(rp_isa blas_isa, int own_kernel, int blas_within_ceiling,
+                               int *every_weight) {
+  *every_weight = 0;
+  if (own_kernel < 0) return RP_GEMM_POOL_SPLIT;
+  const rp_isa own_isa = own_kernel == RP_SGEMM_AVX512 ? RP_ISA_AVX512
+                         : own_kernel == RP_SGEMM_AVX2 ? RP_ISA_AVX2 : RP_ISA_SCALAR;
+  if (!blas_within_ceiling || blas_isa < own_isa) {
+    *every_weight = 1;
+    return RP_GEMM_OWN;
+  }
+  return own_isa == RP_ISA_AVX512 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
+}
+
+/* The rule for this process: OpenBLAS's core and the ceiling in force. */
+static rp_gemm_mode auto_mode(int *every_weight) {
+  return rp_gemm_auto_rule(rp_blas_core_isa(), rp_sgemm_kernel_best(), !rp_blas_above_ceiling(),
+                           every_weight);
+}
+
 static int auto_own_every_weight(void) {
-  return rp_blas_core_isa() < RP_ISA_AVX512 || rp_blas_above_ceiling();
+  int every;
+  return auto_mode(&every) == RP_GEMM_OWN && every;
 }
 
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool) {
   int m = rp_pool_gemm_mode(pool);
   if (m == RP_GEMM_BLAS_THREADS || m == RP_GEMM_POOL_SPLIT) return (rp_gemm_mode)m;
-  /* own when asked for and the ceiling has a kernel for it. Unset: own where
-   * it measured faster than OpenBLAS, the avx512 kernel (whole steps 2-4%,
-   * bench_step --gemm ab on Sapphire Rapids); at the avx2 level OpenBLAS's
-   * Haswell kernel was 3-6% faster than ours, so split stays the default
-   * there, unless OpenBLAS's kernels are above the ceiling */
-  const int best = rp_sgemm_kernel_best();
-  if (m == RP_GEMM_OWN) return best >= 0 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
-  if (best == RP_SGEMM_AVX512 || (best >= 0 && rp_blas_above_ceiling())) return RP_GEMM_OWN;
-  return RP_GEMM_POOL_SPLIT;
+  /* own when asked for and the ceiling has a kernel for it; unset: the rule */
+  if (m == RP_GEMM_OWN) return rp_sgemm_kernel_best() >= 0 ? RP_GEMM_OWN : RP_GEMM_POOL_SPLIT;
+  int every;
+  return auto_mode(&every);
 }
 
 const char *rp_gemm_describe(const rp_pool *pool) {
@@ -91,7 +111,8 @@ const char *rp_gemm_describe(const rp_pool *pool) {
                "above the ceiling %s)", core, rp_isa_name(rp_isa_active()));
     else
       snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
-               "without AVX-512)", core);
+               "without %s)", core,
+               rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? "AVX-512" : "AVX2");
     return text;
   }
   if (m != RP_GEMM_OWN && rp_blas_above_ceiling()) {

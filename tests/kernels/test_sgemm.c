@@ -345,12 +345,43 @@ static void test_matmul_own_mode(void **state) {
   free(w2);
 }
 
-/* auto mode under every ceiling the CPU allows: OpenBLAS's kernels cannot be
- * held by RINGPIPE_ISA, so where they are above the ceiling (SkylakeX under
- * avx2) and an own kernel runs there, every weight (a 9 MiB one included,
- * which auto otherwise leaves to OpenBLAS) goes to the own GEMM, and the mode
- * says why; where OpenBLAS is within the ceiling, auto keeps its measured
- * choice (own with the avx512 kernel, else split). */
+/* The auto rule in every case, whatever this machine's OpenBLAS: own takes
+ * every weight where OpenBLAS's kernels are of a lower level than the own
+ * kernel (a generic "Prescott" core, an inherited Haswell on AVX-512) or above
+ * the ceiling (SkylakeX under RINGPIPE_ISA=avx2, which RINGPIPE_ISA cannot hold);
+ * the measured split of weights against OpenBLAS's AVX-512 kernels; split
+ * against OpenBLAS's AVX2 ones at the AVX2 level; split without an own kernel. */
+static void test_auto_rule_cases(void **state) {
+  (void)state;
+  const struct {
+    rp_isa blas;
+    int own, within, mode, every;
+  } cases[] = {
+      {RP_ISA_AVX512, RP_SGEMM_AVX512, 1, RP_GEMM_OWN, 0},
+      {RP_ISA_AVX2, RP_SGEMM_AVX512, 1, RP_GEMM_OWN, 1},
+      {RP_ISA_SCALAR, RP_SGEMM_AVX512, 1, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX2, RP_SGEMM_AVX2, 1, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_SCALAR, RP_SGEMM_AVX2, 1, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX512, RP_SGEMM_AVX2, 0, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX512, -1, 0, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_AVX2, -1, 0, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_SCALAR, -1, 1, RP_GEMM_POOL_SPLIT, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int every = -1;
+    rp_gemm_mode m = rp_gemm_auto_rule(cases[i].blas, cases[i].own, cases[i].within, &every);
+    if ((int)m != cases[i].mode || every != cases[i].every)
+      fail_msg("case %zu (OpenBLAS %s, own kernel %d, within the ceiling %d): mode %d every "
+               "weight %d, want %d %d", i, rp_isa_name(cases[i].blas), cases[i].own,
+               cases[i].within, (int)m, every, cases[i].mode, cases[i].every);
+  }
+}
+
+/* This process under every ceiling the CPU allows: the pool's auto mode is
+ * the rule's for OpenBLAS's core and that ceiling, where the rule gives the
+ * own GEMM every weight a 9 MiB one (which the measured split leaves to
+ * OpenBLAS) and a narrowing backward run on it, and the mode's description
+ * says why. */
 static void test_auto_mode_holds_to_ceiling(void **state) {
   (void)state;
   const rp_isa ceiling = rp_isa_active();
@@ -361,27 +392,28 @@ static void test_auto_mode_holds_to_ceiling(void **state) {
     assert_int_equal(rp_isa_set((rp_isa)l), RP_OK);
     const int best = rp_sgemm_kernel_best(), above = rp_blas_above_ceiling();
     assert_int_equal(above, rp_blas_core_isa() > (rp_isa)l);
-    const rp_gemm_mode m = rp_gemm_get_mode(pool);
+    int every;
+    const rp_gemm_mode want = rp_gemm_auto_rule(rp_blas_core_isa(), best, !above, &every);
     const char *what = rp_gemm_describe(pool);
-    if (best >= 0 && above) {
-      assert_int_equal(m, RP_GEMM_OWN);
+    assert_int_equal(rp_gemm_get_mode(pool), want);
+    if (want == RP_GEMM_OWN && every) {
       assert_true(rp_matmul_own_applies(pool, N, IC, OC, 0));
       assert_true(rp_matmul_own_applies(pool, N, OC, IC, 1)); /* a narrowing backward */
+      assert_non_null(strstr(what, "own for every weight"));
+    }
+    if (best >= 0 && above) {
+      assert_int_equal(want, RP_GEMM_OWN);
       assert_non_null(strstr(what, "above the ceiling"));
       above_checked = 1;
-    } else if (best == RP_SGEMM_AVX512) {
-      assert_int_equal(m, RP_GEMM_OWN);
-    } else {
-      assert_int_equal(m, RP_GEMM_POOL_SPLIT);
-      if (above) assert_non_null(strstr(what, "not held to the ceiling"));
     }
+    if (best < 0 && above) assert_non_null(strstr(what, "not held to the ceiling"));
     printf("ceiling %s, OpenBLAS %s (%s): gemm mode %s\n", rp_isa_name((rp_isa)l), rp_blas_core(),
            rp_isa_name(rp_blas_core_isa()), what);
   }
   assert_int_equal(rp_isa_set(ceiling), RP_OK);
   if (!above_checked)
     printf("auto above the ceiling: not reachable here (OpenBLAS %s is within every ceiling "
-           "with an own kernel), checked only within it\n", rp_blas_core());
+           "with an own kernel); test_auto_rule_cases covers it\n", rp_blas_core());
   rp_pool_destroy(pool);
 }
 
@@ -418,6 +450,7 @@ int main(void) {
       cmocka_unit_test(test_sgemm_big_operands),
       cmocka_unit_test(test_sgemm_epilogue_blocks),
       cmocka_unit_test(test_matmul_own_mode),
+      cmocka_unit_test(test_auto_rule_cases),
       cmocka_unit_test(test_auto_mode_holds_to_ceiling),
   };
   int rc = 0;
