@@ -101,7 +101,10 @@ typedef struct {
   int bf16_copies_fresh;        /* the last optimizer step wrote the bf16 copies itself */
   rp_attn_backend flash_attn;   /* flash bound to flash_cfg, when that is not automatic */
   int step;                     /* steps completed */
-  double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped */
+  double gemm_peak;             /* FLOP/s measured on the model's own GEMMs, 0 if skipped:
+                                   the MFU denominator (see measure_gemm_peak) */
+  double gemm_peak_bf16;        /* bf16: the bf16 GEMM's own (gemm_peak when it is the
+                                   faster), else 0 */
   double fma_peak;              /* threads x one core's register-only FMA rate, 0 if skipped */
   const char *fma_what;         /* which probe: "zmm FMA" or "ymm FMA" */
   rp_rng sample_rng;

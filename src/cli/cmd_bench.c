@@ -136,7 +136,10 @@ static int bench_train(int argc, char **argv) {
     print_step_spread(rates, nrates);
     double rate = rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs;
     char mfu[16];
-    if (t.gemm_peak > 0)
+    if (t.gemm_peak > 0 && t.bf16.n && t.gemm_peak_bf16 < t.gemm_peak)
+      printf("  bf16 GEMM peak on the model's shapes: %.1f GFLOP/s, below the sgemm's %.1f "
+             "(the MFU denominator)\n", t.gemm_peak_bf16 / 1e9, t.gemm_peak / 1e9);
+    else if (t.gemm_peak > 0)
       printf("  %s peak on the model's shapes: %.1f GFLOP/s\n",
              t.bf16.n ? "bf16 GEMM" : "sgemm", t.gemm_peak / 1e9);
     else

@@ -104,9 +104,14 @@ static void print_banner(const rp_trainer *t) {
   if (t->grid.pp > 1)
     printf("  pipeline: schedule %s, %d stages of %s layers\n", t->sched->name,
            t->grid.pp * o->vpp, o->pp_layers[0] ? o->pp_layers : "evenly split");
-  if (t->gemm_peak > 0 && t->bf16.n)
+  if (t->gemm_peak > 0 && t->bf16.n && t->gemm_peak_bf16 >= t->gemm_peak)
     printf("  measured bf16 GEMM peak on the model's shapes: %.1f GFLOP/s (%s kernel; the MFU "
            "denominator)\n", t->gemm_peak / 1e9, rp_bf16_kernel_name(rp_bf16_kernel_active()));
+  else if (t->gemm_peak > 0 && t->bf16.n)
+    printf("  measured bf16 GEMM peak on the model's shapes: %.1f GFLOP/s (%s kernel), below "
+           "the fp32 GEMM's %.1f GFLOP/s on them: that is the MFU denominator\n",
+           t->gemm_peak_bf16 / 1e9, rp_bf16_kernel_name(rp_bf16_kernel_active()),
+           t->gemm_peak / 1e9);
   else if (t->gemm_peak > 0)
     printf("  measured fp32 GEMM peak on the model's shapes: %.1f GFLOP/s (through the gemm "
            "mode above; OpenBLAS core %s; the MFU denominator)\n", t->gemm_peak / 1e9,
@@ -115,7 +120,7 @@ static void print_banner(const rp_trainer *t) {
     printf("  machine fp32 FMA peak: %.1f GFLOP/s (%d threads x one core's %s register-only "
            "probe; hyperthreads share a core's units); %s reaches %.2f%s of it%s\n",
            t->fma_peak / 1e9, rp_pool_size(t->pool), t->fma_what, t->bf16.n ? "the bf16 GEMM" : "the fp32 GEMM",
-           t->gemm_peak / t->fma_peak, t->bf16.n ? "x" : "",
+           (t->bf16.n ? t->gemm_peak_bf16 : t->gemm_peak) / t->fma_peak, t->bf16.n ? "x" : "",
            !t->bf16.n && rp_gemm_get_mode(t->pool) != RP_GEMM_OWN && rp_blas_above_ceiling()
                ? " (OpenBLAS's kernels run above the probe's level: not a fraction of it)"
                : "");
