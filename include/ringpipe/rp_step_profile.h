@@ -61,7 +61,30 @@ typedef struct {
 /* Measures both peaks with the pool's threads (a fraction of a second). */
 void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool);
 
+/* Per-step seconds of each part over the profiler's closed steps: the mean
+ * (part) and each call site at its fastest over the steps (quiet; -1 for idle,
+ * which has no call site), the mean wall time of a step and the sum of the
+ * quiet times. */
+typedef struct {
+  long steps;
+  double part[RP_PART_COUNT], quiet[RP_PART_COUNT];
+  double wall, timed_quiet;
+} rp_step_times;
+
+/* Reads the profiler's totals into *st; 0 when no step was profiled. */
+int rp_step_times_read(rp_step_times *st);
+/* The part's name in the table and the figure */
+const char *rp_step_part_name(rp_step_part p, const rp_step_work *w);
+
 /* Prints the table from the profiler's totals over its closed steps. */
 void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk);
+
+/* The figure of the same: one bar per part, its length the part's share of
+ * the step, filled dark over the time its work would take at the peak it is
+ * held to (FLOPs at the FMA peak, bytes at the stream rate), so the light rest
+ * is what the part loses to the machine's limit. Written to path through a
+ * temporary file (a failed write leaves no half figure); title heads it. */
+rp_status rp_step_profile_write_svg(const char *path, const char *title, const rp_step_times *st,
+                                    const rp_step_work *w, const rp_step_peaks *pk);
 
 #endif

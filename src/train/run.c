@@ -280,6 +280,11 @@ static void print_stop(const rp_trainer *t, int sig, int first, const char *dir)
   fflush(stdout);
 }
 
+static const char *gemm_choice_name(rp_gemm_choice g) {
+  static const char *const names[] = {"auto", "blas", "split", "own"};
+  return g >= RP_GEMM_CHOOSE_AUTO && g <= RP_GEMM_CHOOSE_OWN ? names[g] : "?";
+}
+
 /* The step profile of this rank's steps (rp_step_profile.h): the work of its
  * chunks, the peaks measured now that the steps are done. */
 void rp_trainer_print_profile(rp_trainer *t) {
@@ -298,6 +303,19 @@ void rp_trainer_print_profile(rp_trainer *t) {
   rp_step_peaks pk;
   rp_step_peaks_measure(&pk, 16L * o->batch * t->T_local * t->cfg.C, t->pool);
   rp_step_profile_print(stdout, &w, &pk);
+  rp_step_times st;
+  if (!rp_step_times_read(&st)) return;
+  char path[RP_OPT_STRLEN + 32], title[256];
+  snprintf(path, sizeof path, "%s/step_profile.svg", o->out);
+  snprintf(title, sizeof title, "step profile: L=%d C=%d NH=%d T=%d B=%d V=%d, %s, %d threads, "
+           "ceiling %s, gemm %s", t->cfg.L, t->cfg.C, t->cfg.NH, o->seq, o->batch, t->cfg.V,
+           t->bf16.n ? "bf16" : "fp32", rp_pool_size(t->pool), rp_isa_name(rp_isa_active()),
+           gemm_choice_name(o->gemm));
+  /* a figure that cannot be written costs the run nothing but the figure */
+  if (rp_step_profile_write_svg(path, title, &st, &w, &pk) == RP_OK)
+    printf("step profile figure: %s\n", path);
+  else
+    printf("step profile figure: not written (%s)\n", rp_errmsg());
 }
 
 static void print_summary(rp_trainer *t, int first, int last, double t_start, double last_loss,

@@ -2,6 +2,8 @@
  * the parts of a step, with the work each part does and its fraction of peak. */
 #include "ringpipe/rp_step_profile.h"
 
+#include <string.h>
+
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_prof.h"
@@ -118,24 +120,38 @@ static void print_components(FILE *f, long steps) {
   }
 }
 
+const char *rp_step_part_name(rp_step_part p, const rp_step_work *w) {
+  if (p == RP_PART_OPTIMIZER && w && w->bf16_copies) return "optimizer (AdamW, bf16 copies)";
+  return p >= 0 && p < RP_PART_COUNT ? part_names[p] : "?";
+}
+
+int rp_step_times_read(rp_step_times *st) {
+  memset(st, 0, sizeof *st);
+  st->steps = rp_prof_steps();
+  if (st->steps < 1) return 0;
+  double timed = 0;
+  for (int c = 0; c < RP_PROF_COUNT; c++) {
+    double s = rp_prof_seconds((rp_prof_id)c) / (double)st->steps;
+    double q = rp_prof_min_seconds((rp_prof_id)c);
+    st->part[part_of((rp_prof_id)c)] += s;
+    st->quiet[part_of((rp_prof_id)c)] += q;
+    timed += s;
+    st->timed_quiet += q;
+  }
+  st->wall = rp_prof_wall_seconds() / (double)st->steps;
+  st->part[RP_PART_IDLE] = st->wall > timed ? st->wall - timed : 0.0;
+  st->quiet[RP_PART_IDLE] = -1.0; /* no call sites: the idle time has no minimum */
+  return 1;
+}
+
 void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk) {
-  long steps = rp_prof_steps();
-  if (steps < 1) {
+  rp_step_times st;
+  if (!rp_step_times_read(&st)) {
     fprintf(f, "step profile: no profiled step\n");
     return;
   }
-  double part[RP_PART_COUNT] = {0}, quiet[RP_PART_COUNT] = {0}, timed = 0, timed_quiet = 0;
-  for (int c = 0; c < RP_PROF_COUNT; c++) {
-    double s = rp_prof_seconds((rp_prof_id)c) / (double)steps;
-    double q = rp_prof_min_seconds((rp_prof_id)c);
-    part[part_of((rp_prof_id)c)] += s;
-    quiet[part_of((rp_prof_id)c)] += q;
-    timed += s;
-    timed_quiet += q;
-  }
-  double wall = rp_prof_wall_seconds() / (double)steps;
-  part[RP_PART_IDLE] = wall > timed ? wall - timed : 0.0;
-  quiet[RP_PART_IDLE] = -1.0; /* no call sites: the idle time has no minimum */
+  const long steps = st.steps;
+  const double wall = st.wall, timed_quiet = st.timed_quiet;
   fprintf(f, "step profile (this rank, mean of %ld steps): FMA peak %.1f GFLOP/s (%s probe x "
           "threads), stream %.1f GB/s (two %.1f MiB buffers)\n", steps, pk->fma_flops / 1e9,
           pk->fma_level, pk->stream_bytes / 1e9, (double)pk->stream_size / 1048576.0);
@@ -144,11 +160,9 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
   double total_flops = 0;
   for (int p = 0; p < RP_PART_COUNT; p++) {
     total_flops += w->flops[p];
-    if (p == RP_PART_IDLE || part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0)
-      print_row(f,
-                p == RP_PART_OPTIMIZER && w->bf16_copies ? "optimizer (AdamW, bf16 copies)"
-                                                         : part_names[p],
-                part[p], quiet[p], wall, w->flops[p], w->bytes[p], pk);
+    if (p == RP_PART_IDLE || st.part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0)
+      print_row(f, rp_step_part_name((rp_step_part)p, w), st.part[p], st.quiet[p], wall,
+                w->flops[p], w->bytes[p], pk);
   }
   print_row(f, "step (wall)", wall, timed_quiet, wall, total_flops, 0.0, pk);
   /* the quiet column: each timed call's fastest run over the steps (the same

@@ -2,7 +2,8 @@
 # `--profile` prints the step profile at the end of `train` and of `bench train`
 # (which once accepted the option and printed nothing): every part's row, the
 # step's wall row, and ms/step figures that add up to the wall within 5 % (and
-# the rounding of each row's two decimals).
+# the rounding of each row's two decimals); and the figure OUT/step_profile.svg,
+# whole, with a bar per part and the step's.
 set -eu
 ringpipe=$1 work=$2
 rm -rf "$work"
@@ -23,10 +24,23 @@ check() { # $1 = label, $2 = output file
                printf "%s --profile: parts add to %.3f ms against a wall of %.3f\n", label, sum, wall; exit 1 }
              printf "%s --profile: parts %.3f ms of a %.3f ms step\n", label, sum, wall }' "$2"
 }
+figure() { # $1 = label, $2 = run directory, $3 = output file
+  svg="$2/step_profile.svg"
+  grep -q "^step profile figure: $svg\$" "$3" || { echo "$1: no figure line for $svg"; exit 1; }
+  head -c 5 "$svg" | grep -q '^<svg ' && tail -n 1 "$svg" | grep -q '^</svg>$' ||
+    { echo "$1: $svg is not a whole svg"; exit 1; }
+  for part in "GEMM" "attention" "layernorm" "optimizer" "idle / untimed" "step (wall)"; do
+    grep -q ">$part" "$svg" || { echo "$1: no '$part' bar in $svg"; exit 1; }
+  done
+  [ ! -e "$svg.tmp" ] || { echo "$1: $svg.tmp left behind"; exit 1; }
+  echo "$1 --profile: figure $svg"
+}
 # shellcheck disable=SC2086
-"$ringpipe" bench train $small --profile > "$work/bench.txt"
+"$ringpipe" bench train $small --profile --out "$work/bench" > "$work/bench.txt"
 check "bench train" "$work/bench.txt"
+figure "bench train" "$work/bench" "$work/bench.txt"
 # shellcheck disable=SC2086
 "$ringpipe" train $small --eval-every 0 --sample-tokens 0 --quiet --profile --out "$work/run" \
   > "$work/train.txt"
 check "train" "$work/train.txt"
+figure "train" "$work/run" "$work/train.txt"

@@ -3,6 +3,7 @@
  * closes steps into a wall time, and the printed table names every part with
  * a fraction of peak. */
 #include <setjmp.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -90,11 +91,77 @@ static void test_peaks_measured(void **state) {
   rp_pool_destroy(pool);
 }
 
+/* The width of the first rect of class cls after the label `name` in svg. */
+static double rect_width_after(const char *svg, const char *name, const char *cls) {
+  const char *at = strstr(svg, name);
+  if (!at) return -1.0;
+  char key[64];
+  snprintf(key, sizeof key, "class='%s'", cls);
+  at = strstr(at, key);
+  if (!at) return -1.0;
+  at = strstr(at, "width='");
+  return at ? atof(at + 7) : -1.0;
+}
+
+/* The figure: each part's bar is its share of the step on a 420-pixel scale,
+ * dark up to its work's time at its peak (never past the bar), grey where no
+ * work is counted; written whole or not at all. */
+static void test_profile_figure(void **state) {
+  (void)state;
+  rp_step_times st = {.steps = 3, .wall = 0.4, .timed_quiet = 0.35};
+  st.part[RP_PART_GEMM] = 0.3;
+  st.part[RP_PART_GELU] = 0.02;
+  st.part[RP_PART_COPIES] = 0.01;
+  st.part[RP_PART_IDLE] = 0.07;
+  st.quiet[RP_PART_IDLE] = -1.0;
+  rp_step_work w = {0};
+  w.flops[RP_PART_GEMM] = 20e9;  /* 0.2 s at 1e11 FLOP/s */
+  w.bytes[RP_PART_GELU] = 1e9;   /* 0.1 s at 1e10 B/s: more than its 0.02 s */
+  rp_step_peaks pk = {.fma_flops = 1e11, .fma_level = "avx2", .stream_bytes = 1e10,
+                      .stream_size = 1 << 20};
+  char dir[] = "/tmp/rp_step_svg_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128], tmp[160];
+  snprintf(path, sizeof path, "%s/step_profile.svg", dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  assert_int_equal(rp_step_profile_write_svg(path, "a <title> & more", &st, &w, &pk), RP_OK);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  static char svg[1 << 16];
+  size_t n = fread(svg, 1, sizeof svg - 1, f);
+  svg[n] = '\0';
+  fclose(f);
+  assert_int_equal(access(tmp, F_OK), -1);
+  assert_non_null(strstr(svg, "a &lt;title&gt; &amp; more"));
+  assert_non_null(strstr(svg, "</svg>"));
+  /* GEMM: 0.3 of 0.4 s = 315 px, at peak 0.2 s = 210 px, 0.667 of the FMA peak */
+  assert_float_equal(rect_width_after(svg, ">GEMM", "time"), 315.0, 0.01);
+  assert_float_equal(rect_width_after(svg, ">GEMM", "peak"), 210.0, 0.01);
+  assert_non_null(strstr(svg, "300.00 ms, 75.0 %: 0.667 of the FMA peak"));
+  /* GELU: 21 px, its 0.1 s at the stream rate capped at the bar */
+  assert_float_equal(rect_width_after(svg, ">GELU", "time"), 21.0, 0.01);
+  assert_float_equal(rect_width_after(svg, ">GELU", "peak"), 21.0, 0.01);
+  /* copies: no work counted, no dark part; idle and the step's own bar */
+  assert_float_equal(rect_width_after(svg, ">copies", "peak"), 0.0, 0.01);
+  assert_non_null(strstr(svg, ">idle / untimed<"));
+  assert_float_equal(rect_width_after(svg, ">step (wall)", "time"), 420.0, 0.01);
+  /* parts at peak: 0.2 + 0.1 s */
+  assert_non_null(strstr(svg, "400.00 ms, its parts at peak 300.00 ms: 0.500 of the FMA peak"));
+  remove(path);
+  /* an unwritable place: an error, and no file of either name */
+  char bad[192];
+  snprintf(bad, sizeof bad, "%s/no/such/dir/step_profile.svg", dir);
+  assert_int_equal(rp_step_profile_write_svg(bad, "t", &st, &w, &pk), RP_EIO);
+  assert_int_equal(access(bad, F_OK), -1);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_work_model),
       cmocka_unit_test(test_steps_and_between),
       cmocka_unit_test(test_peaks_measured),
+      cmocka_unit_test(test_profile_figure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
