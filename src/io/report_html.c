@@ -2,8 +2,8 @@
  * nothing fetched) from what a run left in its directory: metrics.jsonl (loss,
  * validation, tokens/s, MFU, learning rate, gradient norm, RL reward, KL and
  * held-out accuracy; memory peaks by category with their formulas; the pipeline
- * report), ckpt/meta.json (the model) and pipeline.svg (measured beside
- * simulated timeline). A small inline script checks on load that every chart
+ * report), ckpt/meta.json (the model), step_profile.svg (train --profile) and
+ * pipeline.svg (measured beside simulated timeline). A small inline script checks on load that every chart
  * has data and marks the page (body data-check), for the browser test. */
 #include <errno.h>
 #include <math.h>
@@ -319,6 +319,18 @@ static void section_pipeline(FILE *f, const run_data *d, const char *run_dir) {
   free(svg);
 }
 
+/* OUT/step_profile.svg (train --profile), as drawn, when the run has one. */
+static void section_profile(FILE *f, const char *run_dir) {
+  char path[RP_IO_PATH + 32], *svg = NULL;
+  snprintf(path, sizeof path, "%s/step_profile.svg", run_dir);
+  if (!rp_io_exists(path)) return;
+  if (rp_io_read_text(path, &svg, NULL) == RP_OK && !strncmp(svg, "<svg", 4))
+    fprintf(f, "<h2>Step profile</h2>\n<p class=\"note\">where a step's time goes (--profile): "
+               "each bar dark over the time its work takes at the machine's peak</p>\n"
+               "<figure class=\"profile\">%s</figure>\n", svg);
+  free(svg);
+}
+
 static const char css[] =
     "body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1200px}"
     "h1{font-size:22px}h2{font-size:17px;margin-top:28px}figure{display:inline-block;margin:6px}"
@@ -361,6 +373,7 @@ static rp_status write_page(FILE *f, const char *run_dir, const run_data *d) {
     line_chart(f, "KL to the reference", d, (const char *const[]){"kl_ref", NULL});
   }
   section_memory(f, d);
+  section_profile(f, run_dir);
   section_pipeline(f, d, run_dir);
   fprintf(f, "<script>%s</script>\n</body></html>\n", check_js);
   return ferror(f) ? rp_err(RP_EIO, "writing the report failed (disk full?)") : RP_OK;

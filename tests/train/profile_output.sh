@@ -3,7 +3,7 @@
 # (which once accepted the option and printed nothing): every part's row, the
 # step's wall row, and ms/step figures that add up to the wall within 5 % (and
 # the rounding of each row's two decimals); and the figure OUT/step_profile.svg,
-# whole, with a bar per part and the step's.
+# whole, with a bar per part and the step's, shown in the run's report.html.
 set -eu
 ringpipe=$1 work=$2
 rm -rf "$work"
@@ -44,3 +44,8 @@ figure "bench train" "$work/bench" "$work/bench.txt"
   > "$work/train.txt"
 check "train" "$work/train.txt"
 figure "train" "$work/run" "$work/train.txt"
+# the run's report shows the figure
+grep -q '<h2>Step profile</h2>' "$work/run/report.html" &&
+  grep -q '<figure class="profile"><svg ' "$work/run/report.html" ||
+  { echo "train --profile: report.html has no step profile figure"; exit 1; }
+echo "train --profile: report.html shows the figure"
