@@ -307,10 +307,14 @@ void rp_trainer_print_profile(rp_trainer *t) {
   if (!rp_step_times_read(&st)) return;
   char path[RP_OPT_STRLEN + 32], title[256];
   snprintf(path, sizeof path, "%s/step_profile.svg", o->out);
-  snprintf(title, sizeof title, "step profile: L=%d C=%d NH=%d T=%d B=%d V=%d, %s, %d threads, "
-           "ceiling %s, gemm %s", t->cfg.L, t->cfg.C, t->cfg.NH, o->seq, o->batch, t->cfg.V,
-           t->bf16.n ? "bf16" : "fp32", rp_pool_size(t->pool), rp_isa_name(rp_isa_active()),
-           gemm_choice_name(o->gemm));
+  int len = snprintf(title, sizeof title, "step profile: L=%d C=%d NH=%d T=%d B=%d V=%d, %s, "
+                     "%d threads, ceiling %s, gemm %s", t->cfg.L, t->cfg.C, t->cfg.NH, o->seq,
+                     o->batch, t->cfg.V, t->bf16.n ? "bf16" : "fp32", rp_pool_size(t->pool),
+                     rp_isa_name(rp_isa_active()), gemm_choice_name(o->gemm));
+  if (t->grid.world_size > 1 && len > 0 && len < (int)sizeof title) /* the table's rank */
+    snprintf(title + len, sizeof title - (size_t)len, "; rank %d of %d (dp %d, pp %d, cp %d, "
+             "tp %d)", t->grid.world_rank, t->grid.world_size, t->grid.dp, t->grid.pp,
+             t->grid.cp, t->grid.tp);
   /* a figure that cannot be written costs the run nothing but the figure */
   if (rp_step_profile_write_svg(path, title, &st, &w, &pk) == RP_OK)
     printf("step profile figure: %s\n", path);
