@@ -51,6 +51,10 @@ static int bench_gemm(int argc, char **argv) {
   const double fma = rp_isa_peak_gflops(lvl) * 1e9 * threads;
   print_mode("blas  (one sgemm, OpenBLAS threads, pool asleep):", rate[0], fma);
   print_mode("split (pool threads, single-threaded sgemm each):", rate[1], fma);
+  if (rp_blas_above_ceiling()) /* a line of its own: vs_torch.sh parses the mode lines */
+    printf("  note: OpenBLAS's %s kernels run %s, above the ceiling %s: blas and split are not "
+           "held to it, and their fractions are of the %s probe\n", rp_blas_core(),
+           rp_isa_name(rp_blas_core_isa()), rp_isa_name(rp_isa_active()), rp_isa_name(lvl));
   if (own >= 0) {
     char label[64];
     snprintf(label, sizeof label, "own   (ringpipe's GEMM, %s kernel):",
