@@ -280,11 +280,6 @@ static void print_stop(const rp_trainer *t, int sig, int first, const char *dir)
   fflush(stdout);
 }
 
-static const char *gemm_choice_name(rp_gemm_choice g) {
-  static const char *const names[] = {"auto", "blas", "split", "own"};
-  return g >= RP_GEMM_CHOOSE_AUTO && g <= RP_GEMM_CHOOSE_OWN ? names[g] : "?";
-}
-
 /* The step profile of this rank's steps (rp_step_profile.h): the work of its
  * chunks, the peaks measured now that the steps are done. */
 void rp_trainer_print_profile(rp_trainer *t) {
@@ -305,12 +300,14 @@ void rp_trainer_print_profile(rp_trainer *t) {
   rp_step_profile_print(stdout, &w, &pk);
   rp_step_times st;
   if (!rp_step_times_read(&st)) return;
-  char path[RP_OPT_STRLEN + 32], title[256];
+  char path[RP_OPT_STRLEN + 32], title[256], gemm[16];
   snprintf(path, sizeof path, "%s/step_profile.svg", o->out);
   int len = snprintf(title, sizeof title, "step profile: L=%d C=%d NH=%d T=%d B=%d V=%d, %s, "
                      "%d threads, ceiling %s, gemm %s", t->cfg.L, t->cfg.C, t->cfg.NH, o->seq,
                      o->batch, t->cfg.V, t->bf16.n ? "bf16" : "fp32", rp_pool_size(t->pool),
-                     rp_isa_name(rp_isa_active()), gemm_choice_name(o->gemm));
+                     rp_isa_name(rp_isa_active()),
+                     rp_opts_enum_word(rp_train_opt_table, rp_train_opt_count, "gemm", (int)o->gemm,
+                                       gemm, sizeof gemm));
   if (t->grid.world_size > 1 && len > 0 && len < (int)sizeof title) /* the table's rank */
     snprintf(title + len, sizeof title - (size_t)len, "; rank %d of %d (dp %d, pp %d, cp %d, "
              "tp %d)", t->grid.world_rank, t->grid.world_size, t->grid.dp, t->grid.pp,

@@ -363,7 +363,7 @@ static rp_status build_engine(rp_trainer *t, int model_T) {
 /* The machine's fp32 multiply-add limit beside the sgemm peak: the widest
  * FMA the instruction-set ceiling allows, one core's probe times the threads. */
 static void measure_fma_peak(rp_trainer *t) {
-  rp_isa lv = rp_isa_allows(RP_ISA_AVX512) ? RP_ISA_AVX512 : RP_ISA_AVX2;
+  const rp_isa lv = rp_isa_fp32_fma_level();
   t->fma_what = lv == RP_ISA_AVX512 ? "zmm FMA" : "ymm FMA";
   t->fma_peak = rp_isa_peak_gflops(lv) * 1e9 * rp_pool_size(t->pool);
 }
