@@ -13,7 +13,10 @@ attention forward+backward as ringpipe, timed the same way.
       prints "gemm_gflops: X": the model's GEMM shapes (a layer's four and the
       LM head) forward and backward (dinp, dweight) through torch.mm into
       preallocated outputs, timed as `ringpipe bench gemm` times its modes
-      (every shape once a pass, the fastest of 4 passes after a warm one)
+      (every shape once a pass, the fastest of 4 passes after a warm one);
+      with --square N one N x N x N product instead, the rate the BLAS reaches
+      where a GEMM is big enough for its blocking to pay (the ceiling of a
+      step made only of GEMMs)
 
 The model is GPT-2 as ringpipe builds it: learned positions, pre-LayerNorm
 blocks, tanh GELU, causal attention (scaled_dot_product_attention), final
@@ -141,9 +144,28 @@ def attention(a):
     print(f"fb_ms: {1e3 * best:.3f}")
 
 
+def gemm_square(n):
+    """One n x n x n torch.mm into a preallocated output, the fastest of 4
+    after a warm one."""
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.rand(n, n, generator=g) - 0.5, torch.rand(n, n, generator=g) - 0.5
+    y = torch.empty(n, n)
+    best = 0.0
+    for rep in range(5):
+        t0 = time.perf_counter()
+        torch.mm(x, w, out=y)
+        rate = 2.0 * n ** 3 / (time.perf_counter() - t0)
+        if rep > 0:
+            best = max(best, rate)
+    print(f"gemm_gflops: {best / 1e9:.1f}")
+
+
 def gemm(a):
     """PyTorch's fp32 GEMM (its BLAS: MKL in the x86 wheels) on the shapes and
     passes of ringpipe's rp_gemm_peak."""
+    if a.square > 0:
+        gemm_square(a.square)
+        return
     N, C = a.batch * a.seq, a.channels
     Vp = (a.vocab + 63) // 64 * 64
     shapes = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C), (C, Vp)]
@@ -173,7 +195,7 @@ def main():
     p.add_argument("--impl", default="eager", choices=["eager", "compile", "sdpa"])
     for k, v in [("layers", 6), ("channels", 384), ("heads", 6), ("seq", 256),
                  ("batch", 4), ("vocab", 256), ("steps", 10), ("warmup", 3),
-                 ("threads", 2), ("head_size", 64), ("causal", 1)]:
+                 ("threads", 2), ("head_size", 64), ("causal", 1), ("square", 0)]:
         p.add_argument("--" + k.replace("_", "-"), type=int, default=v)
     p.add_argument("--min-seconds", type=float, default=0.5)
     p.add_argument("--cpu-time", action="store_true")

@@ -24,7 +24,10 @@
 #   GEMMS        "yes" [default]: after each model's training rounds, its GEMM shapes
 #                alone (`ringpipe bench gemm`: ringpipe's own GEMM and OpenBLAS
 #                against torch.mm, PyTorch's BLAS, in alternating rounds, with the
-#                fraction of the FMA probe each reaches); "" skips them
+#                fraction of the FMA probe each reaches, and torch.mm on one
+#                2048^3 product: the best rate the BLAS gives on this machine,
+#                which bounds the FMA fraction any step made of GEMMs can
+#                reach); "" skips them
 #   ATTN_T       attention sequence lengths ["1024 2048 4096 8192"] ("" skips attention)
 #   IMPLS        PyTorch training variants ["eager compile"]
 #   PRECISION    training precision, both sides: fp32, or bf16 (ringpipe --precision
@@ -135,13 +138,17 @@ model_flags() {
 # ---- the model's GEMMs alone: ringpipe bench gemm (own, OpenBLAS) vs torch.mm
 # rate and FMA fraction of one mode's line of `ringpipe bench gemm`
 gemm_line() { sed -n "s/^  $1 .* \([0-9.]*\) GFLOP\/s  (\([0-9.]*\) of the FMA peak)/\1 \2/p"; }
+# " F": rate $1 as a fraction of the FMA probe that a `bench gemm` line "rate fraction" ($2) used
+probe_fraction() {
+  awk -v t="$1" -v r="${2%% *}" -v f="${2##* }" 'BEGIN { if (r > 0) printf " %.3f", t * f / r }'
+}
 gemm_rounds() {
-  local model=$1 flags=$2 rs="" r out own blas tm
+  local model=$1 flags=$2 rs="" r out own blas tm tq
   echo "### GEMMs alone, $model model: every matmul shape of a layer and the LM head, forward and backward (GFLOP/s, fraction of the FMA probe)" | tee -a "$report"
   echo | tee -a "$report"
   # ISA=avx2 holds ringpipe's kernels and MKL, not OpenBLAS (no script sets OPENBLAS_CORETYPE)
-  echo "| round | ringpipe own | OpenBLAS (blas mode${ISA:+, its own kernels: not held to $ISA}) | torch.mm | own / torch.mm |" | tee -a "$report"
-  echo "|---|---|---|---|---|" | tee -a "$report"
+  echo "| round | ringpipe own | OpenBLAS (blas mode${ISA:+, its own kernels: not held to $ISA}) | torch.mm | own / torch.mm | torch.mm 2048^3 |" | tee -a "$report"
+  echo "|---|---|---|---|---|---|" | tee -a "$report"
   for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
     out=$("$RINGPIPE" bench gemm $flags --threads "$THREADS" 2>"$OUT/last.err") || true
@@ -152,13 +159,17 @@ gemm_rounds() {
     tm=$("$TPY" "$PYBENCH" gemm $flags --threads "$THREADS" 2>"$OUT/last.err" |
          sed -n 's/^gemm_gflops: //p') || true
     [ -n "$tm" ] || echo "vs_torch: torch gemm failed: $(tail -1 "$OUT/last.err")" >&2
-    local x="" tf=""
+    tq=$("$TPY" "$PYBENCH" gemm --square 2048 --threads "$THREADS" 2>"$OUT/last.err" |
+         sed -n 's/^gemm_gflops: //p') || true
+    [ -n "$tq" ] || echo "vs_torch: torch square gemm failed: $(tail -1 "$OUT/last.err")" >&2
+    local x="" tf="" qf=""
     if [ -n "$own" ] && [ -n "$tm" ]; then x=$(ratio "${own%% *}" "$tm"); rs="$rs $x"; fi
     # torch.mm's fraction of the same probe (the FMA peak is rate / fraction)
     if [ -n "$blas" ] && [ -n "$tm" ]; then
-      tf=$(awk -v t="$tm" -v r="${blas%% *}" -v f="${blas##* }" 'BEGIN { if (r > 0) printf " %.3f", t * f / r }')
+      tf=$(probe_fraction "$tm" "$blas")
     fi
-    echo "| $r | ${own:-n/a} | ${blas:-failed} | ${tm:-failed}$tf | ${x:-n/a} |" | tee -a "$report"
+    if [ -n "$blas" ] && [ -n "$tq" ]; then qf=$(probe_fraction "$tq" "$blas"); fi
+    echo "| $r | ${own:-n/a} | ${blas:-failed} | ${tm:-failed}$tf | ${x:-n/a} | ${tq:-failed}$qf |" | tee -a "$report"
   done
   echo | tee -a "$report"
   echo "ringpipe own GEMM / torch.mm, $model: $(echo "$rs" | spread)" | tee -a "$report"
