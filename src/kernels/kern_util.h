@@ -59,48 +59,65 @@ static inline void rp_kern_split_cols(long n, int ith, int nth, long *lo, long *
 #define RP_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
 
-/* Sixteen floats as one GNU C vector (GCC and clang). The partial-sum loops
- * keep their 16 accumulators in one of these instead of a float[16]: the same
- * operations lane for lane, so the same bits, but GCC 12 kept such an array in
- * memory or took it apart with shuffles inside bigger loops (LayerNorm's
- * backward spent ~1500 cycles on a 384-float row). The compiler lowers the
- * vector to what the target has (one zmm, two ymm, four xmm). Vectors are
- * passed by pointer, never by value: a 64-byte vector argument changes the ABI
- * between AVX-512 and other targets (-Wpsabi). */
-typedef float rp_v16 __attribute__((vector_size(64)));
-typedef int32_t rp_v16i __attribute__((vector_size(64))); /* a comparison's lane masks */
-#define RP_V16_LOAD(v, p) memcpy(&(v), (p), sizeof(rp_v16))
+/* Sixteen accumulator lanes in RP_V16_PARTS vectors of the target's own width
+ * (one zmm, two ymm, four xmm), lane j in part j / RP_VN_LANES: the partial-sum
+ * loops keep 16 independent sums per pass and add them in lane order, so every
+ * target computes the same operations lane for lane and gets the same bits.
+ * Not one 64-byte GNU vector everywhere: where the target has no 64-byte
+ * register GCC 12 keeps such a vector on the stack and sends every add through
+ * a store and a reload (x86-64-v3 build, RINGPIPE_ISA=avx2: LayerNorm's
+ * forward and backward 9.97 ms a step against 4.80 for the same code built with
+ * 64-byte registers, default model). Not a float[16] either: GCC 12 kept that
+ * array in memory or took it apart with shuffles inside bigger loops
+ * (LayerNorm's backward spent ~1500 cycles on a 384-float row). Vectors are
+ * passed by pointer, never by value across a call: a vector argument's ABI
+ * changes with the target (-Wpsabi). */
+#if defined(__AVX512F__)
+#define RP_V16_PARTS 1
+#elif defined(__AVX__)
+#define RP_V16_PARTS 2
+#else
+#define RP_V16_PARTS 4
+#endif
+#define RP_VN_LANES (RP_KERN_LANES / RP_V16_PARTS)
+typedef float rp_vn __attribute__((vector_size(RP_VN_LANES * sizeof(float))));
+typedef int32_t rp_vni __attribute__((vector_size(RP_VN_LANES * sizeof(int32_t))));
+/* every part p of a 16-lane accumulator (a constant trip count GCC unrolls, so
+ * the parts stay in registers) */
+#define RP_V16_EACH(p) for (int p = 0; p < RP_V16_PARTS; p++)
 
-/* v[0] + v[1] + ... + v[15], in that order */
-static inline float rp_v16_sum(const rp_v16 *v) {
+/* part p of the 16 floats at x */
+static inline rp_vn rp_vn_load(const float *x, int p) {
+  rp_vn v;
+  memcpy(&v, x + p * RP_VN_LANES, sizeof v);
+  return v;
+}
+
+/* lane 0 + lane 1 + ... + lane 15 of a 16-lane accumulator, in that order */
+static inline float rp_v16_sum(const rp_vn acc[RP_V16_PARTS]) {
   float s = 0.0f;
-  for (int j = 0; j < RP_KERN_LANES; j++) s += (*v)[j];
+  RP_V16_EACH(p)
+  for (int j = 0; j < RP_VN_LANES; j++) s += acc[p][j];
   return s;
 }
 
 /* sum of x[0..n) with 16 independent partial sums (vectorizes; fixed order). */
 static inline float rp_kern_sum(const float *restrict x, long n) {
-  rp_v16 acc = {0}, xv;
+  rp_vn acc[RP_V16_PARTS] = {0};
   long i = 0;
-  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES) {
-    RP_V16_LOAD(xv, x + i);
-    acc += xv;
-  }
-  float s = rp_v16_sum(&acc);
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES) RP_V16_EACH(p) acc[p] += rp_vn_load(x + i, p);
+  float s = rp_v16_sum(acc);
   for (; i < n; i++) s += x[i];
   return s;
 }
 
 /* dot product of x and y over n, same accumulation scheme as rp_kern_sum. */
 static inline float rp_kern_dot(const float *restrict x, const float *restrict y, long n) {
-  rp_v16 acc = {0}, xv, yv;
+  rp_vn acc[RP_V16_PARTS] = {0};
   long i = 0;
-  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES) {
-    RP_V16_LOAD(xv, x + i);
-    RP_V16_LOAD(yv, y + i);
-    acc += xv * yv;
-  }
-  float s = rp_v16_sum(&acc);
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
+    RP_V16_EACH(p) acc[p] += rp_vn_load(x + i, p) * rp_vn_load(y + i, p);
+  float s = rp_v16_sum(acc);
   for (; i < n; i++) s += x[i] * y[i];
   return s;
 }
@@ -110,16 +127,19 @@ static inline float rp_kern_dot(const float *restrict x, const float *restrict y
  * lane mask: GCC 12 left the float[16] form of this loop scalar (vmaxss), a
  * third of the cross-entropy backward's time at a 50257-token vocabulary. */
 static inline float rp_kern_max(const float *restrict x, long n) {
-  rp_v16 acc, xv;
-  for (int j = 0; j < RP_KERN_LANES; j++) acc[j] = x[0];
+  float first[RP_VN_LANES];
+  for (int j = 0; j < RP_VN_LANES; j++) first[j] = x[0];
+  rp_vn acc[RP_V16_PARTS];
+  RP_V16_EACH(p) acc[p] = rp_vn_load(first, 0);
   long i = 0;
-  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES) {
-    RP_V16_LOAD(xv, x + i);
-    const rp_v16i take = xv > acc;
-    acc = (rp_v16)(((rp_v16i)xv & take) | ((rp_v16i)acc & ~take));
-  }
-  float m = acc[0];
-  for (int j = 1; j < RP_KERN_LANES; j++) m = acc[j] > m ? acc[j] : m;
+  for (; i + RP_KERN_LANES <= n; i += RP_KERN_LANES)
+    RP_V16_EACH(p) {
+      const rp_vn xv = rp_vn_load(x + i, p);
+      const rp_vni take = xv > acc[p];
+      acc[p] = (rp_vn)(((rp_vni)xv & take) | ((rp_vni)acc[p] & ~take));
+    }
+  float m = acc[0][0];
+  RP_V16_EACH(p) for (int j = 0; j < RP_VN_LANES; j++) m = acc[p][j] > m ? acc[p][j] : m;
   for (; i < n; i++) m = x[i] > m ? x[i] : m;
   return m;
 }

@@ -40,14 +40,14 @@ static RP_KERN_WIDE void ln_fwd_task(void *vctx, int ith, int nth) {
     const float *restrict b = c->b;
     float m = rp_kern_sum(x, C) / (float)C;
     /* two-pass variance: no cancellation when |mean| >> std */
-    rp_v16 acc = {0}, xv;
+    rp_vn acc[RP_V16_PARTS] = {0};
     long i = 0;
-    for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES) {
-      RP_V16_LOAD(xv, x + i);
-      const rp_v16 d = xv - m;
-      acc += d * d;
-    }
-    float v = rp_v16_sum(&acc);
+    for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES)
+      RP_V16_EACH(p) {
+        const rp_vn d = rp_vn_load(x + i, p) - m;
+        acc[p] += d * d;
+      }
+    float v = rp_v16_sum(acc);
     for (; i < C; i++) v += (x[i] - m) * (x[i] - m);
     v /= (float)C;
     float s = 1.0f / sqrtf(v + LN_EPS);
@@ -80,17 +80,15 @@ static void ln_bwd_chunk(const ln_ctx *c, long lo, long hi, float *restrict pw,
     const float m = c->cmean[n], s = c->crstd[n];
     if (c->dinp) {
       float *restrict dx = c->dinp + n * C;
-      rp_v16 a1 = {0}, a2 = {0}, wv, dyv, xv;
+      rp_vn a1[RP_V16_PARTS] = {0}, a2[RP_V16_PARTS] = {0};
       long i = 0;
-      for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES) {
-        RP_V16_LOAD(wv, w + i);
-        RP_V16_LOAD(dyv, dy + i);
-        RP_V16_LOAD(xv, x + i);
-        const rp_v16 dn = wv * dyv;
-        a1 += dn;
-        a2 += dn * ((xv - m) * s);
-      }
-      float dmean = rp_v16_sum(&a1), dnmean = rp_v16_sum(&a2);
+      for (; i + RP_KERN_LANES <= C; i += RP_KERN_LANES)
+        RP_V16_EACH(p) {
+          const rp_vn dn = rp_vn_load(w + i, p) * rp_vn_load(dy + i, p);
+          a1[p] += dn;
+          a2[p] += dn * ((rp_vn_load(x + i, p) - m) * s);
+        }
+      float dmean = rp_v16_sum(a1), dnmean = rp_v16_sum(a2);
       for (; i < C; i++) {
         float dn = w[i] * dy[i];
         dmean += dn;
