@@ -69,9 +69,10 @@ static inline void rp_kern_split_cols(long n, int ith, int nth, long *lo, long *
  * forward and backward 9.97 ms a step against 4.80 for the same code built with
  * 64-byte registers, default model). Not a float[16] either: GCC 12 kept that
  * array in memory or took it apart with shuffles inside bigger loops
- * (LayerNorm's backward spent ~1500 cycles on a 384-float row). Vectors are
- * passed by pointer, never by value across a call: a vector argument's ABI
- * changes with the target (-Wpsabi). */
+ * (LayerNorm's backward spent ~1500 cycles on a 384-float row). Accumulators
+ * go to helpers by pointer and only the inline load returns a vector, of the
+ * build's own width: a wider vector argument's ABI changes with the target
+ * (-Wpsabi). */
 #if defined(__AVX512F__)
 #define RP_V16_PARTS 1
 #elif defined(__AVX__)
