@@ -144,19 +144,24 @@ def attention(a):
     print(f"fb_ms: {1e3 * best:.3f}")
 
 
-def gemm_square(n):
-    """One n x n x n torch.mm into a preallocated output, the fastest of 4
-    after a warm one."""
-    g = torch.Generator().manual_seed(1)
-    x, w = torch.rand(n, n, generator=g) - 0.5, torch.rand(n, n, generator=g) - 0.5
-    y = torch.empty(n, n)
+def best_rate(run, flops):
+    """flops / seconds of run(), the fastest of 4 passes after a warm one."""
     best = 0.0
     for rep in range(5):
         t0 = time.perf_counter()
-        torch.mm(x, w, out=y)
-        rate = 2.0 * n ** 3 / (time.perf_counter() - t0)
+        run()
+        rate = flops / (time.perf_counter() - t0)
         if rep > 0:
             best = max(best, rate)
+    return best
+
+
+def gemm_square(n):
+    """One n x n x n torch.mm into a preallocated output."""
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.rand(n, n, generator=g) - 0.5, torch.rand(n, n, generator=g) - 0.5
+    y = torch.empty(n, n)
+    best = best_rate(lambda: torch.mm(x, w, out=y), 2.0 * n ** 3)
     print(f"gemm_gflops: {best / 1e9:.1f}")
 
 
@@ -176,16 +181,14 @@ def gemm(a):
         w = torch.rand(OC, IC, generator=g) - 0.5
         ops.append((x, w, dy, torch.empty(N, OC), torch.empty(N, IC), torch.empty(OC, IC)))
     flops = sum(6.0 * N * IC * OC for IC, OC in shapes)
-    best = 0.0
-    for rep in range(5):
-        t0 = time.perf_counter()
+
+    def every_shape():
         for x, w, dy, y, dx, dw in ops:
             torch.mm(x, w.t(), out=y)
             torch.mm(dy, w, out=dx)
             torch.mm(dy.t(), x, out=dw)
-        rate = flops / (time.perf_counter() - t0)
-        if rep > 0:
-            best = max(best, rate)
+
+    best = best_rate(every_shape, flops)
     print(f"gemm_gflops: {best / 1e9:.1f}")
 
 
