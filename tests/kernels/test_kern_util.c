@@ -16,6 +16,7 @@
 
 #include "kernels/kern_util.h"
 #include "kt_util.h"
+#include "lanes_ref.h"
 
 static float f_of(uint32_t u) {
   float f;
@@ -99,32 +100,6 @@ static void test_gelu_special(void **state) {
     else if (fabsf(x) < 1e-30f) assert_true(fabsf(y) <= fabsf(x));
     else if (isfinite(x)) assert_true(fabs(y - 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)))) <= 1e-5 * fabsf(x));
   }
-}
-
-/* The definitions the vector-typed lane loops must equal bit for bit: lane j
- * takes elements j, j + 16, ... in order, the lanes are reduced 0..15, the
- * tail goes on after them. */
-static float lanes_sum(const float *x, const float *y, long n) {
-  float acc[16] = {0};
-  long i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; j++) acc[j] += y ? x[i + j] * y[i + j] : x[i + j];
-  float s = 0.0f;
-  for (int j = 0; j < 16; j++) s += acc[j];
-  for (; i < n; i++) s += y ? x[i] * y[i] : x[i];
-  return s;
-}
-
-static float lanes_max(const float *x, long n) {
-  float acc[16];
-  for (int j = 0; j < 16; j++) acc[j] = x[0];
-  long i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; j++) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-  float m = acc[0];
-  for (int j = 1; j < 16; j++) m = acc[j] > m ? acc[j] : m;
-  for (; i < n; i++) m = x[i] > m ? x[i] : m;
-  return m;
 }
 
 /* equal bits, or both NaN: which NaN payload a sum of two NaNs keeps depends on
