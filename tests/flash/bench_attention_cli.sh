@@ -1,0 +1,45 @@
+#!/bin/sh
+# `ringpipe bench attention` end to end on small T: every (T, causal) row is
+# printed, flash and naive outputs agree, the targets line names the lowest
+# FMA fraction and the row it comes from (issue #16's target holds at every T,
+# so the best row alone would overstate it), and bad input is status 2.
+# usage: bench_attention_cli.sh RINGPIPE WORKDIR
+set -eu
+ringpipe=$1 work=$2
+rm -rf "$work"
+mkdir -p "$work"
+fails=0
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+"$ringpipe" bench attention --tmin 64 --tmax 128 --threads 1 --min-seconds 0 \
+  --naive-max-gib 1 >"$work/out" 2>"$work/err" || bad "bench attention: status $? ($(cat "$work/err"))"
+cat "$work/out"
+# the rows: T, causal, ..., the FMA fraction in field 19 (after 8 '|' fields)
+awk '$1 ~ /^[0-9]+$/ && ($2 == "yes" || $2 == "no") { print $1, $2, $19 }' "$work/out" >"$work/rows"
+for want in "64 yes" "64 no" "128 yes" "128 no"; do
+  grep -q "^$want " "$work/rows" || bad "no row for T causal = $want"
+done
+diff=$(sed -n 's/^max |out flash - out naive| over the runs: //p' "$work/out")
+awk -v d="${diff:-x}" 'BEGIN { exit !(d + 0 == d && d < 1e-4) }' || bad "flash vs naive differ by '$diff'"
+# the lowest FMA fraction and its row, as the targets line must name them (any
+# row printed with that value: two rows may round alike)
+low=$(sort -g -k3 "$work/rows" | head -1 | awk '{ print $3 }')
+named=$(grep '^targets:' "$work/out" | sed -n 's/.*(lowest \([^;]*\);.*/\1/p')
+found=0
+while read -r t causal fma; do
+  [ "$fma" = "$low" ] || continue
+  want="$low at T=$t"
+  [ "$causal" = yes ] && want="$want causal"
+  [ "$named" = "$want" ] && found=1
+done <"$work/rows"
+[ "$found" -eq 1 ] || bad "targets line names '$named', not a row at the lowest FMA fraction $low"
+
+set +e
+"$ringpipe" bench attention --tmin 0 >"$work/out2" 2>"$work/err2"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || bad "--tmin 0: status $rc, want 2"
+grep -q -- "--tmin 0 " "$work/err2" || bad "--tmin 0: the message does not give the bad value: $(cat "$work/err2")"
+
+[ "$fails" -eq 0 ] && echo "bench_attention_cli: ok"
+[ "$fails" -eq 0 ]
