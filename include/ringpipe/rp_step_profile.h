@@ -73,6 +73,9 @@ typedef struct {
 
 /* Reads the profiler's totals into *st; 0 when no step was profiled. */
 int rp_step_times_read(rp_step_times *st);
+/* 1 when the table and the figure show part p: it took time or has work
+ * counted (idle always) */
+int rp_step_part_shown(rp_step_part p, const rp_step_times *st, const rp_step_work *w);
 /* The part's name in the table and the figure */
 const char *rp_step_part_name(rp_step_part p, const rp_step_work *w);
 

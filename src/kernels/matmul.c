@@ -37,16 +37,18 @@ void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode) { rp_pool_set_gemm_mode(
  * its sgemm rate). Cores without AVX2 count as scalar: ringpipe has no level
  * between. */
 rp_isa rp_blas_core_isa(void) {
-  static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
-  static const char *const avx2[] = {"haswell", "zen", "excavator"};
+  static const struct {
+    const char *core;
+    rp_isa level;
+  } cores[] = {{"skylakex", RP_ISA_AVX512}, {"cooperlake", RP_ISA_AVX512},
+               {"sapphirerapids", RP_ISA_AVX512}, {"haswell", RP_ISA_AVX2},
+               {"zen", RP_ISA_AVX2}, {"excavator", RP_ISA_AVX2}};
   static int known = -1; /* asked per matmul; the core is fixed at load time */
   if (known >= 0) return (rp_isa)known;
   const char *name = openblas_get_corename();
   int level = RP_ISA_SCALAR;
-  for (int i = 0; name && i < (int)(sizeof avx512 / sizeof avx512[0]); i++)
-    if (strcasecmp(name, avx512[i]) == 0) level = RP_ISA_AVX512;
-  for (int i = 0; name && i < (int)(sizeof avx2 / sizeof avx2[0]); i++)
-    if (strcasecmp(name, avx2[i]) == 0) level = RP_ISA_AVX2;
+  for (int i = 0; name && i < (int)(sizeof cores / sizeof cores[0]); i++)
+    if (strcasecmp(name, cores[i].core) == 0) level = cores[i].level;
   known = level;
   return (rp_isa)level;
 }

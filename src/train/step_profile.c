@@ -125,6 +125,10 @@ const char *rp_step_part_name(rp_step_part p, const rp_step_work *w) {
   return p >= 0 && p < RP_PART_COUNT ? part_names[p] : "?";
 }
 
+int rp_step_part_shown(rp_step_part p, const rp_step_times *st, const rp_step_work *w) {
+  return p == RP_PART_IDLE || st->part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0;
+}
+
 int rp_step_times_read(rp_step_times *st) {
   memset(st, 0, sizeof *st);
   st->steps = rp_prof_steps();
@@ -160,7 +164,7 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
   double total_flops = 0;
   for (int p = 0; p < RP_PART_COUNT; p++) {
     total_flops += w->flops[p];
-    if (p == RP_PART_IDLE || st.part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0)
+    if (rp_step_part_shown((rp_step_part)p, &st, w))
       print_row(f, rp_step_part_name((rp_step_part)p, w), st.part[p], st.quiet[p], wall,
                 w->flops[p], w->bytes[p], pk);
   }

@@ -8,8 +8,8 @@
  * its parts' times at peak. Written by train and bench train --profile as
  * OUT/step_profile.svg; the figures in docs/performance.md are such files. */
 #include <stdio.h>
-#include <string.h>
 
+#include "io/io_fs.h"
 #include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_util.h"
 
@@ -91,8 +91,7 @@ static void legend(FILE *f, double y) {
 static rp_status write_figure(FILE *f, const char *title, const rp_step_times *st,
                               const rp_step_work *w, const rp_step_peaks *pk) {
   int rows = 0;
-  for (int p = 0; p < RP_PART_COUNT; p++)
-    rows += p == RP_PART_IDLE || st->part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0;
+  for (int p = 0; p < RP_PART_COUNT; p++) rows += rp_step_part_shown((rp_step_part)p, st, w);
   const double height = TOP + (rows + 1) * ROW_H + 70;
   fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
              "font-family='sans-serif' font-size='11'>\n<rect width='100%%' height='100%%' "
@@ -104,7 +103,7 @@ static rp_status write_figure(FILE *f, const char *title, const rp_step_times *s
           pk->fma_level ? pk->fma_level : "?", pk->stream_bytes / 1e9);
   double y = TOP, ideal_sum = 0, flops_sum = 0;
   for (int p = 0; p < RP_PART_COUNT; p++) {
-    if (!(p == RP_PART_IDLE || st->part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0)) continue;
+    if (!rp_step_part_shown((rp_step_part)p, st, w)) continue;
     const char *of;
     const double ideal = at_peak(w, pk, p, &of);
     ideal_sum += ideal;
@@ -131,17 +130,11 @@ static rp_status write_figure(FILE *f, const char *title, const rp_step_times *s
 
 rp_status rp_step_profile_write_svg(const char *path, const char *title, const rp_step_times *st,
                                     const rp_step_work *w, const rp_step_peaks *pk) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-    return rp_err(RP_EINVAL, "step profile figure path too long: %s", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return rp_err(RP_EIO, "cannot write %s; pass a writable --out", tmp);
-  rp_status s = write_figure(f, title, st, w, pk);
-  if (fclose(f) != 0) s = RP_EIO;
-  if (s == RP_OK && rename(tmp, path) != 0) s = RP_EIO;
-  if (s != RP_OK) {
-    remove(tmp);
+  rp_io_afile a; /* a temporary renamed into place: no half figure under path */
+  RP_TRY(rp_io_afile_open(&a, path));
+  if (write_figure(a.f, title, st, w, pk) != RP_OK) {
+    rp_io_afile_abort(&a);
     return rp_err(RP_EIO, "cannot write the step profile figure %s", path);
   }
-  return RP_OK;
+  return rp_io_afile_commit(&a);
 }

@@ -123,7 +123,7 @@ static void test_profile_figure(void **state) {
   assert_non_null(mkdtemp(dir));
   char path[128], tmp[160];
   snprintf(path, sizeof path, "%s/step_profile.svg", dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()); /* rp_io_afile's */
   assert_int_equal(rp_step_profile_write_svg(path, "a <title> & more", &st, &w, &pk), RP_OK);
   FILE *f = fopen(path, "r");
   assert_non_null(f);
