@@ -1,5 +1,5 @@
 /* bench_gelu: GELU's spans at each instruction-set level the machine allows
- * (src/kernels/gelu_simd.c against the plain-C reference of gelu.c), one
+ * (src/kernels/simd_rows.c against the plain-C reference of gelu.c), one
  * thread, timed by the thread's CPU time (steady on a shared machine).
  *
  * Two sizes: a block of rows that stays in L1/L2 (the compute the SIMD spans

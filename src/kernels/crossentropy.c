@@ -2,11 +2,42 @@
  * Shapes: logits/dlogits [N,Vp], targets/losses [N]. Columns V..Vp are padding
  * (llm.c pads the vocabulary for alignment) and never enter the softmax.
  * Stable: exps are of (logit - row max). A target of -1 masks the row.
- * The row loops use 512-bit vectors where there are any (RP_KERN_WIDE, same bits). */
+ * The row maxima use 512-bit vectors where there are any (RP_KERN_WIDE, same
+ * bits); the exp rows are the table of the level in force (xent_internal.h). */
 #include <math.h>
 
 #include "kern_util.h"
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
+#include "xent_internal.h"
+
+/* ---- the softmax rows: the plain-C reference table and the dispatch */
+
+static float sum_exp_c(const float *x, float shift, long n) {
+  return rp_kern_sum_exp_shifted(x, shift, n);
+}
+
+static void softmax_c(float *d, const float *x, float shift, float dscale, long n) {
+  if (d == x)
+    rp_kern_softmax_scaled_inplace(d, shift, dscale, n);
+  else
+    rp_kern_softmax_scaled(d, x, shift, dscale, n);
+}
+
+const rp_xent_ops rp_xent_ops_c = {sum_exp_c, softmax_c};
+
+const rp_xent_ops *rp_xent_ops_active(void) {
+  if (rp_isa_allows(RP_ISA_AVX512) && rp_xent_ops_avx512.sum_exp) return &rp_xent_ops_avx512;
+  if (rp_isa_allows(RP_ISA_AVX2) && rp_xent_ops_avx2.sum_exp) return &rp_xent_ops_avx2;
+  return &rp_xent_ops_c;
+}
+
+const char *rp_xent_ops_name(void) {
+  const rp_xent_ops *o = rp_xent_ops_active();
+  return o == &rp_xent_ops_avx512 ? "avx512" : o == &rp_xent_ops_avx2 ? "avx2" : "c";
+}
+
+/* ---- the fused softmax + cross-entropy */
 
 typedef struct {
   float *dlogits, *losses;
@@ -16,17 +47,13 @@ typedef struct {
   int N, V, Vp;
 } xent_ctx;
 
-/* log of sum_i exp(x[i] - maxv) over V columns, in float, vectorized exp. */
-static float row_logsumexp_shifted(const float *restrict x, float maxv, long V) {
-  return logf(rp_kern_sum_exp_shifted(x, maxv, V));
-}
-
 static void check_target(int32_t tgt, int V) {
   if (tgt < -1 || tgt >= V) rp_fatal("xent: target %d outside [-1, %d): bad token data", tgt, V);
 }
 
 static RP_KERN_WIDE void xent_fwd_task(void *vctx, int ith, int nth) {
   const xent_ctx *c = vctx;
+  const rp_xent_ops *ops = rp_xent_ops_active();
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
   for (long n = lo; n < hi; n++) {
@@ -38,7 +65,7 @@ static RP_KERN_WIDE void xent_fwd_task(void *vctx, int ith, int nth) {
     }
     const float *x = c->logits + n * (long)c->Vp;
     float maxv = rp_kern_max(x, c->V);
-    c->losses[n] = row_logsumexp_shifted(x, maxv, c->V) + maxv - x[tgt];
+    c->losses[n] = logf(ops->sum_exp(x, maxv, c->V)) + maxv - x[tgt];
   }
 }
 
@@ -54,6 +81,7 @@ void rp_xent_forward(float *losses, const float *logits, const int32_t *targets,
 static RP_KERN_WIDE void xent_bwd_task(void *vctx, int ith, int nth) {
   const xent_ctx *c = vctx;
   const long V = c->V, Vp = c->Vp;
+  const rp_xent_ops *ops = rp_xent_ops_active();
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
   for (long n = lo; n < hi; n++) {
@@ -67,14 +95,10 @@ static RP_KERN_WIDE void xent_bwd_task(void *vctx, int ith, int nth) {
       continue;
     }
     float maxv = rp_kern_max(x, V);
-    float lse = row_logsumexp_shifted(x, maxv, V);
+    float lse = logf(ops->sum_exp(x, maxv, V));
     if (c->losses) c->losses[n] = lse + maxv - x[tgt];
     /* softmax = exp(x - max - lse): one exp per column, no divide */
-    float shift = maxv + lse;
-    if (d == x)
-      rp_kern_softmax_scaled_inplace(d, shift, c->dscale, V);
-    else
-      rp_kern_softmax_scaled(d, x, shift, c->dscale, V);
+    ops->softmax(d, x, maxv + lse, c->dscale, V);
     d[tgt] -= c->dscale;
     for (long i = V; i < Vp; i++) d[i] = 0.0f;
   }

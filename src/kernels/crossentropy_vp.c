@@ -9,6 +9,7 @@
 
 #include "kern_util.h"
 #include "ringpipe/rp_kernels.h"
+#include "xent_internal.h"
 
 typedef struct {
   float *out0, *out1, *dlogits;
@@ -37,6 +38,7 @@ void rp_xent_vp_max(float *rowmax, const float *logits, const int32_t *targets, 
 
 static RP_KERN_WIDE void sums_task(void *vctx, int ith, int nth) {
   const vp_ctx *c = vctx;
+  const rp_xent_ops *ops = rp_xent_ops_active();
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
   for (long n = lo; n < hi; n++) {
@@ -44,7 +46,7 @@ static RP_KERN_WIDE void sums_task(void *vctx, int ith, int nth) {
     c->out0[n] = c->out1[n] = 0.0f;
     if (tgt < 0) continue;
     const float *x = c->logits + n * (long)c->Vl;
-    c->out0[n] = rp_kern_sum_exp_shifted(x, c->stat[n], c->ncols);
+    c->out0[n] = ops->sum_exp(x, c->stat[n], c->ncols);
     if (tgt >= c->v0 && tgt < c->v0 + c->ncols) c->out1[n] = x[tgt - c->v0];
   }
 }
@@ -57,10 +59,10 @@ void rp_xent_vp_sums(float *sumexp, float *target_logit, const float *logits,
   rp_kern_run(pool, sums_task, &c, (long)N * ncols);
 }
 
-/* 512-bit vectors where there are any (RP_KERN_WIDE: the same bits), and the
- * in-place softmax through one restrict pointer, as in rp_xent_backward */
-static RP_KERN_WIDE void bwd_task(void *vctx, int ith, int nth) {
+/* the softmax rows of the level in force, as in rp_xent_backward */
+static void bwd_task(void *vctx, int ith, int nth) {
   const vp_ctx *c = vctx;
+  const rp_xent_ops *ops = rp_xent_ops_active();
   long lo, hi;
   rp_split(c->N, ith, nth, &lo, &hi);
   for (long n = lo; n < hi; n++) {
@@ -69,10 +71,7 @@ static RP_KERN_WIDE void bwd_task(void *vctx, int ith, int nth) {
     float *d = c->dlogits + n * (long)c->Vl;
     long i = 0;
     if (tgt >= 0) {
-      if (d == x)
-        rp_kern_softmax_scaled_inplace(d, c->stat[n], c->dscale, c->ncols);
-      else
-        rp_kern_softmax_scaled(d, x, c->stat[n], c->dscale, c->ncols);
+      ops->softmax(d, x, c->stat[n], c->dscale, c->ncols);
       i = c->ncols;
       if (tgt >= c->v0 && tgt < c->v0 + c->ncols) d[tgt - c->v0] -= c->dscale;
     }

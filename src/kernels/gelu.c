@@ -1,7 +1,7 @@
 /* GELU over the model's tensors: the thread split and the bias-gradient pass
  * here, the per-element spans in the table of the instruction-set level in
  * force (gelu_internal.h: the plain-C loops below are the reference; the
- * AVX-512 and AVX2 ones in gelu_simd.c give their bits). rp_kern_expf keeps
+ * AVX-512 and AVX2 ones in simd_rows.c give their bits). rp_kern_expf keeps
  * the exp in plain arithmetic so that the C loops vectorize as well (libm
  * tanhf/expf are scalar calls per element). */
 #include "fused_internal.h"

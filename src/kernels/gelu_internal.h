@@ -2,7 +2,7 @@
  * evaluated as x * sigmoid(2u), the same function: 0.5 (1 + tanh u) = sigmoid(2u).
  * This form has no 1 + tanh cancellation for negative x (where 1 + tanhf loses
  * all relative precision). The per-element code lives here so that the plain-C
- * loops (gelu.c, the reference) and the SIMD ones (gelu_simd.c, which use it
+ * loops (gelu.c, the reference) and the SIMD ones (simd_rows.c, which use it
  * for their tails) are the same arithmetic: the SIMD spans repeat these
  * operations in the same order, so every level gives the same bits where the
  * build has FMA (test_gelu_isa holds them to it). */
@@ -39,7 +39,7 @@ typedef struct {
 } rp_gelu_ops;
 
 extern const rp_gelu_ops rp_gelu_ops_c;      /* gelu.c: the reference */
-extern const rp_gelu_ops rp_gelu_ops_avx2;   /* gelu_simd.c; {0} off x86-64 */
+extern const rp_gelu_ops rp_gelu_ops_avx2;   /* simd_rows.c; {0} off x86-64 */
 extern const rp_gelu_ops rp_gelu_ops_avx512;
 /* the table the ceiling in force allows (rp_isa.h) */
 const rp_gelu_ops *rp_gelu_ops_active(void);

@@ -1,35 +1,10 @@
-/* One width of gelu_simd.c's spans, included once per level with these set:
- *   VT (vector type), W (lanes), TGT (target attribute), SFX (name suffix),
- *   V_SET1 V_LOAD V_STORE V_ADD V_SUB V_MUL V_DIV V_FMA V_MAX V_MIN,
- *   V_POW2N(shifted) (2^n from the low bits of the shifted float, as
- *   rp_kern_expf builds it).
+/* One width of simd_rows.c's GELU spans, included once per level after
+ * simd_exp_body.h (expv_SFX) with its macros set.
  * Every line is the operation of rp_gelu_value / rp_gelu_grad / rp_kern_expf at
  * the same place in the same order (see gelu_internal.h). A span's last
  * n % W elements go through the same vector code on a zero-padded copy, not
  * through the scalar functions: in a build without FMA those round apart, and
  * an element's bits would then depend on where a thread's span ends. */
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-
-/* rp_kern_expf on W lanes. max(c, x) is `c > x ? c : x`, which is the C
- * clamp `x < c ? c : x` for every x, NaN included (as min for the top). */
-TGT static inline VT CAT(expv_, SFX)(VT x) {
-  x = V_MAX(V_SET1(-87.3f), x);
-  x = V_MIN(V_SET1(87.0f), x);
-  VT shifted = V_FMA(x, V_SET1(1.44269504088896341f), V_SET1(12582912.0f));
-  VT n = V_SUB(shifted, V_SET1(12582912.0f));
-  VT r = V_FMA(n, V_SET1(-0.693359375f), x);
-  r = V_FMA(n, V_SET1(2.12194440e-4f), r);
-  VT p = V_SET1(1.9875691500e-4f);
-  p = V_FMA(p, r, V_SET1(1.3981999507e-3f));
-  p = V_FMA(p, r, V_SET1(8.3334519073e-3f));
-  p = V_FMA(p, r, V_SET1(4.1665795894e-2f));
-  p = V_FMA(p, r, V_SET1(1.6666665459e-1f));
-  p = V_FMA(p, r, V_SET1(5.0000001201e-1f));
-  p = V_ADD(V_FMA(V_MUL(p, r), r, r), V_SET1(1.0f));
-  return V_MUL(p, V_POW2N(shifted));
-}
-
 /* u = sqrt(2/pi) (x + 0.044715 x^3), as the scalar code forms it */
 TGT static inline VT CAT(gelu_u_, SFX)(VT v) {
   return V_MUL(V_SET1(GELU_K), V_FMA(V_MUL(V_MUL(V_SET1(GELU_A), v), v), v, v));
@@ -80,5 +55,3 @@ TGT static void CAT(gelu_backward_, SFX)(float *restrict dx, float *restrict db,
   }
 }
 
-#undef CAT
-#undef CAT_

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "gelu_internal.h"
+#include "xent_internal.h"
 #include "gemm_bf16_internal.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_flash.h"
@@ -152,7 +153,7 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
   const rp_flash_config bf16_flash = {.bf16 = 1};
   snprintf(buf, n,
            "cpu %s, ceiling %s (%s): own fp32 GEMM kernel %s, flash attention %s%s, bf16 GEMM %s, "
-           "bf16 conversions %s, GELU %s; "
+           "bf16 conversions %s, GELU %s, cross-entropy rows %s; "
            "other kernels are plain C compiled for %s",
            rp_isa_name(cpu), rp_isa_name(act), rp_isa_source(),
            /* which GEMM runs is the pool's gemm mode (rp_gemm_describe) */
@@ -165,5 +166,6 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
                                              : " (bf16 runs: fp32 products; vdpbf16ps products with "
                                                "--bf16-attention on, slower here)",
            rp_bf16_kernel_name(rp_bf16_kernel_active()),
-           rp_bf16_conversions_name(), rp_gelu_ops_name(), rp_isa_build_target());
+           rp_bf16_conversions_name(), rp_gelu_ops_name(), rp_xent_ops_name(),
+           rp_isa_build_target());
 }

@@ -1,4 +1,4 @@
-/* The GELU spans of every instruction-set level (gelu_simd.c) against the
+/* The GELU spans of every instruction-set level (simd_rows.c) against the
  * plain-C reference table (gelu.c), under each level the machine allows:
  * forward, backward writing, accumulating and taking a bias gradient, on
  * lengths around the vector widths (the element tails), over the range the
