@@ -112,17 +112,29 @@ TAVX2 static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) 
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+/* The first nw (1..8) lanes of v to o, in 4-, 2- and 1-float stores. Not
+ * through a copy on the stack: gcc makes that loop a memcpy call, and the
+ * AVX2 kernel's A panels are 6 wide, so every 8 x 8 block of them went
+ * through 8 calls (perf, default model under RINGPIPE_ISA=avx2: 4.9 % of the
+ * step's samples in memmove). Nor a vmaskmovps, microcoded on AMD Zen 2/3. */
 TAVX2 static inline __attribute__((always_inline)) void
 store_rows8(float *o, __m256 v, int nw) {
   if (nw == 8) {
     _mm256_storeu_ps(o, v);
-  } else if (nw == 4) {
-    _mm_storeu_ps(o, _mm256_castps256_ps128(v));
-  } else {
-    float t[8];
-    _mm256_storeu_ps(t, v);
-    for (int i = 0; i < nw; i++) o[i] = t[i];
+    return;
   }
+  __m128 x = _mm256_castps256_ps128(v);
+  if (nw >= 4) {
+    _mm_storeu_ps(o, x);
+    x = _mm256_extractf128_ps(v, 1);
+    o += 4, nw -= 4;
+  }
+  if (nw >= 2) {
+    _mm_storel_epi64((__m128i *)o, _mm_castps_si128(x));
+    x = _mm_movehl_ps(x, x);
+    o += 2, nw -= 2;
+  }
+  if (nw >= 1) _mm_store_ss(o, x);
 }
 
 /* 8 x 8 block: rows [r0, r0 + 8) (those past have read as 0), k [k, k + 8) */

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "kernels/fused_internal.h"
+#include "kernels/sgemm_internal.h"
 #include "kt_util.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_sgemm.h"
@@ -442,6 +443,54 @@ static void test_sgemm_l2_blockings_differ(void **state) {
   free(inp), free(w), free(o1), free(o2);
 }
 
+/* The AVX2 packs (which both vector kernels use) at every panel width 1..16
+ * and the block pack's, not only the kernels' own (6, 12, 16, 32): each output
+ * element is the source's (rows past `have` read as 0) or 0. pack_t's `have`
+ * may exceed w (those rows are only prefetched). */
+static void expect_panel(const float *out, int w, int have, long kc, const float *src, long ld,
+                         int kcontig, const char *what) {
+  for (long k = 0; k < kc; k++)
+    for (int r = 0; r < w; r++) {
+      const float want = r < have ? (kcontig ? src[r * ld + k] : src[k * ld + r]) : 0.0f;
+      if (memcmp(&out[k * w + r], &want, sizeof want) != 0)
+        fail_msg("%s: w=%d have=%d kc=%ld: out[%ld][%d] = %g, want %g", what, w, have, kc, k, r,
+                 (double)out[k * w + r], (double)want);
+    }
+}
+
+static void test_packs_every_width(void **state) {
+  (void)state;
+  if (!rp_isa_allows(RP_ISA_AVX2)) {
+    printf("sgemm avx2 packs: not allowed by the ISA ceiling here, skipped\n");
+    return;
+  }
+  const long kcs[] = {1, 7, 8, 9, 16, 33}, ld = 80, rows = 80;
+  rp_rng rng;
+  rp_rng_seed(&rng, 11);
+  float *src = kt_floats(rows * ld), *out = kt_floats(4 * 64 * 33);
+  kt_fill(src, rows * ld, &rng, -1, 1);
+  for (int w = 1; w <= 16; w++)
+    for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+      for (int have = 0; have <= w + 3; have++) {
+        const long kc = kcs[ki];
+        memset(out, 0x7f, sizeof(float) * (size_t)(w * kc)); /* no stale zeros */
+        rp_sgemm_pack_t_avx2(src, ld, have, w, kc, out);
+        expect_panel(out, w, RP_MIN(have, w), kc, src, ld, 1, "pack_t");
+        if (have > w) continue;
+        memset(out, 0x7f, sizeof(float) * (size_t)(w * kc));
+        rp_sgemm_pack_n_avx2(src, ld, have, w, kc, out);
+        expect_panel(out, w, have, kc, src, ld, 0, "pack_n");
+        /* three panels side by side, `have` columns of them real */
+        const int np = 3, hv = RP_MIN(have + w, np * w);
+        memset(out, 0x7f, sizeof(float) * (size_t)(np * w * kc));
+        rp_sgemm_pack_nblock_avx2(src, ld, hv, w, np, kc, out);
+        for (int p = 0; p < np; p++)
+          expect_panel(out + p * kc * w, w, RP_MAX(0, RP_MIN(w, hv - p * w)), kc, src + p * w, ld,
+                       0, "pack_nblock");
+      }
+  free(src), free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sgemm_against_reference),
@@ -461,7 +510,8 @@ int main(void) {
     rc |= cmocka_run_group_tests(tests, NULL, NULL);
   }
   rp_isa_set_l2_bytes(0);
-  const struct CMUnitTest differ[] = {cmocka_unit_test(test_sgemm_l2_blockings_differ)};
+  const struct CMUnitTest differ[] = {cmocka_unit_test(test_sgemm_l2_blockings_differ),
+                                      cmocka_unit_test(test_packs_every_width)};
   rc |= cmocka_run_group_tests(differ, NULL, NULL);
   rp_sgemm_workspace_release();
   return rc;
