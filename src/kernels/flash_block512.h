@@ -31,21 +31,24 @@
 #define ROWS_12(RV, OP) ROWS_8(RV, OP) RV(OP, 8) RV(OP, 9) RV(OP, 10) RV(OP, 11)
 
 /* the masks of a block whose last of NV vectors holds the ragged columns (ml) */
-#define BLOCK_MASKS(NV)                                                                   \
-  const __mmask16 full = 0xFFFF;                                                          \
-  const __mmask16 mk0 = NV == 1 ? ml : full, mk1 = NV == 2 ? ml : full;                   \
-  const __mmask16 mk2 = NV == 3 ? ml : full, mk3 = ml;                                    \
-  (void)mk0, (void)mk1, (void)mk2, (void)mk3;
+#define BLOCK_MASKS(NV, WHOLE)                                                            \
+  const __mmask16 full = 0xFFFF, last = WHOLE ? full : ml;                                \
+  const __mmask16 mk0 = NV == 1 ? last : full, mk1 = NV == 2 ? last : full;               \
+  const __mmask16 mk2 = NV == 3 ? last : full, mk3 = last;                                \
+  (void)mk0, (void)mk1, (void)mk2, (void)mk3, (void)ml;
 
 /* NAME: C[MR, 16*NV] (= or +=) A[MR, K] B[K, 16*NV] over K steps of element type T
  * (a float, or a uint32_t pair of bf16); the k loop keeps A's broadcast element at
  * ak and B's row at bk for the file's BLOAD and MADD; unrolled twice because the
  * pointer increments and the branch are scalar uops that compete for the FMA
  * ports. */
-#define BLOCK_KERNEL(NAME, ATTR, T, MR, NV, MADD)                                         \
+#define BLOCK_KERNEL(NAME, ATTR, T, MR, NV, MADD) BLOCK_KERNEL_W(NAME, ATTR, T, MR, NV, MADD, 0)
+/* WHOLE = 1: every column of the block exists (ml is ignored), so no load or
+ * store is masked */
+#define BLOCK_KERNEL_W(NAME, ATTR, T, MR, NV, MADD, WHOLE)                                \
   ATTR static void NAME(int K, const T *a, long rsa, long csa, const T *b, long ldb,      \
                         float *c, long ldc, int acc, __mmask16 ml) {                     \
-    BLOCK_MASKS(NV)                                                                       \
+    BLOCK_MASKS(NV, WHOLE)                                                                \
     ROWS_##MR(RV_##NV, DECL)                                                              \
     if (acc) {                                                                            \
       float *cp = c; long lc = ldc; RP_OPAQUE(cp); RP_OPAQUE(lc);                          \
