@@ -61,6 +61,10 @@ for level in scalar avx2 avx512 avx512bf16 amx; do
          bad "RINGPIPE_ISA=$level: flash bf16 products named below avx512bf16"
        fi ;;
   esac
+  # GELU and the cross-entropy rows name the table they run at that level
+  case $level in scalar) rows=c ;; avx2) rows=avx2 ;; *) rows=avx512 ;; esac
+  echo "$l" | grep -q "GELU $rows, cross-entropy rows $rows;" ||
+    bad "RINGPIPE_ISA=$level: GELU and cross-entropy rows not named $rows"
   l=$(RINGPIPE_ISA= isa_line --isa "$level")
   echo "$l" | grep -q "ceiling $level (--isa)" || bad "--isa $level not in force"
   [ "$level" = "$cpu" ] && above=yes
