@@ -24,6 +24,7 @@
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
+
 /* ---- AVX-512F: 16 lanes */
 #define VT __m512
 #define W 16
