@@ -184,9 +184,17 @@ TAVX2 static void dsoft256(float *ds, const float *p, int n, float d, float scal
   }
 }
 
+/* dot and scal: plain loads and stores for whole vectors, masks for the tail
+ * only (the same lanes, so the same sums): every O row's rescale went through
+ * vmaskmovps stores, which AMD Zen 2/3 microcode. Here (Sapphire Rapids, where
+ * they are cheap) one thread under the avx2 ceiling, alternating pairs: T =
+ * 256 with 24 heads 0.995 of the time (5 pairs), T = 2048 causal 0.99 (10). */
 TAVX2 static float dot256(const float *x, const float *y, int n) {
   __m256 s = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    s = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s);
+  if (i < n) {
     __m256i mk = lane_mask(n - i);
     s = _mm256_fmadd_ps(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(y + i, mk), s);
   }
@@ -195,7 +203,9 @@ TAVX2 static float dot256(const float *x, const float *y, int n) {
 
 TAVX2 static void scal256(float *x, int n, float a) {
   const __m256 va = _mm256_set1_ps(a);
-  for (int i = 0; i < n; i += 8) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+  if (i < n) {
     __m256i mk = lane_mask(n - i);
     _mm256_maskstore_ps(x + i, mk, _mm256_mul_ps(_mm256_maskload_ps(x + i, mk), va));
   }
