@@ -7,7 +7,6 @@
 #include <math.h>
 
 #include "kern_util.h"
-#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "xent_internal.h"
 
@@ -26,16 +25,18 @@ static void softmax_c(float *d, const float *x, float shift, float dscale, long 
 
 const rp_xent_ops rp_xent_ops_c = {sum_exp_c, softmax_c};
 
-const rp_xent_ops *rp_xent_ops_active(void) {
-  if (rp_isa_allows(RP_ISA_AVX512) && rp_xent_ops_avx512.sum_exp) return &rp_xent_ops_avx512;
-  if (rp_isa_allows(RP_ISA_AVX2) && rp_xent_ops_avx2.sum_exp) return &rp_xent_ops_avx2;
-  return &rp_xent_ops_c;
+static rp_isa xent_level(void) {
+  return rp_kern_table_level(rp_xent_ops_avx512.sum_exp != NULL, rp_xent_ops_avx2.sum_exp != NULL);
 }
 
-const char *rp_xent_ops_name(void) {
-  const rp_xent_ops *o = rp_xent_ops_active();
-  return o == &rp_xent_ops_avx512 ? "avx512" : o == &rp_xent_ops_avx2 ? "avx2" : "c";
+const rp_xent_ops *rp_xent_ops_active(void) {
+  const rp_isa l = xent_level();
+  return l == RP_ISA_AVX512 ? &rp_xent_ops_avx512
+         : l == RP_ISA_AVX2 ? &rp_xent_ops_avx2
+                             : &rp_xent_ops_c;
 }
+
+const char *rp_xent_ops_name(void) { return rp_kern_table_name(xent_level()); }
 
 /* ---- the fused softmax + cross-entropy */
 

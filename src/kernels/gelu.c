@@ -48,16 +48,18 @@ static RP_KERN_WIDE void gelu_backward_c(float *restrict dx, float *restrict db,
 
 const rp_gelu_ops rp_gelu_ops_c = {gelu_forward_c, gelu_backward_c};
 
-const rp_gelu_ops *rp_gelu_ops_active(void) {
-  if (rp_isa_allows(RP_ISA_AVX512) && rp_gelu_ops_avx512.forward) return &rp_gelu_ops_avx512;
-  if (rp_isa_allows(RP_ISA_AVX2) && rp_gelu_ops_avx2.forward) return &rp_gelu_ops_avx2;
-  return &rp_gelu_ops_c;
+static rp_isa gelu_level(void) {
+  return rp_kern_table_level(rp_gelu_ops_avx512.forward != NULL, rp_gelu_ops_avx2.forward != NULL);
 }
 
-const char *rp_gelu_ops_name(void) {
-  const rp_gelu_ops *o = rp_gelu_ops_active();
-  return o == &rp_gelu_ops_avx512 ? "avx512" : o == &rp_gelu_ops_avx2 ? "avx2" : "c";
+const rp_gelu_ops *rp_gelu_ops_active(void) {
+  const rp_isa l = gelu_level();
+  return l == RP_ISA_AVX512 ? &rp_gelu_ops_avx512
+         : l == RP_ISA_AVX2 ? &rp_gelu_ops_avx2
+                             : &rp_gelu_ops_c;
 }
+
+const char *rp_gelu_ops_name(void) { return rp_kern_table_name(gelu_level()); }
 
 void rp_gelu_forward_span(float *y, const float *x, long n) {
   rp_gelu_ops_active()->forward(y, x, n);

@@ -11,7 +11,21 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_pool.h"
+
+/* The level whose table an elementwise kernel family (GELU, the softmax rows)
+ * runs: avx512 or avx2 where the ceiling allows it and that table was built
+ * (off x86-64 they are empty), else scalar, the plain-C reference; and the
+ * name the instruction-set line gives it. */
+static inline rp_isa rp_kern_table_level(int built512, int built256) {
+  if (built512 && rp_isa_allows(RP_ISA_AVX512)) return RP_ISA_AVX512;
+  if (built256 && rp_isa_allows(RP_ISA_AVX2)) return RP_ISA_AVX2;
+  return RP_ISA_SCALAR;
+}
+static inline const char *rp_kern_table_name(rp_isa level) {
+  return level == RP_ISA_AVX512 ? "avx512" : level == RP_ISA_AVX2 ? "avx2" : "c";
+}
 
 /* Below this many elements of work a pool dispatch costs more than it saves. */
 #define RP_KERN_MIN_PAR 4096L
