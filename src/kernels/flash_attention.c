@@ -89,11 +89,12 @@ long rp_flash_l2_bytes(const rp_flash_config *cfg) {
   return cfg && cfg->l2_bytes > 0 ? cfg->l2_bytes : rp_isa_l2_bytes();
 }
 
-/* Block sizes from the L2 size. A worker's backward working set is its scratch
+/* Block sizes from the L2 size. A worker's backward working set
  * (flash_attention_bwd.c): two bq x bk score tiles (P, dS), five bk x HS ones
- * (K^T, V^T, packed K, dK, dV) and three bq x HS ones (packed Q, dO, the dQ
- * tile); take the largest bk whose set fits in half the L2 (the other half
- * holds streamed rows), with bq = bk / 2. Measured on Sapphire Rapids (2 MiB
+ * (K^T, V^T, packed K, and the dK and dV output rows the products add to)
+ * and three bq x HS ones (packed Q, dO, the dQ tile); take the largest bk
+ * whose set fits in half the L2 (the other half holds streamed rows), with
+ * bq = bk / 2. Measured on Sapphire Rapids (2 MiB
  * L2, HS 64, one thread, T = 2048 causal, fwd+bwd, after the operand packing
  * and diagonal strips): 96 x 192 and 48 x 192 88-93 ms, 96 x 96 90-91,
  * 128 x 128 96-100, 128 x 256 97-98, 64 x 128 100-103, 64 x 256 98-103.
