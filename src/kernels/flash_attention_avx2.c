@@ -35,55 +35,60 @@ TAVX2 AI __m256i lane_mask(int rem) {
 #define FMA(i, v) c##i##_##v = _mm256_fmadd_ps(_mm256_broadcast_ss(ak + (i) * rsa), b##v, c##i##_##v);
 #define RV_1(OP, i) OP(i, 0)
 #define RV_2(OP, i) OP(i, 0) OP(i, 1)
-#define ROWS_6(RV, OP) RV(OP, 0) RV(OP, 1) RV(OP, 2) RV(OP, 3) RV(OP, 4) RV(OP, 5)
+#define ROWS_1(RV, OP) RV(OP, 0)
+#define ROWS_2(RV, OP) RV(OP, 0) RV(OP, 1)
+#define ROWS_4(RV, OP) ROWS_2(RV, OP) RV(OP, 2) RV(OP, 3)
+#define ROWS_6(RV, OP) ROWS_4(RV, OP) RV(OP, 4) RV(OP, 5)
 
-/* C[6, 8*NV] (= or +=) A[6, K] B[K, 8*NV]; the last vector column is masked */
-#define KERNEL(NAME, NV, WHOLE)                                                           \
+/* C[MR, 8*NV] (= or +=) A[MR, K] B[K, 8*NV]; the last vector column is masked */
+#define KERNEL(NAME, MR, NV, WHOLE)                                                         \
   TAVX2 static void NAME(int K, const float *a, long rsa, long csa, const float *b,       \
                          long ldb, float *c, long ldc, int acc, __m256i ml) {             \
     const __m256i full = _mm256_set1_epi32(-1);                                           \
     const __m256i mk0 = NV == 1 ? ml : full, mk1 = ml;                                    \
     const int whole = WHOLE;                                                              \
     (void)mk1;                                                                            \
-    ROWS_6(RV_##NV, DECL)                                                                 \
+    ROWS_##MR(RV_##NV, DECL)                                                                 \
     if (acc) {                                                                            \
-      ROWS_6(RV_##NV, LOAD)                                                               \
+      ROWS_##MR(RV_##NV, LOAD)                                                               \
     } else {                                                                              \
-      ROWS_6(RV_##NV, ZERO)                                                               \
+      ROWS_##MR(RV_##NV, ZERO)                                                               \
     }                                                                                     \
     _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                 \
       const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
       RV_##NV(BLOAD, 0)                                                                   \
-      ROWS_6(RV_##NV, FMA)                                                                \
+      ROWS_##MR(RV_##NV, FMA)                                                                \
     }                                                                                     \
-    ROWS_6(RV_##NV, STORE)                                                                \
+    ROWS_##MR(RV_##NV, STORE)                                                                \
   }
 
-KERNEL(k6x2, 2, 0)
-KERNEL(k6x1, 1, 0)
-KERNEL(k6x2w, 2, 1)
+KERNEL(k6x2, 6, 2, 0)
+KERNEL(k6x1, 6, 1, 0)
+KERNEL(k6x2w, 6, 2, 1)
+/* A ragged last row block as blocks of 4, 2 and 1 rows (the same sums in the
+ * same order, so the same bits), not a copy through a zero-padded 6-row
+ * panel: see the AVX-512 file. */
+KERNEL(k4x2, 4, 2, 0)
+KERNEL(k4x1, 4, 1, 0)
+KERNEL(k2x2, 2, 2, 0)
+KERNEL(k2x1, 2, 1, 0)
+KERNEL(k1x2, 1, 2, 0)
+KERNEL(k1x1, 1, 1, 0)
 
-#define KCHUNK 256
+typedef void (*kern_fn)(int, const float *, long, long, const float *, long, float *, long, int,
+                        __m256i);
+static const int small_mr[3] = {4, 2, 1};
+static const kern_fn small_tab[3][3] = {{0, k4x1, k4x2}, {0, k2x1, k2x2}, {0, k1x1, k1x2}};
 
-/* Ragged last row block through a zero-padded 6-row panel (see the AVX-512 file). */
-TAVX2 static void ragged_rows(int nv, int mr, int nn, int K, const float *a, long rsa, long csa,
+TAVX2 static void ragged_rows(int nv, int mr, int K, const float *a, long rsa, long csa,
                               const float *b, long ldb, float *c, long ldc, int acc,
                               __m256i ml) {
-  float apad[6 * KCHUNK], cpad[6 * 16];
-  for (int i = 0; i < 6; i++)
-    for (int j = 0; j < nn; j++) cpad[i * 16 + j] = acc && i < mr ? c[(long)i * ldc + j] : 0.0f;
-  for (int k0 = 0; k0 < K; k0 += KCHUNK) {
-    int kk = K - k0 < KCHUNK ? K - k0 : KCHUNK;
-    for (int k = 0; k < kk; k++)
-      for (int i = 0; i < 6; i++)
-        apad[k * 6 + i] = i < mr ? a[(long)i * rsa + (long)(k0 + k) * csa] : 0.0f;
-    if (nv == 2)
-      k6x2(kk, apad, 1, 6, b + (long)k0 * ldb, ldb, cpad, 16, 1, ml);
-    else
-      k6x1(kk, apad, 1, 6, b + (long)k0 * ldb, ldb, cpad, 16, 1, ml);
-  }
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < nn; j++) c[(long)i * ldc + j] = cpad[i * 16 + j];
+  for (int s = 0; s < 3; s++)
+    for (const int r = small_mr[s]; mr >= r; mr -= r) {
+      small_tab[s][nv](K, a, rsa, csa, b, ldb, c, ldc, acc, ml);
+      a += (long)r * rsa;
+      c += (long)r * ldc;
+    }
 }
 
 TAVX2 static void gemm256(int M, int N, int K, const float *a, long rsa, long csa,
@@ -102,8 +107,8 @@ TAVX2 static void gemm256(int M, int N, int K, const float *a, long rsa, long cs
         k6x1(K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j, ldc, acc, ml);
     }
     if (i < M)
-      ragged_rows(nv, M - i, nn, K, a + (long)i * rsa, rsa, csa, b + j, ldb,
-                  c + (long)i * ldc + j, ldc, acc, ml);
+      ragged_rows(nv, M - i, K, a + (long)i * rsa, rsa, csa, b + j, ldb, c + (long)i * ldc + j,
+                  ldc, acc, ml);
   }
 }
 

@@ -26,7 +26,10 @@
 #define RV_2(OP, i) OP(i, 0) OP(i, 1)
 #define RV_3(OP, i) OP(i, 0) OP(i, 1) OP(i, 2)
 #define RV_4(OP, i) OP(i, 0) OP(i, 1) OP(i, 2) OP(i, 3)
-#define ROWS_6(RV, OP) RV(OP, 0) RV(OP, 1) RV(OP, 2) RV(OP, 3) RV(OP, 4) RV(OP, 5)
+#define ROWS_1(RV, OP) RV(OP, 0)
+#define ROWS_2(RV, OP) RV(OP, 0) RV(OP, 1)
+#define ROWS_4(RV, OP) ROWS_2(RV, OP) RV(OP, 2) RV(OP, 3)
+#define ROWS_6(RV, OP) ROWS_4(RV, OP) RV(OP, 4) RV(OP, 5)
 #define ROWS_8(RV, OP) ROWS_6(RV, OP) RV(OP, 6) RV(OP, 7)
 #define ROWS_12(RV, OP) ROWS_8(RV, OP) RV(OP, 8) RV(OP, 9) RV(OP, 10) RV(OP, 11)
 

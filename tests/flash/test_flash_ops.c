@@ -56,6 +56,32 @@ static void check_gemm(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng 
   }
 }
 
+/* Every row count up to two of the largest row block (12) past a multiple of
+ * it, at every block width (N up to 64: 1 to 4 vectors of 16, or 1 to 8 of 8,
+ * whole and ragged): the kernels' ragged last row blocks run as blocks of 8,
+ * 4, 2 and 1 rows, each of which some M here reaches at each width. */
+static void check_gemm_rows(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
+  static const int widths[] = {8, 13, 16, 24, 32, 40, 48, 57, 64};
+  const int K = 9;
+  for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+    for (int M = 1; M <= 26; M++)
+      for (int acc = 0; acc < 2; acc++) {
+        const int N = widths[w];
+        const long lda = K + 1, ldb = N + 3, ldc = N + 2;
+        float *a = ft_floats(M * lda), *b = ft_floats(K * ldb);
+        float *c = ft_floats(M * ldc), *cr = ft_floats(M * ldc);
+        ft_fill(a, M * lda, r, -1, 1);
+        ft_fill(b, K * ldb, r, -1, 1);
+        ft_fill(c, M * ldc, r, -1, 1);
+        memcpy(cr, c, sizeof(float) * (size_t)(M * ldc));
+        ops->gemm(M, N, K, a, lda, 1, b, ldb, c, ldc, acc);
+        ref->gemm(M, N, K, a, lda, 1, b, ldb, cr, ldc, acc);
+        double e = rel_err(c, cr, M * ldc, 1.0);
+        if (e > 1e-5) fail_msg("gemm rows M=%d N=%d acc=%d: rel err %.3g", M, N, acc, e);
+        free(a), free(b), free(c), free(cr);
+      }
+}
+
 static void check_softmax(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
   static const int lens[] = {1, 7, 8, 15, 16, 17, 33, 192, 200};
   for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
@@ -154,6 +180,9 @@ static void test_ops_vs_portable(void **state) {
     rp_rng_seed(&r, 77 + (uint64_t)i);
     const rp_flash_ops *ops = ops_of(ft_isas[i]);
     check_gemm(ops, ref, &r);
+    rp_rng rows_rng; /* its own stream: the others' draws stay as they were */
+    rp_rng_seed(&rows_rng, 177 + (uint64_t)i);
+    check_gemm_rows(ops, ref, &rows_rng);
     check_softmax(ops, ref, &r);
     check_pack_t(ops, ref, &r);
     if (ops != ref) check_exp_accuracy(ops, rp_flash_isa_name(ft_isas[i]));
