@@ -55,8 +55,10 @@ static const int kern_mr[5] = {0, 12, 12, 8, 6};
 
 #define KCHUNK 128 /* pairs of a ragged block's padded A panel per kernel call */
 
-/* A ragged last row block, as the fp32 kernel's: rows copied into a zero-padded
- * MR-row panel, C through a padded tile. */
+/* A ragged last row block: rows copied into a zero-padded MR-row panel, C
+ * through a padded tile. The fp32 kernels run such blocks as 8/4/2/1-row
+ * register blocks instead; the bf16 ones have not been changed (no machine at
+ * hand where the bf16 products run by default: rp_flash_bf16_pays). */
 TBF static void ragged_rows(kern_fn kf, int MR, int mr, int nn, int KP, const uint32_t *a,
                             long rsa, long csa, const uint32_t *b, long ldb, float *c, long ldc,
                             int acc, __mmask16 ml) {
