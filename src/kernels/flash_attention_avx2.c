@@ -41,25 +41,25 @@ TAVX2 AI __m256i lane_mask(int rem) {
 #define ROWS_6(RV, OP) ROWS_4(RV, OP) RV(OP, 4) RV(OP, 5)
 
 /* C[MR, 8*NV] (= or +=) A[MR, K] B[K, 8*NV]; the last vector column is masked */
-#define KERNEL(NAME, MR, NV, WHOLE)                                                         \
+#define KERNEL(NAME, MR, NV, WHOLE)                                                       \
   TAVX2 static void NAME(int K, const float *a, long rsa, long csa, const float *b,       \
                          long ldb, float *c, long ldc, int acc, __m256i ml) {             \
     const __m256i full = _mm256_set1_epi32(-1);                                           \
     const __m256i mk0 = NV == 1 ? ml : full, mk1 = ml;                                    \
     const int whole = WHOLE;                                                              \
     (void)mk1;                                                                            \
-    ROWS_##MR(RV_##NV, DECL)                                                                 \
+    ROWS_##MR(RV_##NV, DECL)                                                              \
     if (acc) {                                                                            \
-      ROWS_##MR(RV_##NV, LOAD)                                                               \
+      ROWS_##MR(RV_##NV, LOAD)                                                            \
     } else {                                                                              \
-      ROWS_##MR(RV_##NV, ZERO)                                                               \
+      ROWS_##MR(RV_##NV, ZERO)                                                            \
     }                                                                                     \
     _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                 \
       const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
       RV_##NV(BLOAD, 0)                                                                   \
-      ROWS_##MR(RV_##NV, FMA)                                                                \
+      ROWS_##MR(RV_##NV, FMA)                                                             \
     }                                                                                     \
-    ROWS_##MR(RV_##NV, STORE)                                                                \
+    ROWS_##MR(RV_##NV, STORE)                                                             \
   }
 
 KERNEL(k6x2, 6, 2, 0)
