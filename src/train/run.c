@@ -32,6 +32,12 @@ static void format_eta(char *buf, size_t n, double seconds) {
  * Sapphire Rapids only half of it (the GEMM then widens to fp32 FMAs), and a
  * default-model step there under RINGPIPE_ISA=avx512bf16 ran at 0.93x fp32's
  * tokens/s (2 alternating pairs of bench train): the note says to prefer fp32. */
+/* The note says "slower" when the bf16 GEMM measured under this fraction of
+ * the fp32 GEMM's rate: below it the difference is more than run-to-run noise
+ * (under RINGPIPE_ISA=avx2 the portable widening kernel measured 0.60x, and
+ * the default model's step ran at 0.58x fp32's tokens/s). */
+#define BF16_SLOWER 0.9
+
 void rp_trainer_print_bf16_benefit(const rp_trainer *t) {
   if (!t->bf16.n) return;
   double f = rp_isa_peak_gflops(RP_ISA_AVX512), b = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
@@ -44,15 +50,22 @@ void rp_trainer_print_bf16_benefit(const rp_trainer *t) {
   char amx[160] = "";
   if (rp_isa_cpu() >= RP_ISA_AMX) /* the CPU has AMX, the ceiling excludes it */
     snprintf(amx, sizeof amx, "; AMX is %s: allow it with --isa amx", rp_isa_why_not(RP_ISA_AMX));
+  /* what the start-up measurement says, where it ran (--measure-peak) */
+  char slower[192] = "";
+  if (t->gemm_peak_bf16 > 0 && t->gemm_peak > 0 && t->gemm_peak_bf16 < BF16_SLOWER * t->gemm_peak)
+    snprintf(slower, sizeof slower,
+             "; on the model's shapes the bf16 GEMM measured %.2fx the fp32 GEMM's rate: "
+             "expect this run to be slower than --precision fp32",
+             t->gemm_peak_bf16 / t->gemm_peak);
   if (!rp_isa_allows(RP_ISA_AVX512BF16))
     printf("  note: bf16 has no speed benefit here: no AVX512-BF16 (%s), so the matmuls "
-           "widen bf16 to fp32 and run fp32 FMAs: expect no gain over --precision fp32%s\n",
-           rp_isa_why_not(RP_ISA_AVX512BF16), amx);
+           "widen bf16 to fp32 and run fp32 FMAs%s%s\n", rp_isa_why_not(RP_ISA_AVX512BF16),
+           slower[0] ? slower : ": expect no gain over --precision fp32", amx);
   else if (b < 1.2 * f)
     printf("  note: bf16 has little or no speed benefit here: vdpbf16ps %.0f GFLOP/s vs fp32 "
            "FMA %.0f GFLOP/s per thread (measured); the bf16 GEMM takes the faster of the two "
            "(rp_bf16_kernel), and the rounding passes bf16 adds can leave the step slower than "
-           "--precision fp32: prefer fp32 here%s\n", b, f, amx);
+           "--precision fp32: prefer fp32 here%s%s\n", b, f, slower, amx);
 }
 
 /* Where a bf16 run's attention products run, and why not in bf16 when not. */
