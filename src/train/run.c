@@ -26,18 +26,18 @@ static void format_eta(char *buf, size_t n, double seconds) {
     snprintf(buf, n, "%dm%02ds", s / 60, s % 60);
 }
 
-/* Whether bf16 can be faster here, from the bf16 GEMM kernel in force and the
- * measured register-only rates of its instruction and the fp32 FMA
- * (rp_isa_peak_gflops). AMX tiles are many times the FMA's rate; vdpbf16ps on
- * Sapphire Rapids only half of it (the GEMM then widens to fp32 FMAs), and a
- * default-model step there under RINGPIPE_ISA=avx512bf16 ran at 0.93x fp32's
- * tokens/s (2 alternating pairs of bench train): the note says to prefer fp32. */
 /* The note says "slower" when the bf16 GEMM measured under this fraction of
  * the fp32 GEMM's rate: below it the difference is more than run-to-run noise
  * (under RINGPIPE_ISA=avx2 the portable widening kernel measured 0.60x, and
  * the default model's step ran at 0.58x fp32's tokens/s). */
 #define BF16_SLOWER 0.9
 
+/* Whether bf16 can be faster here, from the bf16 GEMM kernel in force and the
+ * measured register-only rates of its instruction and the fp32 FMA
+ * (rp_isa_peak_gflops). AMX tiles are many times the FMA's rate; vdpbf16ps on
+ * Sapphire Rapids only half of it (the GEMM then widens to fp32 FMAs), and a
+ * default-model step there under RINGPIPE_ISA=avx512bf16 ran at 0.93x fp32's
+ * tokens/s (2 alternating pairs of bench train): the note says to prefer fp32. */
 void rp_trainer_print_bf16_benefit(const rp_trainer *t) {
   if (!t->bf16.n) return;
   double f = rp_isa_peak_gflops(RP_ISA_AVX512), b = rp_isa_peak_gflops(RP_ISA_AVX512BF16);
