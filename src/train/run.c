@@ -28,8 +28,9 @@ static void format_eta(char *buf, size_t n, double seconds) {
 
 /* The note says "slower" when the bf16 GEMM measured under this fraction of
  * the fp32 GEMM's rate: below it the difference is more than run-to-run noise
- * (under RINGPIPE_ISA=avx2 the portable widening kernel measured 0.60x, and
- * the default model's step ran at 0.58x fp32's tokens/s). */
+ * (under RINGPIPE_ISA=avx2 the portable widening kernel measured 0.58-0.64x
+ * on the default model's shapes, and its step ran at 0.63-0.66x fp32's
+ * tokens/s, 2 alternating pairs). */
 #define BF16_SLOWER 0.9
 
 /* Whether bf16 can be faster here, from the bf16 GEMM kernel in force and the
