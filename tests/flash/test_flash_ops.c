@@ -31,6 +31,27 @@ static double rel_err(const float *got, const float *want, long n, double floor)
   return worst;
 }
 
+/* One product of random operands (A row-major M x K, or its transpose with
+ * trans, row stride lda; B K x N, row stride ldb; C M x (N + 2)) through ops
+ * and ref; the relative error over all of C, padding columns included (they
+ * must be left alone too). */
+static double gemm_case(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r, int M, int N,
+                        int K, int trans, int acc, long lda, long ldb) {
+  const long ldc = N + 2, arows = trans ? K : M;
+  float *a = ft_floats(arows * lda), *b = ft_floats(K * ldb);
+  float *c = ft_floats(M * ldc), *cr = ft_floats(M * ldc);
+  ft_fill(a, arows * lda, r, -1, 1);
+  ft_fill(b, K * ldb, r, -1, 1);
+  ft_fill(c, M * ldc, r, -1, 1);
+  memcpy(cr, c, sizeof(float) * (size_t)(M * ldc));
+  const long rsa = trans ? 1 : lda, csa = trans ? lda : 1;
+  ops->gemm(M, N, K, a, rsa, csa, b, ldb, c, ldc, acc);
+  ref->gemm(M, N, K, a, rsa, csa, b, ldb, cr, ldc, acc);
+  const double e = rel_err(c, cr, M * ldc, 1.0);
+  free(a), free(b), free(c), free(cr);
+  return e;
+}
+
 static void check_gemm(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r) {
   /* 100 and 193: inner dimensions the AVX-512 gemm splits in chunks */
   static const int dims[] = {1, 5, 6, 7, 13, 16, 24, 33, 64, 70, 100, 193};
@@ -38,21 +59,9 @@ static void check_gemm(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng 
   for (int t = 0; t < 40; t++) {
     int M = dims[rp_rng_below(r, nd)], N = dims[rp_rng_below(r, nd)];
     int K = dims[rp_rng_below(r, nd)], trans = t & 1, acc = (t >> 1) & 1;
-    long lda = (trans ? M : K) + 3, ldb = N + 5, ldc = N + 2;
-    float *a = ft_floats((trans ? K : M) * lda), *b = ft_floats(K * ldb);
-    float *c = ft_floats(M * ldc), *cr = ft_floats(M * ldc);
-    ft_fill(a, (trans ? K : M) * lda, r, -1, 1);
-    ft_fill(b, K * ldb, r, -1, 1);
-    ft_fill(c, M * ldc, r, -1, 1);
-    memcpy(cr, c, sizeof(float) * (size_t)(M * ldc));
-    long rsa = trans ? 1 : lda, csa = trans ? lda : 1;
-    ops->gemm(M, N, K, a, rsa, csa, b, ldb, c, ldc, acc);
-    ref->gemm(M, N, K, a, rsa, csa, b, ldb, cr, ldc, acc);
-    /* the padding columns of C must be left alone too */
-    double e = rel_err(c, cr, M * ldc, 1.0);
+    double e = gemm_case(ops, ref, r, M, N, K, trans, acc, (trans ? M : K) + 3, N + 5);
     if (e > 1e-5)
       fail_msg("gemm M=%d N=%d K=%d trans=%d acc=%d: rel err %.3g", M, N, K, trans, acc, e);
-    free(a), free(b), free(c), free(cr);
   }
 }
 
@@ -67,18 +76,8 @@ static void check_gemm_rows(const rp_flash_ops *ops, const rp_flash_ops *ref, rp
     for (int M = 1; M <= 26; M++)
       for (int acc = 0; acc < 2; acc++) {
         const int N = widths[w];
-        const long lda = K + 1, ldb = N + 3, ldc = N + 2;
-        float *a = ft_floats(M * lda), *b = ft_floats(K * ldb);
-        float *c = ft_floats(M * ldc), *cr = ft_floats(M * ldc);
-        ft_fill(a, M * lda, r, -1, 1);
-        ft_fill(b, K * ldb, r, -1, 1);
-        ft_fill(c, M * ldc, r, -1, 1);
-        memcpy(cr, c, sizeof(float) * (size_t)(M * ldc));
-        ops->gemm(M, N, K, a, lda, 1, b, ldb, c, ldc, acc);
-        ref->gemm(M, N, K, a, lda, 1, b, ldb, cr, ldc, acc);
-        double e = rel_err(c, cr, M * ldc, 1.0);
+        double e = gemm_case(ops, ref, r, M, N, K, 0, acc, K + 1, N + 3);
         if (e > 1e-5) fail_msg("gemm rows M=%d N=%d acc=%d: rel err %.3g", M, N, acc, e);
-        free(a), free(b), free(c), free(cr);
       }
 }
 
