@@ -138,9 +138,12 @@ static void print_peaks(void) {
 
 /* Which code each bf16 column measures, and the kernels that cannot run. */
 static void print_kernels(rp_bf16_kernel autok) {
-  printf("bf16 kernels (ceiling %s from %s): portable = plain C compiled for %s; avx512-fma = "
-         "zmm FMA on widened operands; avx512-bf16 = vdpbf16ps; amx-bf16 = tdpbf16ps tiles\n",
+  printf("bf16 kernels (ceiling %s from %s): portable = plain C compiled for %s; avx2-fma, "
+         "avx512-fma = ymm, zmm FMA on widened operands; avx512-bf16 = vdpbf16ps; amx-bf16 = "
+         "tdpbf16ps tiles\n",
          rp_isa_name(rp_isa_active()), rp_isa_source(), rp_isa_build_target());
+  if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX2_FMA))
+    printf("  avx2-fma: n/a (%s)\n", rp_isa_why_not(RP_ISA_AVX2));
   if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_FMA))
     printf("  avx512-fma: n/a (%s)\n", rp_isa_why_not(RP_ISA_AVX512));
   if (!rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16))
@@ -176,9 +179,10 @@ int main(int argc, char **argv) {
   variant vs[MAXV];
   int nv = 0;
   vs[nv++] = (variant){"fp32", V_SGEMM, RP_BF16_KERNEL_AUTO};
-  const rp_bf16_kernel ks[4] = {RP_BF16_KERNEL_AVX512_FMA, RP_BF16_KERNEL_AVX512_BF16,
-                                RP_BF16_KERNEL_AMX, RP_BF16_KERNEL_PORTABLE};
-  for (int k = 0; k < 4; k++)
+  const rp_bf16_kernel ks[5] = {RP_BF16_KERNEL_AVX2_FMA, RP_BF16_KERNEL_AVX512_FMA,
+                                RP_BF16_KERNEL_AVX512_BF16, RP_BF16_KERNEL_AMX,
+                                RP_BF16_KERNEL_PORTABLE};
+  for (int k = 0; k < 5; k++)
     if (rp_bf16_kernel_supported(ks[k]))
       vs[nv++] = (variant){rp_bf16_kernel_name(ks[k]), V_KERNEL, ks[k]};
   vs[nv++] = (variant){"packed", V_PACKED, RP_BF16_KERNEL_AUTO};

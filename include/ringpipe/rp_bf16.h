@@ -94,7 +94,9 @@ typedef enum {
   RP_BF16_KERNEL_AVX512_FMA = 2,  /* AVX-512F: bf16 widened to fp32 when packing */
   RP_BF16_KERNEL_AVX512_BF16 = 3, /* AVX512-BF16: vdpbf16ps on bf16 pairs */
   RP_BF16_KERNEL_AMX = 4,         /* AMX-BF16: tdpbf16ps on tiles (own summation order) */
+  RP_BF16_KERNEL_AVX2_FMA = 5,    /* AVX2 + FMA: avx512-fma's operands and sums on ymm */
 } rp_bf16_kernel;
+#define RP_BF16_KERNEL_LAST RP_BF16_KERNEL_AVX2_FMA
 
 typedef enum { RP_BF16_FMT_F32 = 0, RP_BF16_FMT_PAIRS = 1 } rp_bf16_fmt;
 

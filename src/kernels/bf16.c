@@ -167,6 +167,7 @@ static int g_forced_portable = 0;
 
 static int allows(rp_bf16_kernel k) {
   switch (k) {
+  case RP_BF16_KERNEL_AVX2_FMA: return rp_isa_allows(RP_ISA_AVX2);
   case RP_BF16_KERNEL_AVX512_FMA: return rp_isa_allows(RP_ISA_AVX512);
   case RP_BF16_KERNEL_AVX512_BF16: return rp_isa_allows(RP_ISA_AVX512BF16);
   case RP_BF16_KERNEL_AMX: return rp_isa_allows(RP_ISA_AMX);
@@ -175,7 +176,7 @@ static int allows(rp_bf16_kernel k) {
 }
 
 int rp_bf16_kernel_supported(rp_bf16_kernel k) {
-  return k >= RP_BF16_KERNEL_AUTO && k <= RP_BF16_KERNEL_AMX && allows(k);
+  return k >= RP_BF16_KERNEL_AUTO && k <= RP_BF16_KERNEL_LAST && allows(k);
 }
 
 const char *rp_bf16_kernel_name(rp_bf16_kernel k) {
@@ -185,6 +186,7 @@ const char *rp_bf16_kernel_name(rp_bf16_kernel k) {
   case RP_BF16_KERNEL_AVX512_FMA: return "avx512-fma";
   case RP_BF16_KERNEL_AVX512_BF16: return "avx512-bf16";
   case RP_BF16_KERNEL_AMX: return "amx-bf16";
+  case RP_BF16_KERNEL_AVX2_FMA: return "avx2-fma";
   }
   return "?";
 }
@@ -201,6 +203,7 @@ static rp_bf16_kernel auto_kernel(void) {
       rp_isa_peak_gflops(RP_ISA_AVX512BF16) >= 0.9 * rp_isa_peak_gflops(RP_ISA_AVX512))
     return RP_BF16_KERNEL_AVX512_BF16;
   if (rp_isa_allows(RP_ISA_AVX512)) return RP_BF16_KERNEL_AVX512_FMA;
+  if (rp_isa_allows(RP_ISA_AVX2)) return RP_BF16_KERNEL_AVX2_FMA;
   return RP_BF16_KERNEL_PORTABLE;
 }
 
@@ -211,6 +214,7 @@ void rp_bf16_peak_gflops(double *fma_f32, double *dpbf16) {
 
 static rp_isa kernel_level(rp_bf16_kernel k) {
   switch (k) {
+  case RP_BF16_KERNEL_AVX2_FMA: return RP_ISA_AVX2;
   case RP_BF16_KERNEL_AVX512_FMA: return RP_ISA_AVX512;
   case RP_BF16_KERNEL_AVX512_BF16: return RP_ISA_AVX512BF16;
   case RP_BF16_KERNEL_AMX: return RP_ISA_AMX;
@@ -219,9 +223,9 @@ static rp_isa kernel_level(rp_bf16_kernel k) {
 }
 
 rp_status rp_bf16_set_kernel(rp_bf16_kernel k) {
-  if (k < RP_BF16_KERNEL_AUTO || k > RP_BF16_KERNEL_AMX)
+  if (k < RP_BF16_KERNEL_AUTO || k > RP_BF16_KERNEL_LAST)
     return rp_err(RP_EINVAL, "bf16 kernel %d is not one of auto, portable, avx512-fma, "
-                             "avx512-bf16, amx-bf16", (int)k);
+                             "avx512-bf16, amx-bf16, avx2-fma", (int)k);
   if (!allows(k))
     return rp_err(RP_EINVAL, "bf16 kernel %s cannot run here (%s); use auto or portable",
                   rp_bf16_kernel_name(k), rp_isa_why_not(kernel_level(k)));
@@ -245,6 +249,7 @@ const rp_bf16_kdesc *rp_bf16_kdesc_active(void) {
   case RP_BF16_KERNEL_AVX512_FMA: return &rp_bf16_kd_avx512_fma;
   case RP_BF16_KERNEL_AVX512_BF16: return &rp_bf16_kd_avx512_bf16;
   case RP_BF16_KERNEL_AMX: return &rp_bf16_kd_amx;
+  case RP_BF16_KERNEL_AVX2_FMA: return &rp_bf16_kd_avx2_fma;
   default: return &rp_bf16_kd_portable_f32;
   }
 }
@@ -258,6 +263,7 @@ const rp_bf16_kdesc *rp_bf16_kdesc_for_fmt(rp_bf16_fmt fmt) {
     return allows(RP_BF16_KERNEL_AVX512_BF16) ? &rp_bf16_kd_avx512_bf16
                                                : &rp_bf16_kd_portable_pairs;
   }
-  return !g_forced_portable && allows(RP_BF16_KERNEL_AVX512_FMA) ? &rp_bf16_kd_avx512_fma
-                                                                 : &rp_bf16_kd_portable_f32;
+  if (g_forced_portable) return &rp_bf16_kd_portable_f32;
+  if (allows(RP_BF16_KERNEL_AVX512_FMA)) return &rp_bf16_kd_avx512_fma;
+  return allows(RP_BF16_KERNEL_AVX2_FMA) ? &rp_bf16_kd_avx2_fma : &rp_bf16_kd_portable_f32;
 }

@@ -110,6 +110,11 @@ void rp_bf16_pack_b32_f32(const rp_bf16_src *s, int r0, int nrows, long p0, long
 #define RP_BF16_MR_FMA 6
 #define RP_BF16_MR_DP 6
 
+/* gemm_bf16_avx2.c: the avx512-fma kernel's F32 panels on AVX2 (6-row A panels) */
+void rp_bf16_ukr_avx2_fma(long kp, const void *a, const void *b, float *c, long ldc, int mr,
+                          int nr, const float *init, int load_c);
+#define RP_BF16_MR_AVX2 6
+
 /* gemm_bf16_amx.c (compiled with the AMX flags where the compiler has them) */
 #define RP_BF16_MR_AMX 32
 #define RP_BF16_AMX_KC 256 /* pairs per k block; the summation order depends on it */
@@ -123,6 +128,7 @@ double rp_bf16_amx_probe_flops(long iters);
 
 /* gemm_bf16.c: the portable micro-kernels and their descriptors */
 extern const rp_bf16_kdesc rp_bf16_kd_portable_f32, rp_bf16_kd_portable_pairs;
-extern const rp_bf16_kdesc rp_bf16_kd_avx512_fma, rp_bf16_kd_avx512_bf16, rp_bf16_kd_amx;
+extern const rp_bf16_kdesc rp_bf16_kd_avx512_fma, rp_bf16_kd_avx512_bf16, rp_bf16_kd_amx,
+    rp_bf16_kd_avx2_fma;
 
 #endif

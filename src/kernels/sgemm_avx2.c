@@ -1,15 +1,16 @@
 /* AVX2 + FMA micro-kernel of the fp32 GEMM (sgemm.c), compiled through target
  * attributes and only called when the rp_isa.h ceiling allows avx2.
  *
- * A 6 x 16 tile of C in 12 ymm accumulators; per k, 2 loads of the B panel and
- * 6 broadcasts of the A panel feed 12 multiply-adds (the 16 registers hold the
- * 12 accumulators, 2 B vectors and the broadcast). k is unrolled twice, as in
- * the AVX-512 kernel. Columns past nr are masked (vmaskmov), rows past mr are
- * neither read nor written. */
+ * A 6 x 16 tile of C in 12 ymm accumulators (tile6x16_avx2.h, shared with the
+ * bf16 GEMM's AVX2 kernel). k is unrolled twice, as in the AVX-512 kernel.
+ * Columns past nr are masked (vmaskmov), rows past mr are neither read nor
+ * written. */
 #include "sgemm_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
+#include "tile6x16_avx2.h"
 
 #define TAVX2 __attribute__((target("avx2,fma")))
 
@@ -20,65 +21,35 @@
     _mm_prefetch((const char *)(cin + (i) * ldc), _MM_HINT_T0);    \
     _mm_prefetch((const char *)(cin + (i) * ldc + 8), _MM_HINT_T0); \
   }
-/* whole (a constant after inlining): a full 6 x 16 tile, nearly every tile,
- * moves C, the addend and the bias with plain loads and stores; vmaskmovps is
- * an extra uop on Intel, and its store form is microcoded on AMD Zen 2/3 */
-#define CLOAD(p, m) (whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m))
 #define ADD_C(i)                                                                   \
   if ((i) < mr) {                                                                  \
-    c##i##_0 = _mm256_add_ps(c##i##_0, CLOAD(cin + (i) * ldc, m0));                \
-    c##i##_1 = _mm256_add_ps(c##i##_1, CLOAD(cin + (i) * ldc + 8, m1));            \
+    c##i##_0 = _mm256_add_ps(c##i##_0, T16_CLOAD(cin + (i) * ldc, m0));                \
+    c##i##_1 = _mm256_add_ps(c##i##_1, T16_CLOAD(cin + (i) * ldc + 8, m1));            \
   }
-#define FMA(i)                                                   \
-  {                                                              \
-    const __m256 av = _mm256_broadcast_ss(ak + (i));             \
-    c##i##_0 = _mm256_fmadd_ps(av, b0, c##i##_0);                \
-    c##i##_1 = _mm256_fmadd_ps(av, b1, c##i##_1);                \
-  }
-#define CSTORE(p, m, v) \
-  if (whole) _mm256_storeu_ps(p, v); else _mm256_maskstore_ps(p, m, v);
-#define STORE(i)                                                 \
-  if ((i) < mr) {                                                \
-    CSTORE(c + (i) * ldc, m0, c##i##_0)                          \
-    CSTORE(c + (i) * ldc + 8, m1, c##i##_1)                      \
-  }
-#define ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5)
-#define STEP(k)                                                                 \
-  {                                                                             \
-    const float *bk = b + (k) * 16, *ak = a + (k) * 6;                          \
-    const __m256 b0 = _mm256_load_ps(bk), b1 = _mm256_load_ps(bk + 8);          \
-    ROWS(FMA)                                                                   \
-  }
-
 _Static_assert(RP_SGEMM_MR_AVX2 == 6 && RP_SGEMM_NR_AVX2 == 16, "the tile is spelled out");
-
-/* lanes [0, n) set */
-TAVX2 static __m256i lanes(int n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 TAVX2 static inline __attribute__((always_inline)) void
 ukr_body(long kc, const float *a, const float *b, float *c, long ldc, int mr, int nr,
          const float *init, const float *cin, const int whole) {
-  const __m256i m0 = lanes(nr), m1 = lanes(nr - 8);
+  const __m256i m0 = t16_lanes(nr), m1 = t16_lanes(nr - 8);
   const __m256 zero = _mm256_setzero_ps();
-  const __m256 s0 = init ? CLOAD(init, m0) : zero;
-  const __m256 s1 = init ? CLOAD(init + 8, m1) : zero;
-  ROWS(DECL)
-  ROWS(START)
+  const __m256 s0 = init ? T16_CLOAD(init, m0) : zero;
+  const __m256 s1 = init ? T16_CLOAD(init + 8, m1) : zero;
+  T16_ROWS(DECL)
+  T16_ROWS(START)
   if (cin) {
-    ROWS(PREFETCH_C)
+    T16_ROWS(PREFETCH_C)
   }
   long k = 0;
   for (; k + 2 <= kc; k += 2) {
-    STEP(k)
-    STEP(k + 1)
+    T16_STEP(k, 16)
+    T16_STEP(k + 1, 16)
   }
-  if (k < kc) STEP(k)
+  if (k < kc) T16_STEP(k, 16)
   if (cin) {
-    ROWS(ADD_C)
+    T16_ROWS(ADD_C)
   }
-  ROWS(STORE)
+  T16_ROWS(T16_STORE)
 }
 
 TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc,
@@ -220,8 +191,8 @@ TAVX2 void rp_sgemm_pack_n_avx2(const float *src, long ld, int have, int w, long
   __m256i lm[MAXV], sm[MAXV];
   const int nv = (w + 7) / 8;
   for (int v = 0; v < nv; v++) {
-    lm[v] = lanes(RP_MAX(0, RP_MIN(8, have - 8 * v)));
-    sm[v] = lanes(RP_MIN(8, w - 8 * v));
+    lm[v] = t16_lanes(RP_MAX(0, RP_MIN(8, have - 8 * v)));
+    sm[v] = t16_lanes(RP_MIN(8, w - 8 * v));
   }
   const int whole = have == w && w % 8 == 0;
   for (long k = 0; k < kc; k++) {

@@ -50,11 +50,11 @@ static inline long bt_first_diff(const float *a, const float *b, long n) {
 /* The kernels a test runs under: forced portable, then each supported kernel by
  * name. bt_kernel_set(i) selects the i-th and returns its name (NULL past the
  * end); bt_kernel_reset() goes back to auto, not forced. */
-#define BT_NKERNELS 4
+#define BT_NKERNELS 5
 static inline const char *bt_kernel_set(int i) {
-  static const rp_bf16_kernel ks[BT_NKERNELS] = {RP_BF16_KERNEL_PORTABLE,
-                                                 RP_BF16_KERNEL_AVX512_FMA,
-                                                 RP_BF16_KERNEL_AVX512_BF16, RP_BF16_KERNEL_AMX};
+  static const rp_bf16_kernel ks[BT_NKERNELS] = {
+      RP_BF16_KERNEL_PORTABLE, RP_BF16_KERNEL_AVX2_FMA, RP_BF16_KERNEL_AVX512_FMA,
+      RP_BF16_KERNEL_AVX512_BF16, RP_BF16_KERNEL_AMX};
   rp_bf16_force_portable(0);
   rp_bf16_set_kernel(RP_BF16_KERNEL_AUTO);
   if (i == 0) {
@@ -73,6 +73,7 @@ static inline const char *bt_kernel_set(int i) {
 /* Prints a "skipped" line for each bf16 kernel and conversion path that cannot
  * run here (the CPU lacks it or the RINGPIPE_ISA ceiling is below it). */
 static inline void bt_report_skipped(const char *test) {
+  ti_isa_runs(test, "kernel avx2-fma", RP_ISA_AVX2);
   ti_isa_runs(test, "kernel avx512-fma", RP_ISA_AVX512);
   ti_isa_runs(test, "kernel avx512-bf16", RP_ISA_AVX512BF16);
   ti_isa_runs(test, "kernel amx-bf16", RP_ISA_AMX);

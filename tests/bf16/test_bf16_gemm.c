@@ -482,7 +482,7 @@ static void test_kernel_choice(void **state) {
   assert_true((dp > 0.0) == (rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16) != 0));
   double amx = rp_isa_peak_gflops(RP_ISA_AMX);
   assert_true((amx > 0.0) == (rp_bf16_kernel_supported(RP_BF16_KERNEL_AMX) != 0));
-  for (int k = 1; k <= 4; k++)
+  for (int k = 1; k <= RP_BF16_KERNEL_LAST; k++)
     if (!rp_bf16_kernel_supported((rp_bf16_kernel)k))
       assert_int_equal(rp_bf16_set_kernel((rp_bf16_kernel)k), RP_EINVAL);
   fprintf(stderr, "auto kernel: %s (peak fp32 FMA %.1f, vdpbf16ps %.1f, tdpbf16ps %.1f GFLOP/s)\n",

@@ -65,7 +65,8 @@ static int bf16_kernel_ok(rp_isa l, rp_bf16_kernel k) {
            k == RP_BF16_KERNEL_AVX512_FMA;
   if (l == RP_ISA_AVX512BF16)   /* AUTO picks by measured peak between the two */
     return k == RP_BF16_KERNEL_AVX512_BF16 || k == RP_BF16_KERNEL_AVX512_FMA;
-  return k == (l == RP_ISA_AVX512 ? RP_BF16_KERNEL_AVX512_FMA : RP_BF16_KERNEL_PORTABLE);
+  return k == (l == RP_ISA_AVX512 ? RP_BF16_KERNEL_AVX512_FMA
+               : l == RP_ISA_AVX2 ? RP_BF16_KERNEL_AVX2_FMA : RP_BF16_KERNEL_PORTABLE);
 }
 
 static void check_level(rp_isa l) {
@@ -88,6 +89,7 @@ static void check_level(rp_isa l) {
   assert_int_equal(rp_flash_config_check(&cfg), l >= RP_ISA_AVX512 ? RP_OK : RP_EINVAL);
   cfg.isa = RP_FLASH_ISA_AUTO;
   assert_int_equal(rp_flash_config_check(&cfg), RP_OK);
+  assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX2_FMA), l >= RP_ISA_AVX2);
   assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_FMA), l >= RP_ISA_AVX512);
   assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AVX512_BF16), l >= RP_ISA_AVX512BF16);
   assert_int_equal(rp_bf16_kernel_supported(RP_BF16_KERNEL_AMX), l >= RP_ISA_AMX);
@@ -113,7 +115,7 @@ static void check_ceiling_wins(rp_isa top) {
   assert_int_equal(rp_bf16_set_kernel(RP_BF16_KERNEL_AVX512_FMA), RP_OK);
   assert_int_equal(rp_isa_set(RP_ISA_AVX2), RP_OK);
   assert_int_equal(rp_flash_isa_active(&cfg), RP_FLASH_ISA_AVX2);
-  assert_int_equal(rp_bf16_kernel_active(), RP_BF16_KERNEL_PORTABLE);
+  assert_int_equal(rp_bf16_kernel_active(), RP_BF16_KERNEL_AVX2_FMA);
   assert_int_equal(rp_bf16_set_kernel(RP_BF16_KERNEL_AVX512_FMA), RP_EINVAL);
   assert_non_null(strstr(rp_errmsg(), "above the ceiling avx2"));
   assert_int_equal(rp_bf16_set_kernel(RP_BF16_KERNEL_AUTO), RP_OK);
