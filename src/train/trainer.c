@@ -374,7 +374,8 @@ static void measure_fma_peak(rp_trainer *t) {
  * widen to fp32 FMAs (or run vdpbf16ps, half the FMA's rate on Sapphire
  * Rapids), the machine can always run fp32, and against the slower bf16 peak
  * the step's fp32 parts made the default model's MFU read 102 % (bf16 under
- * RINGPIPE_ISA=avx2: portable kernel, 125 GFLOP/s, the fp32 flash faster). */
+ * RINGPIPE_ISA=avx2, before its avx2-fma kernel: the portable one, 125 GFLOP/s,
+ * the fp32 flash faster). */
 static void measure_gemm_peak(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   const int bf16 = o->precision == RP_PRECISION_BF16;
