@@ -31,7 +31,7 @@ static void format_eta(char *buf, size_t n, double seconds) {
  * (under RINGPIPE_ISA=avx2 the portable widening kernel measured 0.58-0.64x
  * on the default model's shapes, and its step ran at 0.63-0.66x fp32's
  * tokens/s, 2 alternating pairs; the avx2-fma kernel that replaced it
- * 0.86-0.88x, and 0.87-0.88x in the step). */
+ * 0.86-0.88x, and 0.88-0.90x in the step). */
 #define BF16_SLOWER 0.9
 
 /* Whether bf16 can be faster here, from the bf16 GEMM kernel in force and the
