@@ -23,8 +23,8 @@
   }
 #define ADD_C(i)                                                                   \
   if ((i) < mr) {                                                                  \
-    c##i##_0 = _mm256_add_ps(c##i##_0, T16_CLOAD(cin + (i) * ldc, m0));                \
-    c##i##_1 = _mm256_add_ps(c##i##_1, T16_CLOAD(cin + (i) * ldc + 8, m1));            \
+    c##i##_0 = _mm256_add_ps(c##i##_0, T16_CLOAD(cin + (i) * ldc, m0));            \
+    c##i##_1 = _mm256_add_ps(c##i##_1, T16_CLOAD(cin + (i) * ldc + 8, m1));        \
   }
 _Static_assert(RP_SGEMM_MR_AVX2 == 6 && RP_SGEMM_NR_AVX2 == 16, "the tile is spelled out");
 
