@@ -30,10 +30,7 @@ static rp_isa xent_level(void) {
 }
 
 const rp_xent_ops *rp_xent_ops_active(void) {
-  const rp_isa l = xent_level();
-  return l == RP_ISA_AVX512 ? &rp_xent_ops_avx512
-         : l == RP_ISA_AVX2 ? &rp_xent_ops_avx2
-                             : &rp_xent_ops_c;
+  return rp_kern_table_pick(xent_level(), &rp_xent_ops_avx512, &rp_xent_ops_avx2, &rp_xent_ops_c);
 }
 
 const char *rp_xent_ops_name(void) { return rp_kern_table_name(xent_level()); }

@@ -53,10 +53,7 @@ static rp_isa gelu_level(void) {
 }
 
 const rp_gelu_ops *rp_gelu_ops_active(void) {
-  const rp_isa l = gelu_level();
-  return l == RP_ISA_AVX512 ? &rp_gelu_ops_avx512
-         : l == RP_ISA_AVX2 ? &rp_gelu_ops_avx2
-                             : &rp_gelu_ops_c;
+  return rp_kern_table_pick(gelu_level(), &rp_gelu_ops_avx512, &rp_gelu_ops_avx2, &rp_gelu_ops_c);
 }
 
 const char *rp_gelu_ops_name(void) { return rp_kern_table_name(gelu_level()); }

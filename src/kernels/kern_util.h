@@ -23,6 +23,11 @@ static inline rp_isa rp_kern_table_level(int built512, int built256) {
   if (built256 && rp_isa_allows(RP_ISA_AVX2)) return RP_ISA_AVX2;
   return RP_ISA_SCALAR;
 }
+/* The table of that level among a family's three (avx512, avx2, plain C). */
+static inline const void *rp_kern_table_pick(rp_isa level, const void *t512, const void *t256,
+                                             const void *tc) {
+  return level == RP_ISA_AVX512 ? t512 : level == RP_ISA_AVX2 ? t256 : tc;
+}
 static inline const char *rp_kern_table_name(rp_isa level) {
   return level == RP_ISA_AVX512 ? "avx512" : level == RP_ISA_AVX2 ? "avx2" : "c";
 }
