@@ -166,13 +166,16 @@ int rp_cmd_bench(int argc, char **argv) {
       if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
         printf("usage: ringpipe bench attention [--tmin 256] [--tmax 8192] [--causal both|yes|no]\n"
                "         [--threads N] [--batch 1] [--heads 6] [--head-size 64] [--bq N] [--bk N]\n"
-               "         [--bf16 0] [--naive-max-gib 2] [--min-seconds S] [--isa LEVEL]\n"
+               "         [--bf16 0] [--naive-max-gib 2] [--min-seconds S] [--cold 0]\n"
+               "         [--isa LEVEL]\n"
                "Flash vs naive attention for T from tmin to tmax (doubling): forward and\n"
                "forward+backward time ratios, attention FLOP/s as a fraction of the sgemm\n"
                "peak measured in the same run, and peak attention memory of each.\n"
                "--isa (or RINGPIPE_ISA) caps the flash kernel: scalar|avx2|avx512|avx512bf16.\n"
                "--bf16 1: the flash products in bf16 (vdpbf16ps), as a --precision bf16\n"
-               "training run uses them, where AVX512-BF16 is allowed; else fp32.\n");
+               "training run uses them, where AVX512-BF16 is allowed; else fp32.\n"
+               "--cold 1: a 64 MiB read before every timed call, so that each finds its\n"
+               "operands out of the caches as in a training step (default 0: warm repeats).\n");
         return 0;
       }
     return rp_bench_attention(argc, argv);  /* it skips argv[0], "attention" */

@@ -15,7 +15,13 @@
  * recognise, the table also gives the fraction of the flash micro-kernel's own
  * GEMM peak (the same instruction set, all pool threads), and of the FMA peak:
  * the register-only multiply-add probe of the flash path's SIMD level
- * (rp_isa_peak_gflops) times the threads, the machine's ceiling. */
+ * (rp_isa_peak_gflops) times the threads, the machine's ceiling.
+ *
+ * --cold 1 reads an eviction buffer (COLD_EVICT_BYTES) before every timed call,
+ * untimed, so that each call finds its operands out of the caches as a
+ * training step's attention finds the qkv rows the GEMM before it wrote: the
+ * warm repeats otherwise measure the kernels on data the previous repeat left
+ * in L2. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +36,7 @@
 #include "ringpipe/rp_util.h"
 
 typedef struct {
-  int threads, tmin, tmax, B, NH, HS, bq, bk, bf16;
+  int threads, tmin, tmax, B, NH, HS, bq, bk, bf16, cold;
   int causal_mask; /* bit 0: non-causal, bit 1: causal */
   double naive_max_gib, min_seconds;
   rp_flash_config flash;   /* this run's flash settings (bq, bk; the rest automatic) */
@@ -41,7 +47,7 @@ static int usage(const char *bad) {
           "ringpipe bench attention: unknown or bad option '%s'\n"
           "options: --threads N  --tmin T  --tmax T  --batch B  --heads NH  --head-size HS\n"
           "         --causal both|yes|no  --bq N  --bk N  --bf16 0|1  --naive-max-gib G\n"
-          "         --min-seconds S\n",
+          "         --min-seconds S  --cold 0|1\n",
           bad);
   return 2;
 }
@@ -73,18 +79,19 @@ static int parse(bench_opts *o, int argc, char **argv) {
     else if (strcmp(a, "--bq") == 0) o->bq = (int)x;
     else if (strcmp(a, "--bk") == 0) o->bk = (int)x;
     else if (strcmp(a, "--bf16") == 0) o->bf16 = (int)x;
+    else if (strcmp(a, "--cold") == 0) o->cold = (int)x;
     else if (strcmp(a, "--naive-max-gib") == 0) o->naive_max_gib = x;
     else if (strcmp(a, "--min-seconds") == 0) o->min_seconds = x;
     else return usage(a);
     i++;
   }
   if (o->threads < 1 || o->tmin < 1 || o->tmax < o->tmin || o->B < 1 || o->NH < 1 ||
-      o->HS < 1 || o->HS > 256) {
+      o->HS < 1 || o->HS > 256 || (o->cold != 0 && o->cold != 1)) {
     fprintf(stderr,
             "ringpipe bench attention: got --threads %d --tmin %d --tmax %d --batch %d --heads %d "
-            "--head-size %d; need threads, tmin, batch, heads >= 1, tmax >= tmin and "
-            "1 <= head-size <= 256\n",
-            o->threads, o->tmin, o->tmax, o->B, o->NH, o->HS);
+            "--head-size %d --cold %d; need threads, tmin, batch, heads >= 1, tmax >= tmin, "
+            "1 <= head-size <= 256 and cold 0 or 1\n",
+            o->threads, o->tmin, o->tmax, o->B, o->NH, o->HS, o->cold);
     return 2;
   }
   return 0;
@@ -114,12 +121,28 @@ static double sgemm_peak(int threads) {
 }
 
 
+/* --cold's eviction read: well past any L2 and the L3 share a core sees on
+ * the machines here, so that what a call reads comes from memory */
+#define COLD_EVICT_BYTES (64L << 20)
+
 typedef struct {
   int B, T, C, NH, causal;
   float *qkv, *dout, *out, *dqkv, *saved;
   rp_pool *pool;
   const rp_flash_config *flash;
+  const float *evict; /* --cold: COLD_EVICT_BYTES read before every timed call; NULL: warm */
 } run_ctx;
+
+/* One float per cache line of the eviction buffer, summed so that no load is
+ * optimised away. */
+static void evict_caches(const run_ctx *c) {
+  if (!c->evict) return;
+  volatile float sink = 0.0f;
+  float s = 0.0f;
+  for (long i = 0; i < COLD_EVICT_BYTES / (long)sizeof(float); i += 16) s += c->evict[i];
+  sink = s;
+  (void)sink;
+}
 
 static void flash_fwd(run_ctx *c) {
   if (rp_flash_forward(c->out, c->saved, c->qkv, c->B, c->T, c->C, c->NH, c->causal, c->flash,
@@ -141,20 +164,25 @@ static void naive_bwd(run_ctx *c) {
 
 typedef void (*step_fn)(run_ctx *);
 
-/* Best time of fwd alone and of fwd+bwd, repeated until min_seconds is spent;
- * a run slower than 20 x min_seconds (naive at large T) is measured once. */
+/* Best time of fwd alone and of fwd+bwd, repeated until min_seconds is spent
+ * (the cold runs' eviction reads count towards it, not towards the times); a
+ * run slower than 20 x min_seconds (naive at large T) is measured once. */
 static void time_pair(run_ctx *c, step_fn fwd, step_fn bwd, double min_s, double *tf, double *tfb) {
   *tf = *tfb = 1e30;
   double spent = 0.0;
   for (int rep = 0; rep < 2 || spent < min_s; rep++) {
+    const double start = rp_now();
+    evict_caches(c);
     double t0 = rp_now();
     fwd(c);
-    double t1 = rp_now();
+    const double f = rp_now() - t0;
+    evict_caches(c);
+    t0 = rp_now();
     bwd(c);
-    double t2 = rp_now();
-    if (t1 - t0 < *tf) *tf = t1 - t0;
-    if (t2 - t0 < *tfb) *tfb = t2 - t0;
-    spent += t2 - t0;
+    const double fb = f + (rp_now() - t0);
+    if (f < *tf) *tf = f;
+    if (fb < *tfb) *tfb = fb;
+    spent += rp_now() - start;
     if (spent > 20 * min_s) break;
   }
 }
@@ -208,6 +236,10 @@ static void print_table(const bench_opts *o, const bench_row *rows, int nrows, d
          rp_flash_isa_name(rp_flash_isa_active(&o->flash)), o->threads, kpeak / 1e9);
   printf("FMA peak (register-only probe at that level x %d threads): %.1f GFLOP/s\n",
          o->threads, fpeak / 1e9);
+  printf("caches: %s\n", o->cold ? "cold (--cold 1: a 64 MiB read before every timed call, "
+                                    "as a training step's attention finds its rows)"
+                                  : "warm (each repeat finds what the one before left; "
+                                    "--cold 1 evicts them)");
   if (o->bf16)
     printf("products: %s\n", rp_flash_bf16_active(&o->flash)
                                  ? "bf16 (vdpbf16ps; fractions stay against the fp32 peaks)"
@@ -272,11 +304,11 @@ static void print_table(const bench_opts *o, const bench_row *rows, int nrows, d
          s1, s2, best_frac, best_kfrac, best_ffrac, low, mem_linear ? "yes" : "no");
 }
 
-static void bench_one(const bench_opts *o, rp_pool *pool, int T, int causal, bench_row *row,
-                      double *max_diff) {
+static void bench_one(const bench_opts *o, rp_pool *pool, const float *evict, int T, int causal,
+                      bench_row *row, double *max_diff) {
   const int B = o->B, NH = o->NH, C = NH * o->HS;
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
-  run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool, &o->flash};
+  run_ctx c = {B, T, C, NH, causal, NULL, NULL, NULL, NULL, NULL, pool, &o->flash, evict};
   c.qkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
   c.dqkv = rp_alloc(sizeof(float) * (size_t)nqkv, RP_MEM_ACTS);
   c.dout = rp_alloc(sizeof(float) * (size_t)nout, RP_MEM_ACTS);
@@ -332,6 +364,13 @@ int rp_bench_attention(int argc, char **argv) {
     fprintf(stderr, "ringpipe bench attention: %s\n", rp_errmsg());
     return 2;
   }
+  float *evict = NULL;
+  if (o.cold) {
+    evict = rp_alloc((size_t)COLD_EVICT_BYTES, RP_MEM_WORKSPACE);
+    if (!evict) rp_fatal("bench attention: out of memory for --cold's %ld MiB eviction buffer",
+                         COLD_EVICT_BYTES >> 20);
+    memset(evict, 0, (size_t)COLD_EVICT_BYTES); /* its pages exist before any timing */
+  }
   bench_row rows[64];
   int nrows = 0;
   double peak = 0, kpeak = 0, max_diff = 0;
@@ -339,7 +378,7 @@ int rp_bench_attention(int argc, char **argv) {
     update_peaks(&o.flash, pool, o.threads, &peak, &kpeak);
     for (int causal = 1; causal >= 0; causal--) {
       if (!((o.causal_mask >> causal) & 1)) continue;
-      bench_one(&o, pool, T, causal, &rows[nrows], &max_diff);
+      bench_one(&o, pool, evict, T, causal, &rows[nrows], &max_diff);
       fprintf(stderr, "  T=%d causal=%d: flash f+b %.1f ms, naive f+b %.1f ms\n", T, causal,
               1e3 * rows[nrows].ftb, 1e3 * rows[nrows].ntb);
       nrows++;
@@ -347,6 +386,7 @@ int rp_bench_attention(int argc, char **argv) {
   }
   update_peaks(&o.flash, pool, o.threads, &peak, &kpeak);
   print_table(&o, rows, nrows, peak, kpeak, max_diff);
+  rp_free(evict);
   rp_pool_destroy(pool);
   return 0;
 }

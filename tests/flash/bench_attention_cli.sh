@@ -2,7 +2,8 @@
 # `ringpipe bench attention` end to end on small T: every (T, causal) row is
 # printed, flash and naive outputs agree, the targets line names the lowest
 # FMA fraction and the row it comes from (issue #16's target holds at every T,
-# so the best row alone would overstate it), and bad input is status 2.
+# so the best row alone would overstate it), --cold 1 runs and says so, and bad
+# input is status 2.
 # usage: bench_attention_cli.sh RINGPIPE WORKDIR
 set -eu
 ringpipe=$1 work=$2
@@ -34,12 +35,24 @@ while read -r t causal fma; do
 done <"$work/rows"
 [ "$found" -eq 1 ] || bad "targets line names '$named', not a row at the lowest FMA fraction $low"
 
-set +e
-"$ringpipe" bench attention --tmin 0 >"$work/out2" 2>"$work/err2"
-rc=$?
-set -e
-[ "$rc" -eq 2 ] || bad "--tmin 0: status $rc, want 2"
-grep -q -- "--tmin 0 " "$work/err2" || bad "--tmin 0: the message does not give the bad value: $(cat "$work/err2")"
+# --cold 1: the header says the caches are evicted, and the rows still come
+grep -q '^caches: warm' "$work/out" || bad "the warm run's header does not say its caches are warm"
+"$ringpipe" bench attention --tmin 64 --tmax 64 --causal yes --threads 1 --min-seconds 0 \
+  --cold 1 >"$work/cold" 2>"$work/err" || bad "bench attention --cold 1: status $? ($(cat "$work/err"))"
+grep -q '^caches: cold' "$work/cold" || bad "--cold 1: no 'caches: cold' line"
+grep -Eq '^ +64 +yes \|' "$work/cold" || bad "--cold 1: no row for T = 64 causal"
+
+# bad_input OPTION VALUE WANT: status 2, and the message quotes WANT (the bad value)
+bad_input() {
+  set +e
+  "$ringpipe" bench attention "$1" "$2" >"$work/bad_out" 2>"$work/bad_err"
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || bad "$1 $2: status $rc, want 2"
+  grep -q -- "$3" "$work/bad_err" || bad "$1 $2: the message does not give the bad value: $(cat "$work/bad_err")"
+}
+bad_input --cold 2 "--cold 2;"
+bad_input --tmin 0 "--tmin 0 "
 
 [ "$fails" -eq 0 ] && echo "bench_attention_cli: ok"
 [ "$fails" -eq 0 ]
