@@ -65,6 +65,10 @@ const char *rp_gemm_mode_name(rp_gemm_mode mode); /* "blas", "split", "own" */
  * 4 MiB, OpenBLAS split above: where each measured faster) */
 const char *rp_gemm_describe(const rp_pool *pool);
 void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode);  /* the pool's runs */
+/* The path rp_matmul_forward (backward = 0) or rp_matmul_backward (1) takes for
+ * N rows of an IC -> OC matmul on this pool: "own", "split" or "blas" (one
+ * sgemm with OpenBLAS's threads; every product on one thread). */
+const char *rp_matmul_path(rp_pool *pool, int N, int IC, int OC, int backward);
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
 /* sgemm FLOP/s of forward + backward over the (in, out) feature shapes with N
  * rows, timed with the pool's threads and the GEMM mode (gemm_peak.c): the MFU
@@ -73,6 +77,12 @@ rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
  * accounted workspace. 0 when they cannot be allocated. */
 double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
                     size_t scratch_bytes);
+/* FLOP/s of one IC -> OC matmul over N rows, forward (*fwd) and backward
+ * (dinp and dweight, *bwd) apart, with the pool's threads and GEMM mode, best
+ * of at least three repeats (a quarter second) after a warm-up; 0 and 0 when
+ * its operands cannot be allocated
+ * (`ringpipe bench gemm`'s per-shape table). */
+void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, double *bwd);
 /* The same through the bf16 GEMM the bf16 model runs (fp32 activations rounded
  * inside the call, bf16 weights, the kernel the rp_isa.h ceiling selects): the
  * MFU denominator of --precision bf16. */

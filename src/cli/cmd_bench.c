@@ -10,69 +10,7 @@
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_prof.h"
-#include "ringpipe/rp_sgemm.h"
 #include "ringpipe/rp_train.h"
-
-/* One mode's line: its rate and, where there is a probe, its fraction of the
- * FMA peak. */
-static void print_mode(const char *label, double rate, double fma) {
-  printf("  %-50s %7.1f GFLOP/s", label, rate / 1e9);
-  if (fma > 0) printf("  (%.3f of the FMA peak)", rate / fma);
-  printf("\n");
-}
-
-/* The GEMM modes (two ways of sharing the cores between OpenBLAS and the pool,
- * and ringpipe's own GEMM where the ISA ceiling has a kernel for it) on the
- * model's own shapes, measured back to back in one process. */
-static int bench_gemm(int argc, char **argv) {
-  rp_train_opts o;
-  int rc = rp_cli_parse("bench gemm", "ringpipe bench gemm [model options]",
-                        "GEMM FLOP/s on the model's GEMM shapes in every GEMM mode.",
-                        rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
-  if (rc >= 0) return rc;
-  rp_gpt_config cfg = {.L = o.layers, .C = o.channels, .NH = o.heads, .T = o.seq,
-                       .V = o.vocab, .Vp = rp_pad_vocab(o.vocab)};
-  int threads = o.threads > 0 ? o.threads : 2;
-  rp_pool *pool;
-  rp_status s = rp_pool_create(&pool, threads, o.pin);
-  if (s != RP_OK) return rp_cli_fail("bench", s);
-  printf("gemm modes, C=%d B=%d T=%d Vp=%d, %d threads (forward+backward of every matmul "
-         "shape of a layer and the LM head)\n", cfg.C, o.batch, o.seq, cfg.Vp, threads);
-  const int own = rp_sgemm_kernel_best(), nm = own >= 0 ? 3 : 2;
-  double rate[3] = {0, 0, 0};
-  for (int rep = 0; rep < 2; rep++)
-    for (int mode = 0; mode < nm; mode++) {
-      rp_gemm_set_mode(pool, (rp_gemm_mode)mode);
-      double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, 0, pool, NULL, 0);
-      if (r > rate[mode]) rate[mode] = r;
-    }
-  /* the fp32 FMA ceiling the step profile divides by: zmm or ymm probe x threads */
-  const rp_isa lvl = rp_isa_fp32_fma_level();
-  const double fma = rp_isa_peak_gflops(lvl) * 1e9 * threads;
-  print_mode("blas  (one sgemm, OpenBLAS threads, pool asleep):", rate[0], fma);
-  print_mode("split (pool threads, single-threaded sgemm each):", rate[1], fma);
-  if (rp_blas_above_ceiling()) /* a line of its own: vs_torch.sh parses the mode lines */
-    printf("  note: OpenBLAS's %s kernels run %s, above the ceiling %s: blas and split are not "
-           "held to it, and their fractions are of the %s probe\n", rp_blas_core(),
-           rp_isa_name(rp_blas_core_isa()), rp_isa_name(rp_isa_active()), rp_isa_name(lvl));
-  if (own >= 0) {
-    char label[64];
-    snprintf(label, sizeof label, "own   (ringpipe's GEMM, %s kernel):",
-             rp_sgemm_kernel_name((rp_sgemm_kernel)own));
-    print_mode(label, rate[2], fma);
-  } else {
-    printf("  own   (ringpipe's GEMM): no kernel at the ISA ceiling %s\n",
-           rp_isa_name(rp_isa_active()));
-  }
-  printf("  split / blas = %.3f", rate[1] / rate[0]);
-  if (own >= 0) printf(", own / split = %.3f", rate[2] / rate[1]);
-  printf("\n");
-  if (fma > 0)
-    printf("  FMA peak: %.1f GFLOP/s (%s register-only probe x %d threads)\n", fma / 1e9,
-           rp_isa_name(lvl), threads);
-  rp_pool_destroy(pool);
-  return 0;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -160,7 +98,7 @@ static int bench_train(int argc, char **argv) {
 
 int rp_cmd_bench(int argc, char **argv) {
   const char *what = argc > 0 ? argv[0] : "";
-  if (strcmp(what, "gemm") == 0) return bench_gemm(argc - 1, argv + 1);
+  if (strcmp(what, "gemm") == 0) return rp_bench_gemm(argc - 1, argv + 1);
   if (strcmp(what, "attention") == 0) {
     for (int i = 1; i < argc; i++)
       if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

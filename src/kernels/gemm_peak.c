@@ -83,6 +83,13 @@ static void bf16_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *p
   rp_matmul_bf16_backward_f32dout(op->dinp, op->dw, op->out, op->inp16, w16, N, IC, OC, 1, pool);
 }
 
+/* Inputs and weights with values in [-0.5, 0.5) (no denormals, no zeros that
+ * a kernel could skip). */
+static void fill_operands(const peak_operands *op, long N, long max_in, long max_w) {
+  for (long i = 0; i < N * max_in; i++) op->inp[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+  for (long i = 0; i < max_w; i++) op->w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+}
+
 static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *pool,
                           void *scratch, size_t scratch_bytes, int bf16) {
   long max_in, max_out, max_w;
@@ -92,8 +99,7 @@ static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *
     release_operands(&op);
     return 0;
   }
-  for (long i = 0; i < N * max_in; i++) op.inp[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
-  for (long i = 0; i < max_w; i++) op.w[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+  fill_operands(&op, N, max_in, max_w);
   if (bf16) { /* round into dw (free until the first backward), then into w's front half */
     rp_bf16_from_f32_array((uint16_t *)op.dw, op.w, max_w, pool);
     memcpy(op.w, op.dw, (size_t)max_w * sizeof(uint16_t));
@@ -116,6 +122,34 @@ static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *
 double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
                     size_t scratch_bytes) {
   return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 0);
+}
+
+/* One shape's fp32 forward and backward apart: the best of at least three
+ * repeats after a warm-up, more while under SHAPE_MIN_SECONDS (a small shape's
+ * best of three moves by several percent on a shared machine). */
+#define SHAPE_MIN_SECONDS 0.25
+void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, double *bwd) {
+  peak_operands op;
+  *fwd = *bwd = 0.0;
+  if (!carve_operands(&op, N, IC, OC, IC * OC, 0, NULL, 0)) {
+    release_operands(&op);
+    return;
+  }
+  fill_operands(&op, N, IC, IC * OC);
+  const double flops = 2.0 * N * IC * OC; /* forward; the backward is twice it */
+  const double start = rp_now();
+  for (int rep = 0; rep < 4 || (rp_now() - start < SHAPE_MIN_SECONDS && rep < 200); rep++) {
+    const double t0 = rp_now();
+    rp_matmul_forward(op.out, op.inp, op.w, NULL, (int)N, (int)IC, (int)OC, pool);
+    const double t1 = rp_now();
+    rp_matmul_backward(op.dinp, op.dw, NULL, op.out, op.inp, op.w, (int)N, (int)IC, (int)OC,
+                       pool);
+    const double t2 = rp_now();
+    if (rep == 0) continue; /* warms caches and BLAS threads */
+    if (flops / (t1 - t0) > *fwd) *fwd = flops / (t1 - t0);
+    if (2.0 * flops / (t2 - t1) > *bwd) *bwd = 2.0 * flops / (t2 - t1);
+  }
+  release_operands(&op);
 }
 
 double rp_gemm_peak_bf16(const long shapes[][2], int nshapes, long N, rp_pool *pool,

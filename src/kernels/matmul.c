@@ -294,6 +294,15 @@ int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC, int backward) {
          (backward && IC <= OC);
 }
 
+/* Which path matmul_forward / matmul_backward below take for this product. */
+const char *rp_matmul_path(rp_pool *pool, int N, int IC, int OC, int backward) {
+  if (rp_matmul_own_applies(pool, N, IC, OC, backward)) return "own";
+  const int nth = pool_threads(pool), skinny = N < SKINNY_ROWS_PER_THREAD * nth;
+  if (nth == 1 || (rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS && (backward || !skinny)))
+    return "blas";
+  return "split";
+}
+
 /* Mirrors the choice of matmul_forward below where the own GEMM does not
  * apply: one thread runs the row kernel over all rows (but one row takes
  * sgemv), split mode (and auto's OpenBLAS shapes, which run as split) runs it

@@ -7,10 +7,8 @@
 # usage: bench_attention_cli.sh RINGPIPE WORKDIR
 set -eu
 ringpipe=$1 work=$2
-rm -rf "$work"
-mkdir -p "$work"
-fails=0
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/cli_prelude.sh
+. "$(dirname "$0")/../cli_prelude.sh"
 
 "$ringpipe" bench attention --tmin 64 --tmax 128 --threads 1 --min-seconds 0 \
   --naive-max-gib 1 >"$work/out" 2>"$work/err" || bad "bench attention: status $? ($(cat "$work/err"))"
@@ -54,5 +52,4 @@ bad_input() {
 bad_input --cold 2 "--cold 2;"
 bad_input --tmin 0 "--tmin 0 "
 
-[ "$fails" -eq 0 ] && echo "bench_attention_cli: ok"
-[ "$fails" -eq 0 ]
+finish bench_attention_cli
