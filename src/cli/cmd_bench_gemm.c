@@ -17,8 +17,6 @@ enum { SHAPE_MODES = 4 };
 static const int shape_mode[SHAPE_MODES] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT, RP_GEMM_OWN,
                                             -1};
 
-/* One row: a matmul's pass in every mode (GFLOP/s), the path auto takes and
- * auto's rate over the best mode's. */
 /* Auto's rate over the mode whose path it takes, lowest and highest over the
  * rows: the same code timed twice, so the table's noise. */
 typedef struct {
@@ -28,14 +26,16 @@ typedef struct {
 static void note_same_path(same_path_spread *sp, const double rate[SHAPE_MODES],
                            const char *auto_path) {
   for (int m = 0; m < SHAPE_MODES - 1; m++) {
-    const char *names[] = {"blas", "split", "own"};
-    if (strcmp(auto_path, names[m]) != 0 || rate[m] <= 0) continue;
+    if (strcmp(auto_path, rp_gemm_mode_name((rp_gemm_mode)shape_mode[m])) != 0 || rate[m] <= 0)
+      continue;
     const double r = rate[SHAPE_MODES - 1] / rate[m];
     if (sp->lo == 0 || r < sp->lo) sp->lo = r;
     if (r > sp->hi) sp->hi = r;
   }
 }
 
+/* One row: a matmul's pass in every mode (GFLOP/s), the path auto takes and
+ * auto's rate over the best mode's and over the FMA peak. */
 static void print_shape_row(const char *name, long IC, long OC, const char *pass,
                             const double rate[SHAPE_MODES], int have_own, const char *auto_path,
                             double fma) {
