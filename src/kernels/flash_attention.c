@@ -388,16 +388,20 @@ static rp_status backward_qkv(float *dqkv, const float *dout, const float *qkv,
   if (!dsum) return RP_ENOMEM;
   rp_flash_view dsv = rp_flash_view_of(dsum, T, (long)NH * T);
   rp_flash_view dov = rp_flash_view_of(dout, C, (long)T * C);
-  rp_status s = rp_flash_rowdot(dsv, dov, rp_flash_view_of(out, C, (long)T * C), B, NH, T,
-                                C / NH, cfg, pool);
+  rp_flash_view ov = rp_flash_view_of((float *)out, C, (long)T * C);
   long C3 = 3L * C, bs = (long)T * C3;
-  if (s == RP_OK)
-    s = rp_flash_block_backward(&pr, dov, rp_flash_view_of(lse, T, (long)NH * T), dsv,
-                                rp_flash_view_of(dqkv, C3, bs),
-                                rp_flash_view_of(dqkv + C, C3, bs),
-                                rp_flash_view_of(dqkv + 2L * C, C3, bs), pool);
+  void *ctx = NULL;
+  rp_status s = rp_flash_bwd_prepare(&ctx, &pr, dov, rp_flash_view_of(lse, T, (long)NH * T), dsv,
+                                     rp_flash_view_of(dqkv, C3, bs),
+                                     rp_flash_view_of(dqkv + C, C3, bs),
+                                     rp_flash_view_of(dqkv + 2L * C, C3, bs), job_threads(pool, 0));
+  /* D = rowsum(dO O): by each head task as it starts, else a pass first */
+  if (s == RP_OK && ctx && !rp_flash_bwd_take_dsum(ctx, ov))
+    s = rp_flash_rowdot(dsv, dov, ov, B, NH, T, C / NH, cfg, pool);
+  if (s == RP_OK && ctx) rp_pool_run(pool, rp_flash_bwd_run, ctx);
+  rp_status fs = rp_flash_bwd_finish(ctx, pool);
   rp_scratch_free(dsum);
-  return s;
+  return s != RP_OK ? s : fs;
 }
 
 rp_status rp_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int C,

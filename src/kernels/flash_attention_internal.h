@@ -167,5 +167,12 @@ rp_status rp_flash_bwd_prepare(void **ctx, const rp_flash_problem *pr, rp_flash_
                                rp_flash_view dk, rp_flash_view dv, int nthreads);
 void rp_flash_bwd_run(void *ctx, int ith, int nth);
 rp_status rp_flash_bwd_finish(void *ctx, rp_pool *pool);
+/* Asks a prepared backward to compute D = rowsum(dO O) into its dsum view
+ * itself, each head task for its own rows just before it packs them, from the
+ * output rows o (the values rp_flash_rowdot would write, to the bit). 1 when
+ * it will (short heads, each thread its own share); 0 when the caller must
+ * run rp_flash_rowdot first (long heads, or split by key blocks, where
+ * several tasks read a head's D). */
+int rp_flash_bwd_take_dsum(void *ctx, rp_flash_view o);
 
 #endif
