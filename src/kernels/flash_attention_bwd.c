@@ -5,9 +5,10 @@
  *   dV_j += P^T dO_i,  dP = dO_i V_j^T,  dS = scale * P * (dP - D_i)
  *   dQ_i += dS K_j,    dK_j += dS^T Q_i
  * with D_i = rowsum(dO_i * O_i) given by the caller (the FINAL O's, so the same
- * code is the ring's block backward). dK_j and dV_j accumulate straight into
- * the output rows (the GEMMs take their row stride), which the task owns, in
- * query-block order. The per-thread tiles they once went through cost a memset
+ * code is the ring's block backward), or, for the whole attention over short
+ * heads, computed by each head's task from O (rp_flash_bwd_take_dsum). dK_j
+ * and dV_j accumulate straight into the output rows (the GEMMs take their row
+ * stride), which the task owns, in query-block order. The per-thread tiles they once went through cost a memset
  * and an add pass per key block: T = 256, 24 heads, one thread, those two
  * passes simply dropped (wrong results, an upper bound) saved 7 % of the
  * backward, accumulating in place 2.5 %. Every GEMM operand is
