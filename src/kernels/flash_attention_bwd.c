@@ -8,13 +8,13 @@
  * code is the ring's block backward), or, for the whole attention over short
  * heads, computed by each head's task from O (rp_flash_bwd_take_dsum). dK_j
  * and dV_j accumulate straight into the output rows (the GEMMs take their row
- * stride), which the task owns, in query-block order. The per-thread tiles they once went through cost a memset
- * and an add pass per key block: T = 256, 24 heads, one thread, those two
- * passes simply dropped (wrong results, an upper bound) saved 7 % of the
- * backward, accumulating in place 2.5 %. Every GEMM operand is
- * packed into per-thread scratch first (K_j rows once per key block; Q and dO
- * rows once per head under the head split, per tile under the key-block
- * split): in the model's qkv layout a head's rows lie 3C floats
+ * stride), which the task owns, in query-block order. The per-thread tiles
+ * they once went through cost a memset and an add pass per key block: T = 256,
+ * 24 heads, one thread, those two passes simply dropped (wrong results, an
+ * upper bound) saved 7 % of the backward, accumulating in place 2.5 %. Every
+ * GEMM operand is packed into per-thread scratch first (K_j rows once per key
+ * block; Q and dO rows once per head under the head split, per tile under the
+ * key-block split): in the model's qkv layout a head's rows lie 3C floats
  * apart, a stride that aliases in L1 and made the micro-kernel stream its B
  * panels from L2.
  *
