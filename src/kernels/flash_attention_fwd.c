@@ -198,7 +198,8 @@ static void fwd_accumulate(const fwd_ctx *c, int hh, int ns, const float *s, con
  * (1) or may set them (0): the rows are not zeroed when a query block starts,
  * so a strip's first product sets them (acc = 0 adds to a zero register, so
  * the bits are those of adding to zeroed rows). Rows of a strip written apart
- * from the rest (never, with strips at fixed rows) are zeroed here first. The
+ * from the rest (only where RP_FLASH_FWD_STRIP and RP_FLASH_STRIP differ, so
+ * that full and diagonal tiles cut the rows apart) are zeroed here first. The
  * zeroing pass it replaces took the first write of the cold O lines: one
  * thread, bench_flash_cpu, 6 alternating pairs, forward 1.96-2.04 -> 1.86-1.93
  * ms at T = 256 with 24 heads, median 6.30 -> 6.19 ms at T = 1024 causal. */

@@ -53,25 +53,25 @@ void rp_trainer_print_bf16_benefit(const rp_trainer *t) {
   if (rp_isa_cpu() >= RP_ISA_AMX) /* the CPU has AMX, the ceiling excludes it */
     snprintf(amx, sizeof amx, "; AMX is %s: allow it with --isa amx", rp_isa_why_not(RP_ISA_AMX));
   /* what the start-up measurement says, where it ran (--measure-peak) */
-  char slower[192] = "", measured[128] = "";
+  char measured[128] = "";
+  int slower = 0;
+  const char *slower_note = ": expect this run to be slower than --precision fp32";
   if (t->gemm_peak_bf16 > 0 && t->gemm_peak > 0) {
     snprintf(measured, sizeof measured,
              "; on the model's shapes the bf16 GEMM measured %.2fx the fp32 GEMM's rate",
              t->gemm_peak_bf16 / t->gemm_peak);
-    if (t->gemm_peak_bf16 < BF16_SLOWER * t->gemm_peak)
-      snprintf(slower, sizeof slower, "%s: expect this run to be slower than --precision fp32",
-               measured);
+    slower = t->gemm_peak_bf16 < BF16_SLOWER * t->gemm_peak;
   }
   if (!rp_isa_allows(RP_ISA_AVX512BF16))
     printf("  note: bf16 has no speed benefit here: no AVX512-BF16 (%s), so the matmuls "
            "widen bf16 to fp32 and run fp32 FMAs%s%s%s\n", rp_isa_why_not(RP_ISA_AVX512BF16),
-           slower[0] ? slower : measured, slower[0] ? "" : ": expect no gain over --precision fp32",
-           amx);
+           measured, slower ? slower_note : ": expect no gain over --precision fp32", amx);
   else if (b < 1.2 * f)
     printf("  note: bf16 has little or no speed benefit here: vdpbf16ps %.0f GFLOP/s vs fp32 "
            "FMA %.0f GFLOP/s per thread (measured); the bf16 GEMM takes the faster of the two "
            "(rp_bf16_kernel), and the rounding passes bf16 adds can leave the step slower than "
-           "--precision fp32: prefer fp32 here%s%s\n", b, f, slower, amx);
+           "--precision fp32: prefer fp32 here%s%s%s\n", b, f, slower ? measured : "",
+           slower ? slower_note : "", amx);
 }
 
 /* Where a bf16 run's attention products run, and why not in bf16 when not. */
