@@ -26,8 +26,11 @@ TAVX2 AI __m256i lane_mask(int rem) {
 /* whole = 1 (the kernel's WHOLE): every column of the block exists, plain loads and stores (a
  * maskload is one more uop on the FMA ports' side of the machine on Intel and
  * AMD alike); 0: the last vector is masked. */
-#define LOAD(i, v) c##i##_##v = whole ? _mm256_loadu_ps(c + (i) * ldc + 8 * (v)) \
-                                      : _mm256_maskload_ps(c + (i) * ldc + 8 * (v), mk##v);
+#define CLOAD(i, v) (whole ? _mm256_loadu_ps(c + (i) * ldc + 8 * (v)) \
+                          : _mm256_maskload_ps(c + (i) * ldc + 8 * (v), mk##v))
+#define LOAD(i, v) c##i##_##v = CLOAD(i, v);
+#define PREFETCH_C(i, v) _mm_prefetch((const char *)(c + (i) * ldc + 8 * (v)), _MM_HINT_T0);
+#define ADD_C(i, v) c##i##_##v = _mm256_add_ps(c##i##_##v, CLOAD(i, v));
 #define STORE(i, v) if (whole) _mm256_storeu_ps(c + (i) * ldc + 8 * (v), c##i##_##v); \
                     else _mm256_maskstore_ps(c + (i) * ldc + 8 * (v), mk##v, c##i##_##v);
 #define BLOAD(i, v) const __m256 b##v = whole ? _mm256_loadu_ps(bk + 8 * (v)) \
@@ -40,7 +43,12 @@ TAVX2 AI __m256i lane_mask(int rem) {
 #define ROWS_4(RV, OP) ROWS_2(RV, OP) RV(OP, 2) RV(OP, 3)
 #define ROWS_6(RV, OP) ROWS_4(RV, OP) RV(OP, 4) RV(OP, 5)
 
-/* C[MR, 8*NV] (= or +=) A[MR, K] B[K, 8*NV]; the last vector column is masked */
+/* C[MR, 8*NV] (= or +=) A[MR, K] B[K, 8*NV]; the last vector column is masked.
+ * acc as in the AVX-512 block (flash_block512.h): RP_FLASH_ADD_COLD adds C
+ * after the loop. Default model at the avx2 ceiling, 3 alternating pairs of
+ * step profiles: quiet backward attention 25.63-26.38 -> 22.24-23.04 ms a
+ * step (one thread, bench_flash_cpu, T = 256 causal with 24 heads: 6.97-7.71
+ * -> 6.28-6.68 ms). */
 #define KERNEL(NAME, MR, NV, WHOLE)                                                       \
   TAVX2 static void NAME(int K, const float *a, long rsa, long csa, const float *b,       \
                          long ldb, float *c, long ldc, int acc, __m256i ml) {             \
@@ -49,15 +57,21 @@ TAVX2 AI __m256i lane_mask(int rem) {
     const int whole = WHOLE;                                                              \
     (void)mk1;                                                                            \
     ROWS_##MR(RV_##NV, DECL)                                                              \
-    if (acc) {                                                                            \
+    if (acc == RP_FLASH_ADD) {                                                            \
       ROWS_##MR(RV_##NV, LOAD)                                                            \
     } else {                                                                              \
+      if (acc == RP_FLASH_ADD_COLD) {                                                     \
+        ROWS_##MR(RV_##NV, PREFETCH_C)                                                    \
+      }                                                                                   \
       ROWS_##MR(RV_##NV, ZERO)                                                            \
     }                                                                                     \
     _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                 \
       const float *ak = a + (long)k * csa, *bk = b + (long)k * ldb;                       \
       RV_##NV(BLOAD, 0)                                                                   \
       ROWS_##MR(RV_##NV, FMA)                                                             \
+    }                                                                                     \
+    if (acc == RP_FLASH_ADD_COLD) {                                                       \
+      ROWS_##MR(RV_##NV, ADD_C)                                                           \
     }                                                                                     \
     ROWS_##MR(RV_##NV, STORE)                                                             \
   }

@@ -109,8 +109,9 @@ T512 static void gemm512(int M, int N, int K, const float *a, long rsa, long csa
   }
   for (int k0 = 0; k0 < K; k0 += ch) {
     const int kk = K - k0 < ch ? K - k0 : ch;
+    /* a later chunk finds C where the one before stored it */
     gemm512_panels(M, N, kk, a + (long)k0 * csa, rsa, csa, b + (long)k0 * ldb, ldb, c, ldc,
-                   acc || k0 > 0);
+                   k0 > 0 ? RP_FLASH_ADD : acc);
   }
 }
 

@@ -121,7 +121,8 @@ static void bwd_tile_grads_bf16(const bwd_ctx *c, const float *S, float *dS, con
     const int hpr = rp_flash_pairs(hh);
     if (c->dv.p) {
       op->pair_rows(t->ppr, bk, s, bk, hh, ns, hpr);
-      op->gemm(ns, HS, hpr, t->ppr, 1, bk, dopr + (long)(r0 / 2) * HS, HS, g->dv, g->ldv, 1);
+      op->gemm(ns, HS, hpr, t->ppr, 1, bk, dopr + (long)(r0 / 2) * HS, HS, g->dv, g->ldv,
+               RP_FLASH_ADD_COLD);
     }
     if (!need_ds) continue;
     op->gemm(hh, ns, hp, do16 + (long)r0 * hp, hp, 1, t->vt, bk, ds, bk, 0);
@@ -129,11 +130,13 @@ static void bwd_tile_grads_bf16(const bwd_ctx *c, const float *S, float *dS, con
       c->pl.ops->dsoft(ds + (long)r * bk, s + (long)r * bk, ns, D[r0 + r], c->pl.scale);
     if (dq) {
       op->rows(t->ds, ldh, ds, bk, hh, ns);
-      op->gemm(hh, HS, rp_flash_pairs(ns), t->ds, ldh, 1, t->kpr, HS, dq + r0 * ldq, ldq, 1);
+      op->gemm(hh, HS, rp_flash_pairs(ns), t->ds, ldh, 1, t->kpr, HS, dq + r0 * ldq, ldq,
+               RP_FLASH_ADD_COLD);
     }
     if (c->dk.p) {
       op->pair_rows(t->dspr, bk, ds, bk, hh, ns, hpr);
-      op->gemm(ns, HS, hpr, t->dspr, 1, bk, qpr + (long)(r0 / 2) * HS, HS, g->dk, g->ldk, 1);
+      op->gemm(ns, HS, hpr, t->dspr, 1, bk, qpr + (long)(r0 / 2) * HS, HS, g->dk, g->ldk,
+               RP_FLASH_ADD_COLD);
     }
   }
 }
@@ -173,9 +176,11 @@ static void bwd_tile_key_strips(const bwd_ctx *c, const float *S, const float *d
     if (rows <= 0) continue;
     const long at = r0 * bk + k0;
     if (g->dv)
-      ops->gemm(ks, HS, rows, S + at, 1, bk, dop + r0 * HS, HS, g->dv + k0 * g->ldv, g->ldv, 1);
+      ops->gemm(ks, HS, rows, S + at, 1, bk, dop + r0 * HS, HS, g->dv + k0 * g->ldv, g->ldv,
+                RP_FLASH_ADD_COLD);
     if (g->dk)
-      ops->gemm(ks, HS, rows, dS + at, 1, bk, qp + r0 * HS, HS, g->dk + k0 * g->ldk, g->ldk, 1);
+      ops->gemm(ks, HS, rows, dS + at, 1, bk, qp + r0 * HS, HS, g->dk + k0 * g->ldk, g->ldk,
+                RP_FLASH_ADD_COLD);
   }
 }
 
@@ -200,15 +205,17 @@ static void bwd_tile_grads(const bwd_ctx *c, const float *S, float *dS, const fl
     if (ns == 0) continue;  /* rows that see nothing here: before every key strip's rows */
     const float *s = S + (long)r0 * bk;
     float *ds = dS + (long)r0 * bk;
-    if (g->dv && !by_keys) ops->gemm(ns, HS, hh, s, 1, bk, dop + r0 * HS, HS, g->dv, g->ldv, 1);
+    if (g->dv && !by_keys)
+      ops->gemm(ns, HS, hh, s, 1, bk, dop + r0 * HS, HS, g->dv, g->ldv, RP_FLASH_ADD_COLD);
     if (!need_ds) continue;
     ops->gemm(hh, ns, HS, dop + r0 * HS, HS, 1, vt, bk, ds, bk, 0);
     for (int r = 0; r < hh; r++) {
       ops->dsoft(ds + (long)r * bk, s + (long)r * bk, ns, D[r0 + r], c->pl.scale);
       if (ns < ns_max) memset(ds + (long)r * bk + ns, 0, sizeof(float) * (size_t)(ns_max - ns));
     }
-    if (dq) ops->gemm(hh, HS, ns, ds, bk, 1, kp, HS, dq + r0 * ldq, ldq, 1);
-    if (g->dk && !by_keys) ops->gemm(ns, HS, hh, ds, 1, bk, qp + r0 * HS, HS, g->dk, g->ldk, 1);
+    if (dq) ops->gemm(hh, HS, ns, ds, bk, 1, kp, HS, dq + r0 * ldq, ldq, RP_FLASH_ADD_COLD);
+    if (g->dk && !by_keys)
+      ops->gemm(ns, HS, hh, ds, 1, bk, qp + r0 * HS, HS, g->dk, g->ldk, RP_FLASH_ADD_COLD);
   }
   if (by_keys) bwd_tile_key_strips(c, S, dS, qp, dop, i0, nq, j0, ns_max, g);
 }

@@ -9,7 +9,17 @@
 
 /* The vectorised inner loops, one table per instruction set.
  * gemm: C[M,N] = (acc ? C : 0) + A B with A(i,k) = a[i*rsa + k*csa] (any strides,
- * so A may be a transposed tile) and B(k,n) = b[k*ldb + n] (rows contiguous). */
+ * so A may be a transposed tile) and B(k,n) = b[k*ldb + n] (rows contiguous);
+ * acc is one of RP_FLASH_SET, RP_FLASH_ADD, RP_FLASH_ADD_COLD below. */
+enum {
+  RP_FLASH_SET = 0,     /* C = A B */
+  RP_FLASH_ADD = 1,     /* C += A B, C loaded before the products (it is in L1) */
+  /* C += A B with C prefetched and added after them: the backward's dK, dV and
+   * dQ rows, which a tile finds in L2 or memory (a key block's first tile) or
+   * adds to after a short product (inner dimension 24); the SIMD blocks start
+   * from 0 and add C last (so C + sum, not C + a0 b0 + a1 b1 + ...) */
+  RP_FLASH_ADD_COLD = 2
+};
 typedef struct {
   void (*gemm)(int M, int N, int K, const float *a, long rsa, long csa, const float *b,
                long ldb, float *c, long ldc, int acc);

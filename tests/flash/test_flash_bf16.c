@@ -131,7 +131,7 @@ static void test_gemm(void **state) {
     for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
       for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
         for (int layout = 0; layout < 2; layout++)
-          for (int acc = 0; acc < 2; acc++) {
+          for (int acc = RP_FLASH_SET; acc <= RP_FLASH_ADD_COLD; acc++) {
             const int M = Ms[mi], N = Ns[ni], K = Ks[ki], KP = rp_flash_pairs(K);
             op->pair_rows(bp, N, b, 200, K, N, KP);
             long rsa, csa;

@@ -58,7 +58,8 @@ static void check_gemm(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng 
   const int nd = (int)(sizeof dims / sizeof dims[0]);
   for (int t = 0; t < 40; t++) {
     int M = dims[rp_rng_below(r, nd)], N = dims[rp_rng_below(r, nd)];
-    int K = dims[rp_rng_below(r, nd)], trans = t & 1, acc = (t >> 1) & 1;
+    /* acc 0, 1, 2: set, add loading C first, add C last (RP_FLASH_ADD_COLD) */
+    int K = dims[rp_rng_below(r, nd)], trans = t & 1, acc = (t >> 1) % 3;
     double e = gemm_case(ops, ref, r, M, N, K, trans, acc, (trans ? M : K) + 3, N + 5);
     if (e > 1e-5)
       fail_msg("gemm M=%d N=%d K=%d trans=%d acc=%d: rel err %.3g", M, N, K, trans, acc, e);
@@ -74,7 +75,7 @@ static void check_gemm_rows(const rp_flash_ops *ops, const rp_flash_ops *ref, rp
   const int K = 9;
   for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
     for (int M = 1; M <= 26; M++)
-      for (int acc = 0; acc < 2; acc++) {
+      for (int acc = RP_FLASH_SET; acc <= RP_FLASH_ADD_COLD; acc++) {
         const int N = widths[w];
         double e = gemm_case(ops, ref, r, M, N, K, 0, acc, K + 1, N + 3);
         if (e > 1e-5) fail_msg("gemm rows M=%d N=%d acc=%d: rel err %.3g", M, N, acc, e);
