@@ -11,7 +11,9 @@
  * stride), which the task owns, in query-block order. The per-thread tiles
  * they once went through cost a memset and an add pass per key block: T = 256,
  * 24 heads, one thread, those two passes simply dropped (wrong results, an
- * upper bound) saved 7 % of the backward, accumulating in place 2.5 %. Every
+ * upper bound) saved 7 % of the backward, accumulating in place 2.5 %. The
+ * products that add to dQ, dK and dV add C after their k loop
+ * (RP_FLASH_ADD_COLD): those rows arrive from L2 or memory. Every
  * GEMM operand is packed into per-thread scratch first (K_j rows once per key
  * block; Q and dO rows once per head under the head split, per tile under the
  * key-block split): in the model's qkv layout a head's rows lie 3C floats
