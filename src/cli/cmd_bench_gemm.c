@@ -13,7 +13,7 @@
 
 /* The per-shape table's modes: OpenBLAS's two, the own GEMM, and auto (the
  * pool's mode unset: what training runs by default). */
-enum { SHAPE_MODES = 4 };
+enum { SHAPE_OWN = 2, SHAPE_AUTO = 3, SHAPE_MODES = 4 }; /* indices of shape_mode */
 static const int shape_mode[SHAPE_MODES] = {RP_GEMM_BLAS_THREADS, RP_GEMM_POOL_SPLIT, RP_GEMM_OWN,
                                             -1};
 
@@ -25,10 +25,10 @@ typedef struct {
 
 static void note_same_path(same_path_spread *sp, const double rate[SHAPE_MODES],
                            const char *auto_path) {
-  for (int m = 0; m < SHAPE_MODES - 1; m++) {
+  for (int m = 0; m < SHAPE_AUTO; m++) {
     if (strcmp(auto_path, rp_gemm_mode_name((rp_gemm_mode)shape_mode[m])) != 0 || rate[m] <= 0)
       continue;
-    const double r = rate[SHAPE_MODES - 1] / rate[m];
+    const double r = rate[SHAPE_AUTO] / rate[m];
     if (sp->lo == 0 || r < sp->lo) sp->lo = r;
     if (r > sp->hi) sp->hi = r;
   }
@@ -42,19 +42,19 @@ static void print_shape_row(const char *name, long IC, long OC, const char *pass
   double best = 0.0;
   printf("  %-9s %6ld x %-6ld %-8s", name, IC, OC, pass);
   for (int m = 0; m < SHAPE_MODES; m++) {
-    if (m == 2 && !have_own) {
+    if (m == SHAPE_OWN && !have_own) {
       printf(" %7s", "-");
       continue;
     }
     printf(" %7.1f", rate[m] / 1e9);
     /* OpenBLAS above the ISA ceiling runs kernels the ceiling forbids: not a
      * mode auto takes there while the own GEMM has a kernel */
-    const int allowed = m == 2 || !have_own || !rp_blas_above_ceiling();
-    if (m < SHAPE_MODES - 1 && allowed && rate[m] > best) best = rate[m];
+    const int allowed = m == SHAPE_OWN || !have_own || !rp_blas_above_ceiling();
+    if (m < SHAPE_AUTO && allowed && rate[m] > best) best = rate[m];
   }
-  printf("  %-5s %5.3f", auto_path, best > 0 ? rate[SHAPE_MODES - 1] / best : 0.0);
+  printf("  %-5s %5.3f", auto_path, best > 0 ? rate[SHAPE_AUTO] / best : 0.0);
   if (fma > 0)
-    printf("  %5.3f\n", rate[SHAPE_MODES - 1] / fma);
+    printf("  %5.3f\n", rate[SHAPE_AUTO] / fma);
   else
     printf("  %5s\n", "-"); /* no FMA probe at the scalar level */
 }
@@ -79,7 +79,7 @@ static void print_shapes(const rp_gpt_config *cfg, int N, rp_pool *pool, int hav
   for (int s = 0; s < nshapes; s++) {
     double fwd[SHAPE_MODES] = {0}, bwd[SHAPE_MODES] = {0};
     for (int m = 0; m < SHAPE_MODES; m++) {
-      if (m == 2 && !have_own) continue;
+      if (m == SHAPE_OWN && !have_own) continue;
       rp_pool_set_gemm_mode(pool, shape_mode[m]);
       rp_gemm_shape_rates(shapes[s].IC, shapes[s].OC, N, pool, &fwd[m], &bwd[m]);
     }
@@ -163,4 +163,3 @@ int rp_bench_gemm(int argc, char **argv) {
   rp_pool_destroy(pool);
   return 0;
 }
-

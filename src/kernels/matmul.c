@@ -294,13 +294,24 @@ int rp_matmul_own_applies(rp_pool *pool, int N, int IC, int OC, int backward) {
          (backward && IC <= OC);
 }
 
-/* Which path matmul_forward / matmul_backward below take for this product. */
-const char *rp_matmul_path(rp_pool *pool, int N, int IC, int OC, int backward) {
-  if (rp_matmul_own_applies(pool, N, IC, OC, backward)) return "own";
+/* The path matmul_forward / matmul_backward below take for a product (and
+ * rp_matmul_path reports): the own GEMM; one OpenBLAS call over all rows with
+ * the pool's thread count (one thread, or blas mode, whose skinny forwards
+ * split columns on the pool instead); or the pool's threads each calling
+ * single-threaded OpenBLAS on a slice. */
+typedef enum { MM_OWN, MM_BLAS, MM_SPLIT } mm_route;
+
+static mm_route route_of(rp_pool *pool, int N, int IC, int OC, int backward) {
+  if (rp_matmul_own_applies(pool, N, IC, OC, backward)) return MM_OWN;
   const int nth = pool_threads(pool), skinny = N < SKINNY_ROWS_PER_THREAD * nth;
   if (nth == 1 || (rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS && (backward || !skinny)))
-    return "blas";
-  return "split";
+    return MM_BLAS;
+  return MM_SPLIT;
+}
+
+const char *rp_matmul_path(rp_pool *pool, int N, int IC, int OC, int backward) {
+  static const char *const names[] = {[MM_OWN] = "own", [MM_BLAS] = "blas", [MM_SPLIT] = "split"};
+  return names[route_of(pool, N, IC, OC, backward)];
 }
 
 /* Mirrors the choice of matmul_forward below where the own GEMM does not
@@ -334,7 +345,8 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
                            const float *resid, int N, int IC, int OC, rp_pool *pool) {
   int nth = pool_threads(pool);
   int skinny = N < SKINNY_ROWS_PER_THREAD * nth;
-  if (rp_matmul_own_applies(pool, N, IC, OC, 0)) {
+  const mm_route route = route_of(pool, N, IC, OC, 0);
+  if (route == MM_OWN) {
     rp_sgemm_forward((rp_sgemm_kernel)rp_sgemm_kernel_best(), out, inp, weight, bias, resid, N, IC,
                      OC, pool);
     return;
@@ -344,7 +356,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
     fwd_cols(out, inp, weight, bias, resid, 0, OC, N, IC, OC);
     return;
   }
-  if ((rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS && !skinny) || nth == 1) {
+  if (route == MM_BLAS) {
     rp_blas_set_threads(nth);
     rp_matmul_rows_forward(out, inp, weight, bias, resid, 0, N, IC, OC);
     return;
@@ -373,12 +385,13 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
   mm_ctx c = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
               .weight = weight, .N = N, .IC = IC, .OC = OC, .dinp_beta = dinp_beta,
               .do_gemm = 1};
-  if (rp_matmul_own_applies(pool, N, IC, OC, 1)) {
+  const mm_route route = route_of(pool, N, IC, OC, 1);
+  if (route == MM_OWN) {
     rp_sgemm_backward((rp_sgemm_kernel)rp_sgemm_kernel_best(), dinp, dweight, dbias, dout, inp,
                       weight, N, IC, OC, dinp_beta == 0.0f, pool);
     return;
   }
-  if (rp_gemm_get_mode(pool) == RP_GEMM_BLAS_THREADS || nth == 1) {
+  if (route == MM_BLAS) {
     rp_blas_set_threads(nth);
     if (dinp) dinp_rows(dinp, dout, weight, 0, N, IC, OC, dinp_beta);
     if (dweight) dweight_rows(dweight, dout, inp, 0, OC, N, IC, OC);
