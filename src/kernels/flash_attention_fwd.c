@@ -17,12 +17,12 @@
  * rows of one head lie 3C floats apart, a stride that maps every row to the
  * same few L1 sets, so the P V product streamed V from L2. Each (b, h, key
  * block) is packed once, K^T and V side by side, by whichever worker first
- * needs it, into the slot of its head: nthreads + 1 head slots (tasks go head
- * by head, so that many hold every head in flight), not B*NH of them. The
- * whole-problem buffer was as large as K and V together and, allocated
- * (zeroed, page-faulted) on every call, cost 5 % of the forward at T = 2048. A
- * worker whose head's slot still serves an earlier head waits until that
- * head's workers leave it. */
+ * needs it, into the slot of its head: group + nthreads - 1 head slots
+ * (tasks go head by head, so that many hold the heads in flight), not B*NH of
+ * them. The whole-problem buffer was as large as K and V together and,
+ * allocated (zeroed, page-faulted) on every call, cost 5 % of the forward at T
+ * = 2048. A worker whose head's slot still serves an earlier head waits until
+ * that head's workers leave it. */
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -77,8 +77,7 @@ static kv_slot *slot_take(fwd_ctx *c, kv_slot *s, long bh) {
   return s;
 }
 
-/* The slot of head bh (the heads of a group in flight and the next never
- * share one). */
+/* The slot of head bh (heads group + nthreads - 1 apart share one). */
 static kv_slot *slot_acquire(fwd_ctx *c, long bh) {
   return slot_take(c, &c->slots[bh % c->nslots], bh);
 }
@@ -396,7 +395,16 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   /* one head's K and V within a quarter of the L2: groups of nthreads heads */
   const long head_kv_bytes = 2L * pr->Tk * pr->HS * (long)sizeof(float);
   c->group = head_kv_bytes <= rp_flash_l2_bytes(pr->cfg) / 4 ? nthreads : 1;
-  c->nslots = (int)RP_MIN(BNH, (long)c->group + nthreads); /* a group in flight, the next */
+  /* The heads in flight: the group, and the next heads a worker moves on to
+   * while the others finish theirs; a slot's tiles are packed into memory that
+   * its previous head, the most recent one possible, left in the caches. With
+   * one slot more, a head's tiles went where a head further back had left
+   * them, and each store of the packing waited for its line. 2
+   * threads, `bench attention`, 3 alternating pairs: forward 3.37-3.39 ->
+   * 3.15-3.30 ms at T = 1024 causal, 12.62-13.26 -> 12.61-12.85 at 2048
+   * causal, alike non-causal; one thread (one slot) T = 1024 causal
+   * 6.42-6.73 -> 6.33-6.46 (4 pairs). */
+  c->nslots = (int)RP_MIN(BNH, (long)c->group + nthreads - 1);
   c->own_heads = rp_flash_own_heads(pr, nthreads, rp_flash_l2_bytes(pr->cfg));
   const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);

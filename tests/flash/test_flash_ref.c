@@ -204,7 +204,8 @@ static void test_keyblock_dq_deterministic(void **state) {
   free(qkv), free(dout), free(out), free(lse);
 }
 
-/* The forward packs K/V into nthreads + 1 head slots that later heads reuse:
+/* The forward packs K/V into group + nthreads - 1 head slots (here 1, 3 and
+ * 5: the heads are short, a group is nthreads of them) that later heads reuse:
  * with B*NH = 10 heads on 1, 2 and 3 threads every slot serves several heads
  * (a worker waits while its head's slot still serves an earlier head); out and
  * lse must match the reference and be the same bit for bit whatever the
