@@ -30,6 +30,9 @@ typedef enum {
 #define RP_SGEMM_KERNELS 3
 
 const char *rp_sgemm_kernel_name(rp_sgemm_kernel k);
+/* The most k per block kernel k runs with on this machine (its k blocks set
+ * the summation order), 0 for an unknown kernel. */
+int rp_sgemm_kernel_kc(rp_sgemm_kernel k);
 /* 1 when the rp_isa.h ceiling allows k */
 int rp_sgemm_kernel_supported(rp_sgemm_kernel k);
 /* The kernel rp_matmul_* would run in RP_GEMM_OWN mode: the best the ceiling

@@ -418,10 +418,11 @@ static void test_auto_mode_holds_to_ceiling(void **state) {
   rp_pool_destroy(pool);
 }
 
-/* The L2 size picks the avx512 kernel's k blocks: at K = 600 a 1 MiB L2's
- * (4 x 150) and a 2 MiB one's (2 x 300) round differently, so some output
- * differs in its bits (each run is checked against the reference above). */
-static void test_sgemm_l2_blockings_differ(void **state) {
+/* The machine picks the avx512 kernel's k blocks: at K = 600 the 192 x 192
+ * blocks (4 x 150) and the deep ones (2 x 300) round differently, so some
+ * output differs in its bits (each run is checked against the reference
+ * above). */
+static void test_sgemm_blockings_differ(void **state) {
   (void)state;
   if (!rp_sgemm_kernel_supported(RP_SGEMM_AVX512)) {
     printf("sgemm avx512 kernel: not allowed by the ISA ceiling here, skipped\n");
@@ -434,11 +435,11 @@ static void test_sgemm_l2_blockings_differ(void **state) {
   float *o1 = kt_floats((long)N * OC), *o2 = kt_floats((long)N * OC);
   kt_fill(inp, (long)N * IC, &rng, -1, 1);
   kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  rp_isa_set_l2_bytes(1L << 20);
+  rp_sgemm_force_blocks(0);
   rp_sgemm_forward(RP_SGEMM_AVX512, o1, inp, w, NULL, NULL, N, IC, OC, NULL);
-  rp_isa_set_l2_bytes(2L << 20);
+  rp_sgemm_force_blocks(1);
   rp_sgemm_forward(RP_SGEMM_AVX512, o2, inp, w, NULL, NULL, N, IC, OC, NULL);
-  rp_isa_set_l2_bytes(0);
+  rp_sgemm_force_blocks(-1);
   assert_true(memcmp(o1, o2, sizeof(float) * (size_t)N * OC) != 0);
   free(inp), free(w), free(o1), free(o2);
 }
@@ -503,14 +504,13 @@ int main(void) {
       cmocka_unit_test(test_auto_mode_holds_to_ceiling),
   };
   int rc = 0;
-  const long l2[] = {1L << 20, 2L << 20};
-  for (int i = 0; i < 2; i++) {
-    printf("blocking of a %ld MiB L2\n", l2[i] >> 20);
-    rp_isa_set_l2_bytes(l2[i]);
+  for (int deep = 0; deep < 2; deep++) {
+    printf("the AVX-512 kernel's %s blocks\n", deep ? "deep (kc = 384)" : "192 x 192");
+    rp_sgemm_force_blocks(deep);
     rc |= cmocka_run_group_tests(tests, NULL, NULL);
   }
-  rp_isa_set_l2_bytes(0);
-  const struct CMUnitTest differ[] = {cmocka_unit_test(test_sgemm_l2_blockings_differ),
+  rp_sgemm_force_blocks(-1);
+  const struct CMUnitTest differ[] = {cmocka_unit_test(test_sgemm_blockings_differ),
                                       cmocka_unit_test(test_packs_every_width)};
   rc |= cmocka_run_group_tests(differ, NULL, NULL);
   rp_sgemm_workspace_release();
