@@ -93,6 +93,8 @@ long rp_isa_l2_bytes(void);
 /* Make rp_isa_l2_bytes answer `bytes` instead (0: the CPU's own again): tests
  * run the blockings of other CPUs with it. Not for use while kernels run. */
 void rp_isa_set_l2_bytes(long bytes);
+/* One core's L1 data cache in bytes, the same way (else 48 KiB). */
+long rp_isa_l1d_bytes(void);
 
 /* ---- implemented in src/kernels (isa_kernels.c): they know the kernels */
 

@@ -222,7 +222,9 @@ const char *rp_isa_build_target(void) {
 
 /* ---- cache size */
 
-static long read_sys_l2(void) {
+/* One core's cache of a level from /sys (cpu0), instruction caches skipped;
+ * 0 when it says nothing */
+static long read_sys_cache(int want_level) {
   char path[96], buf[32];
   for (int idx = 0; idx < 8; idx++) {
     snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
@@ -231,7 +233,14 @@ static long read_sys_l2(void) {
     int level = 0;
     int ok = fscanf(f, "%d", &level) == 1;
     fclose(f);
-    if (!ok || level != 2) continue;
+    if (!ok || level != want_level) continue;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", idx);
+    f = fopen(path, "r");
+    if (f) {
+      ok = fgets(buf, sizeof buf, f) != NULL;
+      fclose(f);
+      if (ok && strncmp(buf, "Instruction", 11) == 0) continue;
+    }
     snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
     f = fopen(path, "r");
     if (!f) continue;
@@ -261,8 +270,21 @@ long rp_isa_l2_bytes(void) {
 #ifdef _SC_LEVEL2_CACHE_SIZE
   v = sysconf(_SC_LEVEL2_CACHE_SIZE);
 #endif
-  if (v <= 0) v = read_sys_l2();
+  if (v <= 0) v = read_sys_cache(2);
   if (v <= 0) v = 1L << 20;
+  cached = v;
+  return v;
+}
+
+long rp_isa_l1d_bytes(void) {
+  static long cached = 0; /* as rp_isa_l2_bytes' */
+  if (cached > 0) return cached;
+  long v = 0;
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+  v = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+#endif
+  if (v <= 0) v = read_sys_cache(1);
+  if (v <= 0) v = 48L << 10;
   cached = v;
   return v;
 }

@@ -26,8 +26,8 @@
  * Block sizes for a 48 KiB L1d and 1 MiB L2 per core: the AVX-512 kernel's B
  * micro-panel of kc = 192 is 24 KiB and its A panel 9 KiB, so both stay in L1
  * while the block's tiles run; the A block of mc = 192 rows (144 KiB) stays in
- * L2 for all the panels. A 2 MiB L2 (Sapphire Rapids), or AVX-512 on 256-bit
- * units (Zen 4), takes kc = 384 instead (rp_sgemm_kd_avx512_deep, deep_blocks). */
+ * L2 for all the panels. A 2 MiB L2 (Sapphire Rapids), or an L1d under 48 KiB
+ * (Zen 4), takes kc = 384 instead (rp_sgemm_kd_avx512_deep, deep_blocks). */
 #include <stdatomic.h>
 
 #include "fused_internal.h"
@@ -76,39 +76,31 @@ const rp_sgemm_kdesc rp_sgemm_kd_avx512 = KD_AVX512(192, 192);
  * 0.988, 96 and 288 no better). */
 const rp_sgemm_kdesc rp_sgemm_kd_avx512_deep = KD_AVX512(384, 144);
 #define DEEP_KC_MIN_L2 (2L << 20)
-
-/* 1 when the zmm FMA probe reads less than 1.5x the ymm one: AVX-512 executed
- * as two halves on 256-bit units (Zen 4: 117 against 117 GFLOP/s a thread;
- * Sapphire Rapids and Zen 5 read twice the ymm rate). Measured once, when the
- * ceiling first allows both levels; the ratio is 1 or 2, far from the line,
- * so every process on a machine decides alike (the blocking sets the bits). */
-static int zmm_on_256bit_units(void) {
-  static _Atomic int known = -1;
-  int v = atomic_load(&known);
-  if (v >= 0) return v;
-  if (!rp_isa_allows(RP_ISA_AVX512)) return 0;
-  const double zmm = rp_isa_peak_gflops(RP_ISA_AVX512), ymm = rp_isa_peak_gflops(RP_ISA_AVX2);
-  v = zmm > 0 && ymm > 0 && zmm < 1.5 * ymm;
-  atomic_store(&known, v);
-  return v;
-}
+#define DEEP_KC_BELOW_L1D (48L << 10)
 
 static _Atomic int g_forced_blocks = -1; /* rp_sgemm_force_blocks */
 
 void rp_sgemm_force_blocks(int deep) { atomic_store(&g_forced_blocks, deep < 0 ? -1 : !!deep); }
 
-/* Deep k blocks (kc = 384) where the B micro-panel streams from L2 as fast as
- * the kernel reads it: a 2 MiB L2, or 512-bit operations on 256-bit units,
- * where a k step of the 12 x 32 tile takes 24 cycles instead of 12 and asks
- * half the L2 bandwidth. On Zen 4 (32 KiB L1d, 1 MiB L2; 2 threads, hot
- * operands, the 124M shape's layers and the default model's) the deep blocks
- * ran each product at 0.90-0.94 of the probe against 0.85-0.87 with 192 x 192
- * (one thread: 1-3 % faster), and a default-model `bench train` took 0.96 of
- * the time (median of 8 alternating pairs). */
+/* Deep k blocks (kc = 384) on a core with a 2 MiB L2, where the 48 KiB B
+ * micro-panel streams from L2 beside dweight's 1.2 MiB B block (Sapphire
+ * Rapids: 0.981 of the step time), and on a core whose L1d is under 48 KiB,
+ * where the 192 x 192 blocks' B micro-panel and A panel (33 KiB) do not fit
+ * in L1 either. On Zen 4 (32 KiB L1d, 1 MiB L2, AVX-512 on 256-bit units;
+ * 2 threads, hot operands, the 124M shape's layers and the default model's)
+ * the deep blocks ran each product at 0.90-0.94 of the FMA probe against
+ * 0.85-0.87 (one thread: 1-3 % faster), and a default-model `bench train`
+ * took 0.96 of the time (median of 8 alternating pairs). The rule reads cache
+ * sizes, not timings: the blocks set the summation order, so every process
+ * on a machine must pick the same ones. */
+int rp_sgemm_deep_blocks_rule(long l1d_bytes, long l2_bytes) {
+  return l2_bytes >= DEEP_KC_MIN_L2 || l1d_bytes < DEEP_KC_BELOW_L1D;
+}
+
 static int deep_blocks(void) {
   const int forced = atomic_load(&g_forced_blocks);
   if (forced >= 0) return forced;
-  return rp_isa_l2_bytes() >= DEEP_KC_MIN_L2 || zmm_on_256bit_units();
+  return rp_sgemm_deep_blocks_rule(rp_isa_l1d_bytes(), rp_isa_l2_bytes());
 }
 
 static const rp_sgemm_kdesc *kdesc_of(rp_sgemm_kernel k) {

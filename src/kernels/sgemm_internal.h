@@ -63,9 +63,12 @@ void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w, int n
 
 extern const rp_sgemm_kdesc rp_sgemm_kd_avx512, rp_sgemm_kd_avx512_deep, rp_sgemm_kd_avx2,
     rp_sgemm_kd_portable;
-/* The AVX-512 kernel's blocks: 1 deep (kc = 384), 0 the 192 x 192 ones, -1
- * the machine's rule (L2 size and unit width; sgemm.c), so that tests can run
- * both anywhere. */
+/* 1 when the AVX-512 kernel takes the deep blocks (kc = 384) on a core with
+ * these caches, 0 for the 192 x 192 ones. Pure, so that every case can be
+ * tested on any machine. */
+int rp_sgemm_deep_blocks_rule(long l1d_bytes, long l2_bytes);
+/* The AVX-512 kernel's blocks: 1 deep, 0 the 192 x 192 ones, -1 the rule on
+ * this machine's caches, so that tests can run both anywhere. */
 void rp_sgemm_force_blocks(int deep);
 
 /* ---- operands (sgemm_pack.c) */

@@ -418,6 +418,18 @@ static void test_auto_mode_holds_to_ceiling(void **state) {
   rp_pool_destroy(pool);
 }
 
+/* The deep blocks' rule on the caches of the machines it was measured on:
+ * Sapphire Rapids (48 KiB L1d, 2 MiB L2) and Zen 4 (32 KiB, 1 MiB) deep, Zen 5
+ * (48 KiB, 1 MiB) 192 x 192. */
+static void test_deep_blocks_rule(void **state) {
+  (void)state;
+  assert_int_equal(rp_sgemm_deep_blocks_rule(48L << 10, 2L << 20), 1);
+  assert_int_equal(rp_sgemm_deep_blocks_rule(32L << 10, 1L << 20), 1);
+  assert_int_equal(rp_sgemm_deep_blocks_rule(48L << 10, 1L << 20), 0);
+  assert_int_equal(rp_sgemm_deep_blocks_rule(48L << 10, (1L << 20) + (256L << 10)), 0);
+  assert_int_equal(rp_sgemm_deep_blocks_rule(32L << 10, 2L << 20), 1);
+}
+
 /* The machine picks the avx512 kernel's k blocks: at K = 600 the 192 x 192
  * blocks (4 x 150) and the deep ones (2 x 300) round differently, so some
  * output differs in its bits (each run is checked against the reference
@@ -510,7 +522,8 @@ int main(void) {
     rc |= cmocka_run_group_tests(tests, NULL, NULL);
   }
   rp_sgemm_force_blocks(-1);
-  const struct CMUnitTest differ[] = {cmocka_unit_test(test_sgemm_blockings_differ),
+  const struct CMUnitTest differ[] = {cmocka_unit_test(test_deep_blocks_rule),
+                                      cmocka_unit_test(test_sgemm_blockings_differ),
                                       cmocka_unit_test(test_packs_every_width)};
   rc |= cmocka_run_group_tests(differ, NULL, NULL);
   rp_sgemm_workspace_release();
