@@ -260,31 +260,32 @@ static _Atomic long l2_override = 0;
 
 void rp_isa_set_l2_bytes(long bytes) { atomic_store(&l2_override, bytes > 0 ? bytes : 0); }
 
-long rp_isa_l2_bytes(void) {
-  /* the CPU's answer never changes: a benign race (same value) at worst */
-  static long cached = 0;
-  const long forced = atomic_load(&l2_override);
-  if (forced > 0) return forced;
-  if (cached > 0) return cached;
-  long v = 0;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-  v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-  if (v <= 0) v = read_sys_cache(2);
-  if (v <= 0) v = 1L << 20;
-  cached = v;
+/* A cache's size from sysconf (sc_name, or -1 where the C library has none),
+ * else /sys, else fallback; the CPU's answer never changes, so *cached holds
+ * it (a benign race, the same value, at worst). */
+static long cache_bytes(long *cached, int sc_name, int level, long fallback) {
+  if (*cached > 0) return *cached;
+  long v = sc_name >= 0 ? sysconf(sc_name) : 0;
+  if (v <= 0) v = read_sys_cache(level);
+  if (v <= 0) v = fallback;
+  *cached = v;
   return v;
 }
 
-long rp_isa_l1d_bytes(void) {
-  static long cached = 0; /* as rp_isa_l2_bytes' */
-  if (cached > 0) return cached;
-  long v = 0;
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-  v = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+#ifndef _SC_LEVEL2_CACHE_SIZE
+#define _SC_LEVEL2_CACHE_SIZE (-1)
 #endif
-  if (v <= 0) v = read_sys_cache(1);
-  if (v <= 0) v = 48L << 10;
-  cached = v;
-  return v;
+#ifndef _SC_LEVEL1_DCACHE_SIZE
+#define _SC_LEVEL1_DCACHE_SIZE (-1)
+#endif
+
+long rp_isa_l2_bytes(void) {
+  static long cached = 0;
+  const long forced = atomic_load(&l2_override);
+  return forced > 0 ? forced : cache_bytes(&cached, _SC_LEVEL2_CACHE_SIZE, 2, 1L << 20);
+}
+
+long rp_isa_l1d_bytes(void) {
+  static long cached = 0;
+  return cache_bytes(&cached, _SC_LEVEL1_DCACHE_SIZE, 1, 48L << 10);
 }
