@@ -90,9 +90,6 @@ const char *rp_isa_build_target(void);
  * once. The kernels size their blocks from it (the fp32 GEMM's k blocks, flash
  * attention's tiles unless its config names a size). */
 long rp_isa_l2_bytes(void);
-/* Make rp_isa_l2_bytes answer `bytes` instead (0: the CPU's own again): tests
- * run the blockings of other CPUs with it. Not for use while kernels run. */
-void rp_isa_set_l2_bytes(long bytes);
 /* One core's L1 data cache in bytes, the same way (else 48 KiB). */
 long rp_isa_l1d_bytes(void);
 

@@ -3,7 +3,6 @@
  * can force any path the machine has. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,10 +255,6 @@ static long read_sys_cache(int want_level) {
   return 0;
 }
 
-static _Atomic long l2_override = 0;
-
-void rp_isa_set_l2_bytes(long bytes) { atomic_store(&l2_override, bytes > 0 ? bytes : 0); }
-
 /* A cache's size from sysconf (sc_name, or -1 where the C library has none),
  * else /sys, else fallback; the CPU's answer never changes, so *cached holds
  * it (a benign race, the same value, at worst). */
@@ -281,8 +276,7 @@ static long cache_bytes(long *cached, int sc_name, int level, long fallback) {
 
 long rp_isa_l2_bytes(void) {
   static long cached = 0;
-  const long forced = atomic_load(&l2_override);
-  return forced > 0 ? forced : cache_bytes(&cached, _SC_LEVEL2_CACHE_SIZE, 2, 1L << 20);
+  return cache_bytes(&cached, _SC_LEVEL2_CACHE_SIZE, 2, 1L << 20);
 }
 
 long rp_isa_l1d_bytes(void) {
