@@ -151,6 +151,9 @@ double rp_isa_peak_gflops(rp_isa level) {
 void rp_isa_kernel_summary(char *buf, size_t n) {
   rp_isa cpu = rp_isa_cpu(), act = rp_isa_active();
   const rp_flash_config bf16_flash = {.bf16 = 1};
+  char blocks[32] = ""; /* the own AVX-512 GEMM's k blocks, which set its bits */
+  if (rp_sgemm_kernel_best() == RP_SGEMM_AVX512)
+    snprintf(blocks, sizeof blocks, " (k blocks of %d)", rp_sgemm_kernel_kc(RP_SGEMM_AVX512));
   snprintf(buf, n,
            "cpu %s, ceiling %s (%s): own fp32 GEMM kernel %s%s, flash attention %s%s, bf16 GEMM %s, "
            "bf16 conversions %s, GELU %s, cross-entropy rows %s; "
@@ -160,9 +163,7 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
            rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? "avx512"
            : rp_sgemm_kernel_best() == RP_SGEMM_AVX2 ? "avx2"
                                                      : "none (OpenBLAS only)",
-           rp_sgemm_kernel_best() != RP_SGEMM_AVX512 ? ""
-           : rp_sgemm_kernel_kc(RP_SGEMM_AVX512) > 192 ? " (k blocks of 384)"
-                                                       : " (k blocks of 192)",
+           blocks,
            rp_flash_isa_name(rp_flash_isa_active(NULL)),
            !rp_flash_bf16_active(&bf16_flash) ? ""
            : rp_flash_bf16_pays()            ? " (bf16 runs: vdpbf16ps products)"
