@@ -86,6 +86,11 @@ const char *rp_isa_why_not(rp_isa level);
  * for the baseline. */
 const char *rp_isa_build_target(void);
 
+/* 1 on an AMD CPU (the CPUID vendor), else 0: an input of the default GEMM
+ * mode's rule (rp_gemm_auto_rule), which only measurement on each vendor's
+ * cores could set. */
+int rp_isa_cpu_is_amd(void);
+
 /* One core's L2 cache in bytes: sysconf, else /sys (cpu0), else 1 MiB; read
  * once. The kernels size their blocks from it (the fp32 GEMM's k blocks, flash
  * attention's tiles unless its config names a size). */

@@ -111,6 +111,15 @@ rp_isa rp_isa_cpu(void) {
   return g_cpu;
 }
 
+int rp_isa_cpu_is_amd(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
 /* ---- the ceiling */
 
 static rp_isa g_ceiling = RP_ISA_SCALAR;

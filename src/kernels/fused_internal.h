@@ -18,13 +18,14 @@ void rp_matmul_rows_forward(float *out, const float *inp, const float *weight, c
 int rp_matmul_rows_fusable(rp_pool *pool, int N);
 
 /* The default (auto) GEMM mode from OpenBLAS's kernel level (rp_blas_core_isa),
- * the best own kernel the ceiling allows (rp_sgemm_kernel_best, -1 none) and
- * whether the ceiling allows OpenBLAS's level: RP_GEMM_OWN or
+ * the best own kernel the ceiling allows (rp_sgemm_kernel_best, -1 none),
+ * whether the ceiling allows OpenBLAS's level and whether the CPU is AMD's
+ * (rp_isa_cpu_is_amd): RP_GEMM_OWN or
  * RP_GEMM_POOL_SPLIT, and *every_weight = 1 where OWN takes every weight, 0
  * where it takes those up to 4 MiB and the backward of widening ones (the
  * rest split). Pure, so that every case can be tested on any machine. */
 rp_gemm_mode rp_gemm_auto_rule(rp_isa blas_isa, int own_kernel, int blas_within_ceiling,
-                               int *every_weight);
+                               int cpu_amd, int *every_weight);
 
 /* 1 when rp_matmul_* run ringpipe's own GEMM (rp_sgemm.h) for N rows of an
  * IC -> OC matmul */

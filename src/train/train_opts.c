@@ -54,7 +54,8 @@ const rp_opt rp_train_opt_table[] = {
      "packed once by all threads; needs avx2), blas (OpenBLAS threads), split (pool threads "
      "each run single-threaded OpenBLAS sgemm on a slice), auto (own for weights up to 4 MiB "
      "and for the backward of widening weights (IC <= OC) where the ISA ceiling allows "
-     "its avx512 kernel, else split: the measured faster default)"},
+     "its avx512 kernel, for every weight on AMD's AVX-512 cores, else split: the "
+     "measured faster default)"},
     {"weight-cache", RP_OPT_BOOL, O(weight_cache), "0", 0, 0, NULL,
      "when a step multiplies each weight more than once (--microbatches > 1, a pipeline's "
      "micro-batches, --recompute) and the own GEMM or the bf16 GEMM (--precision bf16) "

@@ -349,32 +349,37 @@ static void test_matmul_own_mode(void **state) {
 /* The auto rule in every case, whatever this machine's OpenBLAS: own takes
  * every weight where OpenBLAS's kernels are of a lower level than the own
  * kernel (a generic "Prescott" core, an inherited Haswell on AVX-512) or above
- * the ceiling (SkylakeX under RINGPIPE_ISA=avx2, which RINGPIPE_ISA cannot hold);
- * the measured split of weights against OpenBLAS's AVX-512 kernels; split
+ * the ceiling (SkylakeX under RINGPIPE_ISA=avx2, which RINGPIPE_ISA cannot hold),
+ * or its kernel is AVX-512 on an AMD CPU; the measured split of weights
+ * against OpenBLAS's AVX-512 kernels on other CPUs; split
  * against OpenBLAS's AVX2 ones at the AVX2 level; split without an own kernel. */
 static void test_auto_rule_cases(void **state) {
   (void)state;
   const struct {
     rp_isa blas;
-    int own, within, mode, every;
+    int own, within, amd, mode, every;
   } cases[] = {
-      {RP_ISA_AVX512, RP_SGEMM_AVX512, 1, RP_GEMM_OWN, 0},
-      {RP_ISA_AVX2, RP_SGEMM_AVX512, 1, RP_GEMM_OWN, 1},
-      {RP_ISA_SCALAR, RP_SGEMM_AVX512, 1, RP_GEMM_OWN, 1},
-      {RP_ISA_AVX2, RP_SGEMM_AVX2, 1, RP_GEMM_POOL_SPLIT, 0},
-      {RP_ISA_SCALAR, RP_SGEMM_AVX2, 1, RP_GEMM_OWN, 1},
-      {RP_ISA_AVX512, RP_SGEMM_AVX2, 0, RP_GEMM_OWN, 1},
-      {RP_ISA_AVX512, -1, 0, RP_GEMM_POOL_SPLIT, 0},
-      {RP_ISA_AVX2, -1, 0, RP_GEMM_POOL_SPLIT, 0},
-      {RP_ISA_SCALAR, -1, 1, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_AVX512, RP_SGEMM_AVX512, 1, 0, RP_GEMM_OWN, 0},
+      {RP_ISA_AVX512, RP_SGEMM_AVX512, 1, 1, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX2, RP_SGEMM_AVX512, 1, 0, RP_GEMM_OWN, 1},
+      {RP_ISA_SCALAR, RP_SGEMM_AVX512, 1, 0, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX2, RP_SGEMM_AVX2, 1, 0, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_AVX2, RP_SGEMM_AVX2, 1, 1, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_SCALAR, RP_SGEMM_AVX2, 1, 0, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX512, RP_SGEMM_AVX2, 0, 0, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX512, RP_SGEMM_AVX2, 0, 1, RP_GEMM_OWN, 1},
+      {RP_ISA_AVX512, -1, 0, 0, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_AVX2, -1, 0, 1, RP_GEMM_POOL_SPLIT, 0},
+      {RP_ISA_SCALAR, -1, 1, 0, RP_GEMM_POOL_SPLIT, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int every = -1;
-    rp_gemm_mode m = rp_gemm_auto_rule(cases[i].blas, cases[i].own, cases[i].within, &every);
+    rp_gemm_mode m = rp_gemm_auto_rule(cases[i].blas, cases[i].own, cases[i].within,
+                                       cases[i].amd, &every);
     if ((int)m != cases[i].mode || every != cases[i].every)
-      fail_msg("case %zu (OpenBLAS %s, own kernel %d, within the ceiling %d): mode %d every "
-               "weight %d, want %d %d", i, rp_isa_name(cases[i].blas), cases[i].own,
-               cases[i].within, (int)m, every, cases[i].mode, cases[i].every);
+      fail_msg("case %zu (OpenBLAS %s, own kernel %d, within the ceiling %d, AMD %d): mode %d "
+               "every weight %d, want %d %d", i, rp_isa_name(cases[i].blas), cases[i].own,
+               cases[i].within, cases[i].amd, (int)m, every, cases[i].mode, cases[i].every);
   }
 }
 
@@ -394,7 +399,8 @@ static void test_auto_mode_holds_to_ceiling(void **state) {
     const int best = rp_sgemm_kernel_best(), above = rp_blas_above_ceiling();
     assert_int_equal(above, rp_blas_core_isa() > (rp_isa)l);
     int every;
-    const rp_gemm_mode want = rp_gemm_auto_rule(rp_blas_core_isa(), best, !above, &every);
+    const rp_gemm_mode want =
+        rp_gemm_auto_rule(rp_blas_core_isa(), best, !above, rp_isa_cpu_is_amd(), &every);
     const char *what = rp_gemm_describe(pool);
     assert_int_equal(rp_gemm_get_mode(pool), want);
     if (want == RP_GEMM_OWN && every) {
