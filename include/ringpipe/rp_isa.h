@@ -87,8 +87,8 @@ const char *rp_isa_why_not(rp_isa level);
 const char *rp_isa_build_target(void);
 
 /* 1 on an AMD CPU (the CPUID vendor), else 0: an input of the default GEMM
- * mode's rule (rp_gemm_auto_rule), which only measurement on each vendor's
- * cores could set. */
+ * mode's rule (rp_gemm_auto_rule), whose choice between OpenBLAS and the own
+ * GEMM was measured on each vendor's cores. */
 int rp_isa_cpu_is_amd(void);
 
 /* One core's L2 cache in bytes: sysconf, else /sys (cpu0), else 1 MiB; read

@@ -45,7 +45,8 @@ void rp_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
  * where the rp_isa.h ceiling allows its avx512 kernel, else RP_GEMM_POOL_SPLIT:
  * at the avx2 level OpenBLAS measured faster than our avx2 kernel; but
  * RP_GEMM_OWN for every weight where OpenBLAS's kernels are above the ceiling
- * or below the own kernel's level, or the CPU is an AMD one with AVX-512, see rp_gemm_auto_rule in src/kernels/fused_internal.h):
+ * or below the own kernel's level, or the CPU is an AMD one with AVX-512, see
+ * rp_gemm_auto_rule in src/kernels/fused_internal.h):
  * RP_GEMM_BLAS_THREADS: one sgemm call with OpenBLAS threads = pool size, pool asleep;
  * RP_GEMM_POOL_SPLIT: each pool thread calls single-threaded sgemm on its row slice;
  * RP_GEMM_OWN: ringpipe's GEMM (rp_sgemm.h): the shared operand packed once by
