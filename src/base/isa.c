@@ -102,9 +102,22 @@ static rp_isa detect(void) {
 #endif
 }
 
+static int detect_amd(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
 static pthread_once_t g_detect_once = PTHREAD_ONCE_INIT;
 static rp_isa g_cpu = RP_ISA_SCALAR;
-static void detect_once(void) { g_cpu = detect(); }
+static int g_amd = 0;
+static void detect_once(void) {
+  g_cpu = detect();
+  g_amd = detect_amd();
+}
 
 rp_isa rp_isa_cpu(void) {
   pthread_once(&g_detect_once, detect_once);
@@ -112,12 +125,8 @@ rp_isa rp_isa_cpu(void) {
 }
 
 int rp_isa_cpu_is_amd(void) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  return __builtin_cpu_is("amd") ? 1 : 0;
-#else
-  return 0;
-#endif
+  pthread_once(&g_detect_once, detect_once);
+  return g_amd;
 }
 
 /* ---- the ceiling */

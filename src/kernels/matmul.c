@@ -73,12 +73,17 @@ int rp_blas_above_ceiling(void) { return !rp_isa_allows(rp_blas_core_isa()); }
  * them, and no ringpipe code sets it: a default-model step "held to AVX2" ran
  * its big GEMMs in AVX-512; the own kernel obeys the ceiling, so it takes
  * every weight. */
+/* The level of an own kernel (rp_sgemm_kernel_best's answer; -1 none: scalar) */
+static rp_isa own_kernel_isa(int own_kernel) {
+  return own_kernel == RP_SGEMM_AVX512 ? RP_ISA_AVX512
+         : own_kernel == RP_SGEMM_AVX2 ? RP_ISA_AVX2 : RP_ISA_SCALAR;
+}
+
 rp_gemm_mode rp_gemm_auto_rule(rp_isa blas_isa, int own_kernel, int blas_within_ceiling,
                                int cpu_amd, int *every_weight) {
   *every_weight = 0;
   if (own_kernel < 0) return RP_GEMM_POOL_SPLIT;
-  const rp_isa own_isa = own_kernel == RP_SGEMM_AVX512 ? RP_ISA_AVX512
-                         : own_kernel == RP_SGEMM_AVX2 ? RP_ISA_AVX2 : RP_ISA_SCALAR;
+  const rp_isa own_isa = own_kernel_isa(own_kernel);
   if (!blas_within_ceiling || blas_isa < own_isa || (cpu_amd && own_isa == RP_ISA_AVX512)) {
     *every_weight = 1;
     return RP_GEMM_OWN;
@@ -117,8 +122,7 @@ const char *rp_gemm_describe(const rp_pool *pool) {
     if (rp_blas_above_ceiling())
       snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS's %s kernels are "
                "above the ceiling %s)", core, rp_isa_name(rp_isa_active()));
-    else if (rp_blas_core_isa() < (rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? RP_ISA_AVX512
-                                                                               : RP_ISA_AVX2))
+    else if (rp_blas_core_isa() < own_kernel_isa(rp_sgemm_kernel_best()))
       snprintf(text, sizeof text, "auto (own for every weight: OpenBLAS runs its %s kernels, "
                "without %s)", core,
                rp_sgemm_kernel_best() == RP_SGEMM_AVX512 ? "AVX-512" : "AVX2");
