@@ -7,9 +7,13 @@
  * the 32 AVX-512 ones; 4 of the 8 AMX tiles). The operands go through an empty asm each round so that
  * the compiler cannot fold the loop. Timed in thread CPU time, so that being
  * descheduled on a shared machine does not count; the levels measured together
- * alternate and the best of 5 runs of each counts, so that a busy sibling
- * hyperthread slows all alike. A level is probed only while the ceiling allows
- * it, and measured once. */
+ * alternate and the best run of each counts, so that a busy sibling
+ * hyperthread slows all alike. The runs go on for at least PROBE_MIN_SECONDS
+ * (at least PROBE_RUNS of them): a run is under a millisecond, and on a shared
+ * VM a neighbour on the core's other hyperthread can halve the FMA rate for
+ * longer than five runs last; a low peak would overstate every fraction of it
+ * ringpipe prints. A level is probed only while the ceiling allows it, and
+ * measured once. */
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -21,9 +25,12 @@
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_sgemm.h"
+#include "ringpipe/rp_util.h"
 
 #define PROBE_ITERS 100000L
 #define PROBE_RUNS 5
+#define PROBE_MAX_RUNS 400
+#define PROBE_MIN_SECONDS 0.04
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -123,7 +130,9 @@ static void probe_pending(void) {
   int todo[RP_ISA_LEVELS] = {0};
   for (int l = RP_ISA_AVX2; l < RP_ISA_LEVELS; l++)
     todo[l] = !g_probed[l] && rp_isa_allows((rp_isa)l);
-  for (int r = 0; r < PROBE_RUNS; r++)
+  const double start = rp_now();
+  for (int r = 0; r < PROBE_MAX_RUNS && (r < PROBE_RUNS || rp_now() - start < PROBE_MIN_SECONDS);
+       r++)
     for (int l = RP_ISA_AVX2; l < RP_ISA_LEVELS; l++) {
       if (!todo[l]) continue;
       double g = probe((rp_isa)l);
