@@ -5,6 +5,7 @@
 #define RP_TRAIN_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "rp_cp.h"
 #include "rp_dp.h"
 #include "rp_flash.h"
@@ -200,5 +201,11 @@ rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *chan
 
 /* MFU for humans: "12.3%", or "n/a" when it was not measured. */
 const char *rp_format_mfu(char *buf, size_t cap, double mfu);
+
+/* Writes to f, once per call site's choosing, why an MFU reads above 100 %:
+ * the model's FLOPs ran faster (model_flops_per_s) than the GEMM peak measured
+ * at start-up, which the machine's load then held down. Nothing when mfu <= 1
+ * or the peak was not measured. */
+void rp_print_mfu_above_note(FILE *f, double mfu, double model_flops_per_s, double gemm_peak);
 
 #endif

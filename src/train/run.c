@@ -407,7 +407,7 @@ rp_status rp_trainer_run(rp_trainer *t) {
                           "writing OUT/tp_layer.svg", NULL));
   }
   double t_start = rp_now(), last_loss = 0, val = -1;
-  int first = t->step, stop = 0;
+  int first = t->step, stop = 0, mfu_noted = 0;
   rp_mem_reset_peaks();
   int last = o->stop_after > 0 && first + o->stop_after < o->steps ? first + o->stop_after
                                                                    : o->steps;
@@ -425,8 +425,13 @@ rp_status rp_trainer_run(rp_trainer *t) {
     if (o->profile && t->step == first + 1 && last > first + 1) rp_prof_enable(1);
     int at = t->step;
     rp_status local = root ? write_step_metrics(metrics, at, &st) : RP_OK;
-    if (talk && (at % o->log_every == 0 || at == o->steps || at == first + 1))
+    if (talk && (at % o->log_every == 0 || at == o->steps || at == first + 1)) {
       print_step(t, &st, first, t_start);
+      if (!mfu_noted && st.mfu > 1.0) {
+        rp_print_mfu_above_note(stdout, st.mfu, st.mfu * t->gemm_peak, t->gemm_peak);
+        mfu_noted = 1;
+      }
+    }
     if (local == RP_OK && ((o->eval_every > 0 && at % o->eval_every == 0) || at == last))
       local = eval_step(t, metrics, &val);
     if (tb) rp_tb_mirror_sync(tb);  /* a failed mirror write warns; the run goes on */

@@ -200,6 +200,18 @@ rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st) {
   return RP_OK;
 }
 
+/* A step cannot run the model faster than its GEMMs alone run: an MFU above 1
+ * says the start-up peak read low (a neighbour on a shared VM took the cores'
+ * FMA units while it was measured), and a bare "101.1%" reads like a bug. */
+void rp_print_mfu_above_note(FILE *f, double mfu, double model_flops_per_s, double gemm_peak) {
+  if (!(mfu > 1.0) || gemm_peak <= 0) return;
+  fprintf(f, "  note: MFU above 100%%: the model's FLOPs ran at %.1f GFLOP/s, faster than the GEMM "
+         "peak measured once at start-up (%.1f GFLOP/s), which a busier machine held down then; "
+         "every step's MFU keeps that one denominator so that the steps compare "
+         "(`ringpipe bench gemm` measures the peak again)\n",
+         model_flops_per_s / 1e9, gemm_peak / 1e9);
+}
+
 /* "12.3%", or "n/a" when the peak was not measured (--measure-peak=0). */
 const char *rp_format_mfu(char *buf, size_t cap, double mfu) {
   if (mfu < 0) snprintf(buf, cap, "  n/a");

@@ -1,0 +1,54 @@
+/* The note beside an MFU above 100 % (rp_print_mfu_above_note): written only
+ * then, with both rates in GFLOP/s, and never for a peak that was not measured. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ringpipe/rp_train.h"
+
+/* What the note writes for these arguments ("" when nothing). */
+static char *note_of(double mfu, double rate, double peak) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  rp_print_mfu_above_note(f, mfu, rate, peak);
+  fclose(f);
+  return text;
+}
+
+static void test_note_only_above_one(void **state) {
+  (void)state;
+  const double cases[][3] = {{0.88, 176e9, 200e9}, {1.0, 200e9, 200e9}, {-1.0, 0, 0},
+                             {1.5, 150e9, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *t = note_of(cases[i][0], cases[i][1], cases[i][2]);
+    if (t[0]) fail_msg("mfu %.2f, peak %.0f: expected no note, got \"%s\"", cases[i][0],
+                       cases[i][2], t);
+    free(t);
+  }
+}
+
+static void test_note_says_both_rates(void **state) {
+  (void)state;
+  char *t = note_of(2.0, 202.4e9, 101.2e9);
+  assert_non_null(strstr(t, "MFU above 100%"));
+  assert_non_null(strstr(t, "202.4 GFLOP/s"));
+  assert_non_null(strstr(t, "101.2 GFLOP/s"));
+  assert_non_null(strstr(t, "start-up"));
+  assert_int_equal(t[strlen(t) - 1], '\n');
+  free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_note_only_above_one),
+      cmocka_unit_test(test_note_says_both_rates),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
