@@ -202,10 +202,10 @@ rp_status rp_init_config_into_opts(const char *path, rp_train_opts *o, int *chan
 /* MFU for humans: "12.3%", or "n/a" when it was not measured. */
 const char *rp_format_mfu(char *buf, size_t cap, double mfu);
 
-/* Writes to f, once per call site's choosing, why an MFU reads above 100 %:
- * the model's FLOPs ran faster (model_flops_per_s) than the GEMM peak measured
- * at start-up, which the machine's load then held down. Nothing when mfu <= 1
- * or the peak was not measured. */
-void rp_print_mfu_above_note(FILE *f, double mfu, double model_flops_per_s, double gemm_peak);
+/* Writes to f why an MFU reads above 100 %: the model's FLOPs ran faster
+ * (model_flops_per_s) than the GEMM peak measured at start-up, which the
+ * machine's load then held down. Nothing when they did not or the peak was not
+ * measured. Returns 1 when it wrote the note. */
+int rp_print_mfu_above_note(FILE *f, double model_flops_per_s, double gemm_peak);
 
 #endif

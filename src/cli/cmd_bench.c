@@ -88,7 +88,7 @@ static int bench_train(int argc, char **argv) {
       printf("  sgemm peak on the model's shapes: not measured (--measure-peak=0)\n");
     printf("  model FLOP/s: %.1f GFLOP/s  ->  MFU %s\n", rate / 1e9,
            rp_format_mfu(mfu, sizeof mfu, t.gemm_peak > 0 ? rate / t.gemm_peak : -1));
-    if (t.gemm_peak > 0) rp_print_mfu_above_note(stdout, rate / t.gemm_peak, rate, t.gemm_peak);
+    rp_print_mfu_above_note(stdout, rate, t.gemm_peak);
     printf("  peak memory: %s\n", mem);
   }
   if (o.profile && t.grid.world_rank == 0) rp_trainer_print_profile(&t);

@@ -55,6 +55,12 @@ rp_isa rp_blas_core_isa(void) {
 
 int rp_blas_above_ceiling(void) { return !rp_isa_allows(rp_blas_core_isa()); }
 
+/* The level of an own kernel (rp_sgemm_kernel_best's answer; -1 none: scalar) */
+static rp_isa own_kernel_isa(int own_kernel) {
+  return own_kernel == RP_SGEMM_AVX512 ? RP_ISA_AVX512
+         : own_kernel == RP_SGEMM_AVX2 ? RP_ISA_AVX2 : RP_ISA_SCALAR;
+}
+
 /* What auto runs (see fused_internal.h). The own kernel measured faster than
  * OpenBLAS's AVX-512 ones on the weights up to OWN_AUTO_MAX_WEIGHT_BYTES and
  * on widening backwards (Sapphire Rapids), and faster on every weight than
@@ -73,12 +79,6 @@ int rp_blas_above_ceiling(void) { return !rp_isa_allows(rp_blas_core_isa()); }
  * them, and no ringpipe code sets it: a default-model step "held to AVX2" ran
  * its big GEMMs in AVX-512; the own kernel obeys the ceiling, so it takes
  * every weight. */
-/* The level of an own kernel (rp_sgemm_kernel_best's answer; -1 none: scalar) */
-static rp_isa own_kernel_isa(int own_kernel) {
-  return own_kernel == RP_SGEMM_AVX512 ? RP_ISA_AVX512
-         : own_kernel == RP_SGEMM_AVX2 ? RP_ISA_AVX2 : RP_ISA_SCALAR;
-}
-
 rp_gemm_mode rp_gemm_auto_rule(rp_isa blas_isa, int own_kernel, int blas_within_ceiling,
                                int cpu_amd, int *every_weight) {
   *every_weight = 0;

@@ -427,10 +427,8 @@ rp_status rp_trainer_run(rp_trainer *t) {
     rp_status local = root ? write_step_metrics(metrics, at, &st) : RP_OK;
     if (talk && (at % o->log_every == 0 || at == o->steps || at == first + 1)) {
       print_step(t, &st, first, t_start);
-      if (!mfu_noted && st.mfu > 1.0) {
-        rp_print_mfu_above_note(stdout, st.mfu, st.mfu * t->gemm_peak, t->gemm_peak);
-        mfu_noted = 1;
-      }
+      if (!mfu_noted && st.mfu > 0)
+        mfu_noted = rp_print_mfu_above_note(stdout, st.mfu * t->gemm_peak, t->gemm_peak);
     }
     if (local == RP_OK && ((o->eval_every > 0 && at % o->eval_every == 0) || at == last))
       local = eval_step(t, metrics, &val);

@@ -11,23 +11,23 @@
 
 #include "ringpipe/rp_train.h"
 
-/* What the note writes for these arguments ("" when nothing). */
-static char *note_of(double mfu, double rate, double peak) {
+/* What the note writes for these rates ("" when nothing). */
+static char *note_of(double rate, double peak) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   assert_non_null(f);
-  rp_print_mfu_above_note(f, mfu, rate, peak);
+  rp_print_mfu_above_note(f, rate, peak);
   fclose(f);
   return text;
 }
 
 static void test_note_only_above_one(void **state) {
   (void)state;
-  const double cases[][3] = {{0.88, 176e9, 200e9}, {1.0, 200e9, 200e9}, {-1.0, 0, 0},
+  const double cases[][3] = { /* MFU (for the message), rate, peak */{0.88, 176e9, 200e9}, {1.0, 200e9, 200e9}, {-1.0, 0, 0},
                              {1.5, 150e9, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    char *t = note_of(cases[i][0], cases[i][1], cases[i][2]);
+    char *t = note_of(cases[i][1], cases[i][2]);
     if (t[0]) fail_msg("mfu %.2f, peak %.0f: expected no note, got \"%s\"", cases[i][0],
                        cases[i][2], t);
     free(t);
@@ -36,7 +36,7 @@ static void test_note_only_above_one(void **state) {
 
 static void test_note_says_both_rates(void **state) {
   (void)state;
-  char *t = note_of(2.0, 202.4e9, 101.2e9);
+  char *t = note_of(202.4e9, 101.2e9);
   assert_non_null(strstr(t, "MFU above 100%"));
   assert_non_null(strstr(t, "202.4 GFLOP/s"));
   assert_non_null(strstr(t, "101.2 GFLOP/s"));
