@@ -3,8 +3,9 @@
 # training tokens/s (ringpipe `bench train` vs PyTorch eager and torch.compile,
 # bench/vs_torch.py) and causal / non-causal attention forward+backward (ringpipe
 # flash vs PyTorch scaled_dot_product_attention). Prints per round and, per
-# comparison, the median ratio with its min..max spread over the rounds; writes
-# the tables to OUT_DIR/vs_torch.md.
+# comparison, the median ratio with its min..max spread over the rounds, and
+# (fp32) ringpipe's model FLOP/s over the FMA probe per round and their spread,
+# as `bench train` prints it; writes the tables to OUT_DIR/vs_torch.md.
 #
 # PyTorch comes from a virtual environment OUTSIDE the repository, created on
 # first use (the CPU wheel index first, then PyPI). When it cannot be installed
@@ -125,6 +126,11 @@ spread() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{ v[NR] = $1 } END
   if (NR == 0) { printf "n/a (no round gave both rates)"; exit }
   m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
   printf "%.2fx (%.2f..%.2f)", m, v[1], v[NR] }'; }
+# fractions -> "median (min..max)"
+fraction_spread() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{ v[NR] = $1 } END {
+  if (NR == 0) { printf "n/a (no round printed one)"; exit }
+  m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+  printf "%.3f (%.3f..%.3f)", m, v[1], v[NR] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print 0 }'; }
 
 model_flags() {
@@ -182,16 +188,22 @@ for model in $MODELS; do
   declare -A ratios=()
   echo "## training, $model model ($flags), $PRECISION" | tee -a "$report"
   echo | tee -a "$report"
-  echo "| round | ringpipe tok/s | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)" | tee -a "$report"
-  echo "|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
+  # the FMA column: ringpipe's model FLOP/s at its mean rate over the fp32 FMA
+  # probe, as `bench train` prints it (fp32 runs only)
+  echo "| round | ringpipe tok/s | ringpipe / FMA probe | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)" | tee -a "$report"
+  echo "|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
+  fmas=""
   for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
     # a run that fails shows as "failed" (its last stderr line is printed) and the
     # rounds go on: pipefail must not end the script here
-    rp=$("$RINGPIPE" bench train $flags --precision "$PRECISION" --steps $((STEPS + 2)) --threads "$THREADS" \
-         --gemm "$GEMM" --no-measure-peak 2>"$OUT/last.err" | sed -n 's/^  tokens\/s: //p') || true
+    "$RINGPIPE" bench train $flags --precision "$PRECISION" --steps $((STEPS + 2)) --threads "$THREADS" \
+      --gemm "$GEMM" --no-measure-peak >"$OUT/last.out" 2>"$OUT/last.err" || true
+    rp=$(sed -n 's/^  tokens\/s: //p' "$OUT/last.out")
+    fma=$(sed -n 's/^  model FLOP\/s over the FMA probe .*): \([0-9.]*\) (mean rate).*/\1/p' "$OUT/last.out")
+    fmas="$fmas $fma"
     [ -n "$rp" ] || echo "vs_torch: ringpipe bench train failed: $(tail -1 "$OUT/last.err")" >&2
-    line="| $r | $rp |"
+    line="| $r | $rp | ${fma:--} |"
     for impl in $IMPLS; do
       # shellcheck disable=SC2086
       tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
@@ -206,6 +218,8 @@ for model in $MODELS; do
   for impl in $IMPLS; do
     echo "ringpipe / torch $impl, $model, $PRECISION: $(echo "${ratios[$impl]:-}" | spread)" | tee -a "$report"
   done
+  [ "$PRECISION" = fp32 ] &&
+    echo "ringpipe's model FLOP/s over the FMA probe, $model, at each round's mean rate: $(echo "$fmas" | fraction_spread)" | tee -a "$report"
   echo | tee -a "$report"
   unset ratios
   [ -n "$GEMMS" ] && [ "$PRECISION" = fp32 ] && gemm_rounds "$model" "$flags"

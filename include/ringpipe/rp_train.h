@@ -207,5 +207,11 @@ const char *rp_format_mfu(char *buf, size_t cap, double mfu);
  * machine's load then held down. Nothing when they did not or the peak was not
  * measured. Returns 1 when it wrote the note. */
 int rp_print_mfu_above_note(FILE *f, double model_flops_per_s, double gemm_peak);
+/* Writes to f the model's FLOP/s as a fraction of the fp32 FMA probe
+ * (probe_flops_per_s, the level's rate times the threads): at the mean rate
+ * and, when median_flops_per_s > 0, at the median step's. Nothing without a
+ * probe (scalar builds) or a rate. Returns 1 when it wrote the line. */
+int rp_print_fma_fraction(FILE *f, double mean_flops_per_s, double median_flops_per_s,
+                          double probe_flops_per_s, const char *probe_level, int threads);
 
 #endif

@@ -20,12 +20,25 @@ static int cmp_double(const void *a, const void *b) {
 /* The per-step rates beside the run's mean: on a shared machine one slow
  * step (another tenant, a page-cache flush) moves the mean, and the median
  * with the spread says whether two runs really differ. */
-static void print_step_spread(double *rates, int n) {
-  if (n < 2) return;
+static double print_step_spread(double *rates, int n) {
+  if (n < 2) return -1.0;
   qsort(rates, (size_t)n, sizeof *rates, cmp_double);
   double median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
   printf("  per step: median %.0f tokens/s, slowest %.0f, fastest %.0f\n", median, rates[0],
          rates[n - 1]);
+  return median;
+}
+
+/* fp32 runs only: a bf16 step's products run on the bf16 dot, whose rate the
+ * fp32 probe does not bound. */
+static void print_fma_fraction(const rp_trainer *t, double flops_per_token, double mean_tok_s,
+                               double median_tok_s) {
+  if (t->bf16.n) return;
+  const rp_isa level = rp_isa_fp32_fma_level();
+  const int threads = rp_pool_size(t->pool);
+  rp_print_fma_fraction(stdout, flops_per_token * mean_tok_s,
+                        median_tok_s > 0 ? flops_per_token * median_tok_s : -1.0,
+                        rp_isa_peak_gflops(level) * 1e9 * threads, rp_isa_name(level), threads);
 }
 
 /* A short real training run: tokens/s, MFU and peak memory by category. */
@@ -33,7 +46,8 @@ static int bench_train(int argc, char **argv) {
   rp_train_opts o;
   int rc = rp_cli_parse("bench train", "ringpipe bench train [train options]",
                         "Train for a few steps and report throughput (the mean, and the median,\n"
-                        "slowest and fastest step; the first two of more than two are warm-up), MFU and memory.",
+                        "slowest and fastest step; the first two of more than two are warm-up), MFU, the\n"
+                        "model's FLOP/s over the FMA probe (fp32) and memory.",
                         rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
   if (rc >= 0) return rc;
   rp_trainer t;
@@ -75,8 +89,9 @@ static int bench_train(int argc, char **argv) {
     if (wcache) printf("  weight cache: %s\n", wcache);
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
-    print_step_spread(rates, nrates);
-    double rate = rp_gpt_flops_per_token(&t.cfg, o.seq) * tok / secs;
+    const double median = print_step_spread(rates, nrates);
+    const double flops_per_token = rp_gpt_flops_per_token(&t.cfg, o.seq);
+    double rate = flops_per_token * tok / secs;
     char mfu[16];
     if (t.gemm_peak > 0 && t.bf16.n && t.gemm_peak_bf16 < t.gemm_peak)
       printf("  bf16 GEMM peak on the model's shapes: %.1f GFLOP/s, below the sgemm's %.1f "
@@ -89,6 +104,7 @@ static int bench_train(int argc, char **argv) {
     printf("  model FLOP/s: %.1f GFLOP/s  ->  MFU %s\n", rate / 1e9,
            rp_format_mfu(mfu, sizeof mfu, t.gemm_peak > 0 ? rate / t.gemm_peak : -1));
     rp_print_mfu_above_note(stdout, rate, t.gemm_peak);
+    print_fma_fraction(&t, flops_per_token, tok / secs, median);
     printf("  peak memory: %s\n", mem);
   }
   if (o.profile && t.grid.world_rank == 0) rp_trainer_print_profile(&t);

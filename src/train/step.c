@@ -213,6 +213,22 @@ int rp_print_mfu_above_note(FILE *f, double model_flops_per_s, double gemm_peak)
   return 1;
 }
 
+/* The model's FLOP/s against the machine's own multiply-add ceiling, the
+ * fp32 FMA probe (its register-only rate times the threads): the measure
+ * that does not move with how fast the GEMM peak read at start-up. At the
+ * mean rate and at the median step's, which a slow stretch on a shared
+ * machine moves less. */
+int rp_print_fma_fraction(FILE *f, double mean_flops_per_s, double median_flops_per_s,
+                          double probe_flops_per_s, const char *probe_level, int threads) {
+  if (!(probe_flops_per_s > 0) || !(mean_flops_per_s > 0)) return 0;
+  fprintf(f, "  model FLOP/s over the FMA probe (%s x %d threads, %.1f GFLOP/s): %.3f (mean rate)",
+          probe_level, threads, probe_flops_per_s / 1e9, mean_flops_per_s / probe_flops_per_s);
+  if (median_flops_per_s > 0)
+    fprintf(f, ", %.3f (median step)", median_flops_per_s / probe_flops_per_s);
+  fputc('\n', f);
+  return 1;
+}
+
 /* "12.3%", or "n/a" when the peak was not measured (--measure-peak=0). */
 const char *rp_format_mfu(char *buf, size_t cap, double mfu) {
   if (mfu < 0) snprintf(buf, cap, "  n/a");
