@@ -90,7 +90,9 @@ static int bench_train(int argc, char **argv) {
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
     const double median = print_step_spread(rates, nrates);
-    const double flops_per_token = rp_gpt_flops_per_token(&t.cfg, o.seq);
+    /* tokens count every data-parallel replica's; the peaks are one rank's:
+     * the rates below are per rank, as the step's MFU is (step.c) */
+    const double flops_per_token = rp_gpt_flops_per_token(&t.cfg, o.seq) / t.grid.world_size;
     double rate = flops_per_token * tok / secs;
     char mfu[16];
     if (t.gemm_peak > 0 && t.bf16.n && t.gemm_peak_bf16 < t.gemm_peak)
@@ -101,7 +103,8 @@ static int bench_train(int argc, char **argv) {
              t.bf16.n ? "bf16 GEMM" : "sgemm", t.gemm_peak / 1e9);
     else
       printf("  sgemm peak on the model's shapes: not measured (--measure-peak=0)\n");
-    printf("  model FLOP/s: %.1f GFLOP/s  ->  MFU %s\n", rate / 1e9,
+    printf("  model FLOP/s%s: %.1f GFLOP/s  ->  MFU %s\n",
+           t.grid.world_size > 1 ? " (per rank)" : "", rate / 1e9,
            rp_format_mfu(mfu, sizeof mfu, t.gemm_peak > 0 ? rate / t.gemm_peak : -1));
     rp_print_mfu_above_note(stdout, rate, t.gemm_peak);
     print_fma_fraction(&t, flops_per_token, tok / secs, median);
