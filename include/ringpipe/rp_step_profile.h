@@ -60,6 +60,9 @@ typedef struct {
 
 /* Measures both peaks with the pool's threads (a fraction of a second). */
 void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool);
+/* The FMA peak alone (rp_step_peaks_measure's fma_flops and fma_level): the
+ * fp32 FMA probe's rate times the pool's threads, 0 without a SIMD probe. */
+double rp_step_fma_peak(rp_pool *pool, const char **level);
 
 /* Per-step seconds of each part over the profiler's closed steps: the mean
  * (part) and each call site at its fastest over the steps (quiet; -1 for idle,

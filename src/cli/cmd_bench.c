@@ -10,6 +10,7 @@
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_train.h"
 
 static int cmp_double(const void *a, const void *b) {
@@ -34,11 +35,11 @@ static double print_step_spread(double *rates, int n) {
 static void print_fma_fraction(const rp_trainer *t, double flops_per_token, double mean_tok_s,
                                double median_tok_s) {
   if (t->bf16.n) return;
-  const rp_isa level = rp_isa_fp32_fma_level();
-  const int threads = rp_pool_size(t->pool);
+  const char *level;
+  const double probe = rp_step_fma_peak(t->pool, &level);
   rp_print_fma_fraction(stdout, flops_per_token * mean_tok_s,
-                        median_tok_s > 0 ? flops_per_token * median_tok_s : -1.0,
-                        rp_isa_peak_gflops(level) * 1e9 * threads, rp_isa_name(level), threads);
+                        median_tok_s > 0 ? flops_per_token * median_tok_s : -1.0, probe, level,
+                        rp_pool_size(t->pool));
 }
 
 /* A short real training run: tokens/s, MFU and peak memory by category. */

@@ -79,12 +79,16 @@ void rp_step_work_add_bf16_copies(rp_step_work *w, long params, int in_update) {
   w->bf16_copies = 1;
 }
 
-void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
+double rp_step_fma_peak(rp_pool *pool, const char **level) {
   /* fp32 GEMMs run on zmm or ymm FMAs; avx512bf16's probe is the bf16 dot */
   rp_isa lvl = rp_isa_fp32_fma_level();
   double g = rp_isa_peak_gflops(lvl);
-  pk->fma_flops = g * 1e9 * rp_pool_size(pool);
-  pk->fma_level = g > 0 ? rp_isa_name(lvl) : "scalar (no SIMD probe)";
+  *level = g > 0 ? rp_isa_name(lvl) : "scalar (no SIMD probe)";
+  return g * 1e9 * rp_pool_size(pool);
+}
+
+void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
+  pk->fma_flops = rp_step_fma_peak(pool, &pk->fma_level);
   pk->stream_size = stream_size;
   pk->stream_bytes = rp_stream_bandwidth(stream_size, pool);
 }
