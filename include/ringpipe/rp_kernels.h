@@ -171,6 +171,10 @@ void rp_add_inplace(float *acc, const float *x, long n, rp_pool *pool); /* acc +
 void rp_zero(float *x, long n, rp_pool *pool);                          /* x = 0 */
 /* 1 when rp_zero clears n floats with streaming stores (past the caches) */
 int rp_zero_streams(long n);
+/* x = 0 for zeros first read only after a pass over more data than the caches
+ * hold (a step's gradients): streaming stores from a smaller size than rp_zero */
+void rp_zero_cold(float *x, long n, rp_pool *pool);
+int rp_zero_cold_streams(long n);
 
 /* ---- reference causal attention, O(T^2) memory: the oracle for every other one.
  * qkv[B,T,3C] holds q,k,v per row; out[B,T,C]; att[B,NH,T,T] saved softmax probs.

@@ -37,7 +37,7 @@ void rp_engine_begin_step(rp_trainer *t, int microbatches) {
   weights_hold(t);
   for (int c = 0; c < t->nchunks; c++)
     RP_PROF(RP_PROF_OPT_ZERO_GRADS,
-            rp_zero(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool));
+            rp_zero_cold(t->chunks[c].grads, (long)t->chunks[c].num_params, t->pool));
   rp_dp_set_microbatches(t->dp, microbatches);
   rp_dp_begin_step(t->dp);
 }

@@ -196,9 +196,11 @@ static void test_adamw_scaled(void **state) {
   free(g), free(g0), free(p0);
 }
 
-/* rp_zero over n floats starting `offset` floats into an allocation: every one
- * cleared, the floats either side left alone; 1 and 2 threads. */
-static void zero_case(long n, int offset, uint64_t seed) {
+/* rp_zero (or rp_zero_cold) over n floats starting `offset` floats into an
+ * allocation: every one cleared, the floats either side left alone; 1 and 2
+ * threads. */
+static void zero_case_with(void (*zero)(float *, long, rp_pool *), long n, int offset,
+                           uint64_t seed) {
   rp_rng rng;
   rp_rng_seed(&rng, seed);
   for (int t = 1; t <= 2; t++) {
@@ -206,16 +208,18 @@ static void zero_case(long n, int offset, uint64_t seed) {
     float *buf = kt_floats(n + offset + 2);
     kt_fill(buf, n + offset + 2, &rng, 1, 2);
     float *x = buf + offset;
-    rp_zero(x, n, pool);
+    zero(x, n, pool);
     long nonzero = 0;
     for (long i = 0; i < n; i++) nonzero += x[i] != 0.0f;
     assert_int_equal(nonzero, 0);
     assert_true(x[n] >= 1.0f && x[n + 1] >= 1.0f && (offset == 0 || x[-1] >= 1.0f));
-    rp_zero(x, 7, pool); /* below the parallel threshold: serial path */
+    zero(x, 7, pool); /* below the parallel threshold: serial path */
     free(buf);
     rp_pool_destroy(pool);
   }
 }
+
+static void zero_case(long n, int offset, uint64_t seed) { zero_case_with(rp_zero, n, offset, seed); }
 
 static void test_zero(void **state) {
   (void)state;
@@ -231,6 +235,16 @@ static void test_zero_streaming(void **state) {
   zero_case(n + 13, 1, 35);
 }
 
+/* rp_zero_cold: streaming from a smaller size than rp_zero, both paths */
+static void test_zero_cold(void **state) {
+  (void)state;
+  long n = 1;
+  while (!rp_zero_cold_streams(n)) n *= 2;
+  assert_false(rp_zero_streams(n)); /* a smaller size than rp_zero streams from */
+  zero_case_with(rp_zero_cold, n + 13, 1, 36);
+  zero_case_with(rp_zero_cold, n / 2 - 5, 0, 37);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_forward_residual),
@@ -240,6 +254,7 @@ int main(void) {
       cmocka_unit_test(test_adamw_scaled),
       cmocka_unit_test(test_zero),
       cmocka_unit_test(test_zero_streaming),
+      cmocka_unit_test(test_zero_cold),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
