@@ -15,8 +15,10 @@
  *       pack the A block (mc x kc, MR-row panels) into its own buffer
  *       for each NR-column panel (B micro-panel kc x NR, reused by the tiles)
  *         for each MR-row tile: micro-kernel
- * so a thread only writes its own rows of C. When B is big (dweight's layer
- * input; a weight over 16 MiB such as an LM head) each thread packs its B in
+ * so a thread only writes its own rows of C (where B is prepacked, threads
+ * that run out of rows take another's unstarted ones: balanced_part). When B
+ * is big (dweight's layer input; a weight over 16 MiB such as an LM head)
+ * each thread packs its B in
  * blocks of panels by k instead, and the loops run column block, k block, row
  * block (BLIS's order); the threads then split C's columns where that makes
  * each pack only its own part (see forward and rp_sgemm_backward). The blocks
@@ -29,6 +31,7 @@
  * L2 for all the panels. A 2 MiB L2 (Sapphire Rapids), or an L1d under 48 KiB
  * (Zen 4), takes kc = 384 instead (rp_sgemm_kd_avx512_deep, deep_blocks). */
 #include <stdatomic.h>
+#include <time.h>
 
 #include "fused_internal.h"
 #include "kern_util.h"
@@ -37,6 +40,7 @@
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_sgemm.h"
 #include "sgemm_internal.h"
+#include "work_range.h"
 
 /* ---- the portable micro-kernel: any MR x NR, plain C (a*b + c rounded as the
  * build rounds it, fused where the target has FMA) */
@@ -171,6 +175,8 @@ typedef struct {
   int split_cols; /* threads take column panels (all rows) instead of row tiles */
   rp_sgemm_block_fn epi; /* or NULL: called on each thread's finished parts of C */
   void *epi_ctx;
+  int balance; /* threads share its row tiles as they go (balanced_part); needs bpack, and an
+                  epi that is elementwise */
 } gemm_prob;
 
 /* A block of a source (rows [r0, r0 + rows) by k [k0, k0 + kc)) whose lines are
@@ -270,9 +276,11 @@ static long col_group_panels(const rp_sgemm_kdesc *kd, long K, long np) {
   return (np + groups - 1) / groups;
 }
 
-/* Returns 1 when it has called g's epilogue on every row it computed. */
+/* Returns 1 when it has called g's epilogue on every row it computed. Rows
+ * [m1, mpf) are likely the thread's next: their first A block is fetched
+ * while the last block runs. */
 static int gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, float *bbuf,
-                       long m0, long m1, long p0, long p1, int ith) {
+                       long m0, long m1, long p0, long p1, long mpf, int ith) {
   const int NR = kd->nr;
   const long kb = block_k(g->K, kd->kc);
   if (g->bpack) {
@@ -293,9 +301,9 @@ static int gemm_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf
           /* the A block after this one: the next k block, the next rows'
            * first, or the next group's first rows */
           const long npc = pc + kb < g->K ? pc + kb : 0;
-          const long nic = npc ? ic : ic1 < m1 ? ic1 : q1 < p1 ? m0 : m1;
-          /* none past the thread's rows: pf_of takes rows <= 0 as nothing */
-          const long nrows = RP_MIN(kd->mc, m1 - nic);
+          const long nic = npc ? ic : ic1 < m1 ? ic1 : q1 < p1 ? m0 : RP_MIN(ic1, mpf);
+          /* none past the rows the thread expects: pf_of takes rows <= 0 as nothing */
+          const long nrows = RP_MIN(kd->mc, (nic < m1 ? m1 : mpf) - nic);
           pf_block next[2] = {g->apack ? pf_none() : pf_of(&g->a, nic, nrows, npc, kb),
                               pf_none()};
           block_tiles(g, kd, abuf, ic, ic1, q0, q1, pc, RP_MIN(kb, (long)g->K - pc),
@@ -348,10 +356,10 @@ static void thread_region(const gemm_prob *g, const rp_sgemm_kdesc *kd, int ith,
 /* This thread's part of one product, then its epilogue on the thread's whole
  * region (unless the region already ran it block by block). */
 static void gemm_part(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abuf, float *bbuf,
-                      long m0, long m1, long p0, long p1, int ith) {
+                      long m0, long m1, long p0, long p1, long mpf, int ith) {
   if (m1 <= m0 || p1 <= p0) return;
   if (g->K > 0) {
-    if (!gemm_region(g, kd, abuf, bbuf, m0, m1, p0, p1, ith) && g->epi)
+    if (!gemm_region(g, kd, abuf, bbuf, m0, m1, p0, p1, mpf, ith) && g->epi)
       g->epi(g->epi_ctx, m0, m1, p0 * kd->nr, RP_MIN(p1 * kd->nr, (long)g->Nc), ith);
     return;
   }
@@ -374,19 +382,82 @@ typedef struct {
   int nprob;
   char *bufs; /* per thread: an A block, then a B block */
   size_t buf_stride;
+  rp_work_range *ranges; /* [nprob][ranges_nth]: each thread's row tiles of a balanced product */
+  int ranges_nth;
   float *dbias;              /* dbias[OC] += column sums of dout (or NULL) */
   const float *dout;
   int N, OC;
 } gemm_ctx;
+
+/* Each thread's share of a balanced product's row tiles (its columns: all, or
+ * its panels when the threads split columns), set before the job. */
+static void balance_setup(gemm_ctx *c, int nth) {
+  c->ranges_nth = nth;
+  for (int i = 0; i < c->nprob; i++)
+    for (int t = 0; t < nth; t++) {
+      long m0, m1, p0, p1;
+      thread_region(&c->prob[i], c->kd, t, nth, &m0, &m1, &p0, &p1);
+      const int empty = !c->prob[i].balance || m1 <= m0 || p1 <= p0;
+      rp_work_range_set(&c->ranges[i * nth + t], empty ? 0 : m0 / c->kd->mr,
+                        empty ? 0 : RP_CEIL_DIV(m1, c->kd->mr));
+    }
+}
+
+/* Tests' straggler (rp_sgemm_set_straggler) and the tiles taken from another
+ * thread's share (rp_sgemm_tiles_taken). */
+static _Atomic int g_straggler = -1;
+static _Atomic long g_straggler_us, g_tiles_taken;
+
+void rp_sgemm_set_straggler(int ith, double seconds) {
+  atomic_store(&g_straggler_us, (long)(seconds * 1e6));
+  atomic_store(&g_straggler, seconds > 0 ? ith : -1);
+}
+
+long rp_sgemm_tiles_taken(void) { return atomic_load(&g_tiles_taken); }
+
+static void straggle(int ith) {
+  if (atomic_load_explicit(&g_straggler, memory_order_relaxed) != ith) return;
+  const long us = atomic_load(&g_straggler_us);
+  struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&t, NULL);
+}
+
+/* A balanced product: the thread's own tiles a block of rows at a time, then
+ * the back halves of what the other threads have not started (each tile the
+ * same sum whoever computes it, so the same bits as the static split). */
+static void balanced_part(const gemm_ctx *c, int i, int ith, int nth, float *abuf, float *bbuf) {
+  const gemm_prob *g = &c->prob[i];
+  const rp_sgemm_kdesc *kd = c->kd;
+  rp_work_range *r = c->ranges + (long)i * nth;
+  long m0, m1, p0, p1, a, b, hi;
+  thread_region(g, kd, ith, nth, &m0, &m1, &p0, &p1);
+  straggle(ith);
+  while (rp_work_range_front(&r[ith], kd->mc / kd->mr, &a, &b, &hi))
+    gemm_part(g, kd, abuf, bbuf, a * kd->mr, RP_MIN(b * kd->mr, (long)g->M), p0, p1,
+              RP_MIN(hi * kd->mr, (long)g->M), ith);
+  for (int d = 1; d < nth; d++) {
+    const int v = (ith + d) % nth;
+    thread_region(g, kd, v, nth, &m0, &m1, &p0, &p1);
+    while (rp_work_range_back(&r[v], &a, &b)) {
+      const long e = RP_MIN(b * kd->mr, (long)g->M);
+      atomic_fetch_add_explicit(&g_tiles_taken, b - a, memory_order_relaxed);
+      gemm_part(g, kd, abuf, bbuf, a * kd->mr, e, p0, p1, e, ith);
+    }
+  }
+}
 
 static void gemm_task(void *vctx, int ith, int nth) {
   const gemm_ctx *c = vctx;
   float *abuf = (float *)(c->bufs + (size_t)ith * c->buf_stride);
   float *bbuf = (float *)((char *)abuf + align64(abuf_bytes(c->kd)));
   for (int i = 0; i < c->nprob; i++) {
+    if (c->prob[i].balance && c->ranges && nth == c->ranges_nth && nth > 1) {
+      balanced_part(c, i, ith, nth, abuf, bbuf);
+      continue;
+    }
     long m0, m1, p0, p1;
     thread_region(&c->prob[i], c->kd, ith, nth, &m0, &m1, &p0, &p1);
-    gemm_part(&c->prob[i], c->kd, abuf, bbuf, m0, m1, p0, p1, ith);
+    gemm_part(&c->prob[i], c->kd, abuf, bbuf, m0, m1, p0, p1, m1, ith);
   }
   if (c->dbias) {
     long lo, hi;
@@ -414,6 +485,8 @@ static size_t bbuf_bytes(const rp_sgemm_kdesc *kd) {
 static size_t thread_bytes(const rp_sgemm_kdesc *kd, int with_b) {
   return align64(abuf_bytes(kd)) + (with_b ? align64(bbuf_bytes(kd)) : 0);
 }
+/* The work ranges of a job's two products (gemm_ctx.ranges). */
+static size_t ranges_bytes(int nth) { return align64(2 * (size_t)nth * sizeof(rp_work_range)); }
 
 /* ---- entry points */
 
@@ -454,14 +527,16 @@ static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float
   const size_t pbytes =
       kept ? 0 : align64(big_w ? panels_bytes(N, IC, kd->mr) : bpack_bytes(kd, OC, IC));
   const size_t per_thread = thread_bytes(kd, big_w);
-  char *ws = ws_acquire(pbytes + per_thread * (size_t)pool_nth(pool));
+  const int nth = pool_nth(pool);
+  char *ws = ws_acquire(pbytes + per_thread * (size_t)nth + ranges_bytes(nth));
   float *pack = kept ? kept->buf : (float *)ws;
   bpack_ctx bc = {.kd = kd, .njobs = 1};
   bc.job[0] = big_w ? (bpack_job){{inp, IC, 1, N, IC}, N, kd->mr, pack}
                     : (bpack_job){{w, IC, 1, OC, IC}, OC, kd->nr, pack};
   if (!kept || !kept->valid) rp_sgemm_bpack_run(&bc, pool);
   if (kept) kept->valid = 1;
-  gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + pbytes, .buf_stride = per_thread};
+  gemm_ctx c = {.kd = kd, .nprob = 1, .bufs = ws + pbytes, .buf_stride = per_thread,
+                .ranges = (rp_work_range *)(ws + pbytes + per_thread * (size_t)nth)};
   c.prob[0] = (gemm_prob){.c = out, .ldc = OC, .M = N, .Nc = OC, .K = IC,
                           .a = {inp, IC, 1, N, IC}, .init = bias, .resid = resid,
                           .epi = epi, .epi_ctx = epi_ctx};
@@ -471,8 +546,10 @@ static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float
     c.prob[0].split_cols = 1;
   } else {
     c.prob[0].bpack = pack;
-    c.prob[0].split_cols = forward_splits_cols(kd, N, IC, OC, pool_nth(pool));
+    c.prob[0].split_cols = forward_splits_cols(kd, N, IC, OC, nth);
+    c.prob[0].balance = 1; /* the forward's epilogue (GELU) is elementwise */
   }
+  balance_setup(&c, nth);
   rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC + 1));
   ws_release();
 }
@@ -538,7 +615,7 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
   size_t b1 = dinp && !kept && !dinp_onfly ? align64(bpack_bytes(kd, IC, OC)) : 0;
   size_t b2 = dw_prepack ? align64(bpack_bytes(kd, IC, N)) : 0;
   size_t per_thread = thread_bytes(kd, (dweight && !dw_prepack) || dinp_onfly);
-  char *ws = ws_acquire(b1 + b2 + per_thread * (size_t)nth);
+  char *ws = ws_acquire(b1 + b2 + per_thread * (size_t)nth + ranges_bytes(nth));
   float *wpack = kept ? kept->buf : (float *)ws;
   bpack_ctx bc = {.kd = kd};
   if (dinp && !dinp_onfly && (!kept || !kept->valid))
@@ -548,18 +625,23 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
   if (bc.njobs) rp_sgemm_bpack_run(&bc, pool);
   if (kept) kept->valid = 1;
   gemm_ctx c = {.kd = kd, .bufs = ws + b1 + b2, .buf_stride = per_thread, .dbias = dbias,
-                .dout = dout, .N = N, .OC = OC};
+                .dout = dout, .N = N, .OC = OC,
+                .ranges = (rp_work_range *)(ws + b1 + b2 + per_thread * (size_t)nth)};
   if (dinp)
     c.prob[c.nprob++] = (gemm_prob){.c = dinp, .ldc = IC, .M = N, .Nc = IC, .K = OC,
                                     .a = {dout, OC, 1, N, OC},
                                     .bpack = dinp_onfly ? NULL : wpack,
                                     .b = {w, IC, 0, IC, OC}, .load_c = !dinp_set,
-                                    .epi = epi, .epi_ctx = epi_ctx, .split_cols = epi != NULL};
+                                    .epi = epi, .epi_ctx = epi_ctx, .split_cols = epi != NULL,
+                                    /* not with the GELU backward's epilogue: it adds each
+                                       thread's rows to dbias in row order */
+                                    .balance = !dinp_onfly && !epi};
   if (dweight)
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
                                     .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},
                                     .bpack = dw_prepack ? (const float *)(ws + b1) : NULL,
                                     .load_c = 1, .split_cols = !dw_prepack && dw_splits_cols(IC, OC)};
+  balance_setup(&c, nth);
   rp_kern_run(pool, gemm_task, &c, (long)N * OC * (IC * c.nprob + 1));
   ws_release();
 }

@@ -2,7 +2,8 @@
  * (portable, avx2, avx512) against the reference loops in double, on shapes
  * with ragged edges on every side (rows not a multiple of MR, columns not of
  * NR, odd K, K = 0), with bias, residual (aliased and not), accumulate and set;
- * results bitwise equal for 1, 2 and 3 threads; the epilogue sees each row
+ * results bitwise equal for 1, 2 and 3 threads, and for 2 with either thread
+ * held back so that the other takes its tiles; the epilogue sees each row
  * once; past the driver's size limits (a weight like an LM head's, a big
  * dweight) the other loop orders hold to the same; the matmul entry points in
  * RP_GEMM_OWN mode are these calls. Everything runs twice, under the k blocking
@@ -311,6 +312,47 @@ static void test_sgemm_epilogue_blocks(void **state) {
     }
 }
 
+/* The balanced products (the forward, rows or columns split, and dinp): one
+ * thread held back 20 ms at the start of each, so that the other takes its
+ * tiles; bitwise the one-thread results, tiles counted as taken, with the
+ * caller as the straggler and with the worker. */
+static void test_sgemm_straggler(void **state) {
+  (void)state;
+  const shape cases[2] = {{1000, 96, 200}, {100, 64, 1200}}; /* rows split, columns split */
+  rp_pool *pool = kt_pool(2);
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+    for (int s = 0; s < 2; s++)
+      for (int late = 0; late < 2; late++) {
+        const int N = cases[s].N, IC = cases[s].IC, OC = cases[s].OC;
+        rp_rng rng;
+        rp_rng_seed(&rng, 11);
+        float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+        float *dout = kt_floats((long)N * OC);
+        kt_fill(inp, (long)N * IC, &rng, -1, 1);
+        kt_fill(w, (long)OC * IC, &rng, -1, 1);
+        kt_fill(dout, (long)N * OC, &rng, -1, 1);
+        float *out[2], *dinp[2];
+        for (int p = 0; p < 2; p++) {
+          out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
+          const long before = rp_sgemm_tiles_taken();
+          rp_sgemm_set_straggler(late, p ? 0.02 : 0.0);
+          rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, NULL, NULL, N, IC, OC,
+                           p ? pool : NULL);
+          rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], NULL, NULL, dout, inp, w, N, IC, OC, 1,
+                            p ? pool : NULL);
+          rp_sgemm_set_straggler(0, 0.0);
+          if (p) assert_true(rp_sgemm_tiles_taken() > before);
+        }
+        assert_memory_equal(out[0], out[1], sizeof(float) * (size_t)N * OC);
+        assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);
+        for (int p = 0; p < 2; p++) free(out[p]), free(dinp[p]);
+        free(inp), free(w), free(dout);
+      }
+  }
+  rp_pool_destroy(pool);
+}
+
 /* RP_GEMM_OWN: rp_matmul_* are the rp_sgemm calls of the best kernel (bitwise). */
 static void test_matmul_own_mode(void **state) {
   (void)state;
@@ -517,6 +559,7 @@ int main(void) {
       cmocka_unit_test(test_sgemm_thread_invariance),
       cmocka_unit_test(test_sgemm_big_operands),
       cmocka_unit_test(test_sgemm_epilogue_blocks),
+      cmocka_unit_test(test_sgemm_straggler),
       cmocka_unit_test(test_matmul_own_mode),
       cmocka_unit_test(test_auto_rule_cases),
       cmocka_unit_test(test_auto_mode_holds_to_ceiling),

@@ -1,0 +1,65 @@
+/* A range of work units [lo, hi) that its owner takes from the front, a block
+ * at a time, and that threads out of work take from the back, half of what is
+ * left at a time: work sharing for kernels whose units give the same numbers
+ * whichever thread runs them (the fp32 GEMM's row tiles, sgemm.c).
+ *
+ * Why: a pool's tasks are static shares, so a job lasts as long as its slowest
+ * thread. On a shared machine one core is often slower than the other for a
+ * while (a neighbour on its sibling hyperthread, its caches or its memory
+ * channel): on the 2-core Zen 4 VM the thread that finished a GEMM first
+ * waited 3-9 % of the GEMMs' time for the other, in either direction.
+ *
+ * Both ends live in one 64-bit word (lo in the low half, hi in the high), so
+ * that a claim from either end is one compare-and-swap and no unit is ever
+ * taken twice or lost. Units are counted in 32 bits. */
+#ifndef RP_WORK_RANGE_H
+#define RP_WORK_RANGE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef _Atomic uint64_t rp_work_range;
+
+static inline uint64_t rp_work_range_pack(long lo, long hi) {
+  return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32;
+}
+
+/* Before the threads start. */
+static inline void rp_work_range_set(rp_work_range *r, long lo, long hi) {
+  atomic_store_explicit(r, rp_work_range_pack(lo, hi < lo ? lo : hi), memory_order_relaxed);
+}
+
+/* The owner: the next blk units from the front, [*a, *b), and in *hi the end
+ * of what is left after them (where its next claim would stop, unless taken).
+ * 0 when nothing is left. */
+static inline int rp_work_range_front(rp_work_range *r, long blk, long *a, long *b, long *hi) {
+  uint64_t cur = atomic_load_explicit(r, memory_order_acquire);
+  for (;;) {
+    const long lo = (long)(uint32_t)cur, h = (long)(cur >> 32);
+    if (lo >= h) return 0;
+    const long e = lo + blk < h ? lo + blk : h;
+    if (atomic_compare_exchange_weak_explicit(r, &cur, rp_work_range_pack(e, h),
+                                              memory_order_acq_rel, memory_order_acquire)) {
+      *a = lo, *b = e, *hi = h;
+      return 1;
+    }
+  }
+}
+
+/* A thief: the back half (at least one unit) of what is left, [*a, *b).
+ * 0 when nothing is left. */
+static inline int rp_work_range_back(rp_work_range *r, long *a, long *b) {
+  uint64_t cur = atomic_load_explicit(r, memory_order_acquire);
+  for (;;) {
+    const long lo = (long)(uint32_t)cur, h = (long)(cur >> 32);
+    if (lo >= h) return 0;
+    const long s = h - (h - lo + 1) / 2;
+    if (atomic_compare_exchange_weak_explicit(r, &cur, rp_work_range_pack(lo, s),
+                                              memory_order_acq_rel, memory_order_acquire)) {
+      *a = s, *b = h;
+      return 1;
+    }
+  }
+}
+
+#endif

@@ -1,0 +1,95 @@
+/* src/kernels/work_range.h: the owner's blocks from the front, thieves' back
+ * halves, and under threads claiming from both ends at once every unit taken
+ * exactly once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "kernels/work_range.h"
+
+static void test_front_blocks(void **state) {
+  (void)state;
+  rp_work_range r;
+  rp_work_range_set(&r, 3, 10);
+  long a, b, hi;
+  assert_true(rp_work_range_front(&r, 4, &a, &b, &hi));
+  assert_int_equal(a, 3), assert_int_equal(b, 7), assert_int_equal(hi, 10);
+  assert_true(rp_work_range_front(&r, 4, &a, &b, &hi)); /* the last block is short */
+  assert_int_equal(a, 7), assert_int_equal(b, 10), assert_int_equal(hi, 10);
+  assert_false(rp_work_range_front(&r, 4, &a, &b, &hi));
+  assert_false(rp_work_range_back(&r, &a, &b));
+}
+
+static void test_back_halves(void **state) {
+  (void)state;
+  rp_work_range r;
+  rp_work_range_set(&r, 0, 9);
+  long a, b, hi;
+  assert_true(rp_work_range_back(&r, &a, &b)); /* the back half, rounded up: 5 of 9 */
+  assert_int_equal(a, 4), assert_int_equal(b, 9);
+  assert_true(rp_work_range_back(&r, &a, &b));
+  assert_int_equal(a, 2), assert_int_equal(b, 4);
+  assert_true(rp_work_range_front(&r, 8, &a, &b, &hi)); /* the owner sees what is left */
+  assert_int_equal(a, 0), assert_int_equal(b, 2), assert_int_equal(hi, 2);
+  assert_false(rp_work_range_back(&r, &a, &b));
+  rp_work_range_set(&r, 5, 6); /* one unit: a thief takes it */
+  assert_true(rp_work_range_back(&r, &a, &b));
+  assert_int_equal(a, 5), assert_int_equal(b, 6);
+  rp_work_range_set(&r, 7, 2); /* hi below lo: empty */
+  assert_false(rp_work_range_front(&r, 1, &a, &b, &hi));
+  assert_false(rp_work_range_back(&r, &a, &b));
+}
+
+enum { UNITS = 200000, THREADS = 4 };
+
+typedef struct {
+  rp_work_range *r;
+  unsigned char *hits;
+  int owner;
+} stress_arg;
+
+/* The owner takes blocks of 3, the others back halves, all at once. */
+static void *stress_main(void *varg) {
+  stress_arg *s = varg;
+  long a, b, hi;
+  for (;;) {
+    int got = s->owner ? rp_work_range_front(s->r, 3, &a, &b, &hi) : rp_work_range_back(s->r, &a, &b);
+    if (!got) return NULL;
+    for (long u = a; u < b; u++) __atomic_fetch_add(&s->hits[u], 1, __ATOMIC_RELAXED);
+  }
+}
+
+static void test_concurrent_claims(void **state) {
+  (void)state;
+  unsigned char *hits = calloc(UNITS, 1);
+  assert_non_null(hits);
+  for (int round = 0; round < 5; round++) {
+    rp_work_range r;
+    rp_work_range_set(&r, 0, UNITS);
+    for (long u = 0; u < UNITS; u++) hits[u] = 0;
+    pthread_t t[THREADS];
+    stress_arg args[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+      args[i] = (stress_arg){&r, hits, i == 0};
+      assert_int_equal(pthread_create(&t[i], NULL, stress_main, &args[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    long bad = 0;
+    for (long u = 0; u < UNITS; u++) bad += hits[u] != 1;
+    assert_int_equal(bad, 0);
+  }
+  free(hits);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_front_blocks),
+      cmocka_unit_test(test_back_halves),
+      cmocka_unit_test(test_concurrent_claims),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
