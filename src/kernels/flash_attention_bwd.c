@@ -23,7 +23,8 @@
  * Who writes what (no two workers ever write the same row without a reduction):
  * - split by head: a task is one (b, h) and owns that head's dQ, dK and dV
  *   (short heads the threads divide evenly: each thread its own contiguous
- *   share, rp_flash_own_heads);
+ *   share, rp_flash_own_heads, and the back halves of the others' unstarted
+ *   heads once its own are done, work_range.h);
  * - split by key block (few heads for the threads): a task is (b, h, key block)
  *   and owns those dK/dV rows; its dQ contribution to a query block is computed
  *   into a per-thread [bq, HS] tile and added to dq in key-block order: a turn
@@ -41,6 +42,7 @@
 #include "flash_attention_internal.h"
 #include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
+#include "work_range.h"
 
 /* bf16 products (pl.bf16): each operand in the pair layout its product reads
  * (flash_attention_bf16.c). A query block's Q and dO are needed twice each:
@@ -69,6 +71,7 @@ typedef struct {
   rp_flash_plan pl;
   rp_flash_split split;    /* resolved: HEAD or KEYBLOCK */
   int own_heads;           /* HEAD: each thread takes its own share (rp_flash_own_heads) */
+  rp_work_range *heads;    /* own_heads: [nthreads], each thread's heads not yet started */
   float *scratch;          /* per thread: S, dS [bq*bk]; K^T, V^T [HS*bk]; K [bk*HS];
                               Q, dO, dQ tile [bq*HS] */
   long scratch_floats;
@@ -398,9 +401,14 @@ void rp_flash_bwd_run(void *vctx, int ith, int nth) {
   const int HS = c->pr.HS;
   float *ws = c->scratch + ith * c->scratch_floats;
   if (c->own_heads && nth == c->nthreads) {
-    long lo, hi;
-    rp_split(BNH, ith, nth, &lo, &hi);
-    for (long t = lo; t < hi; t++) bwd_head(c, t, ith, ws);
+    /* its own heads, then the back halves of the others' unstarted ones (a
+     * head's gradients do not depend on the thread): work_range.h */
+    long a, b, hi;
+    rp_work_straggle(ith);
+    while (rp_work_range_front(&c->heads[ith], 1, &a, &b, &hi)) bwd_head(c, a, ith, ws);
+    for (int d = 1; d < nth; d++)
+      while (rp_work_range_back(&c->heads[(ith + d) % nth], &a, &b))
+        for (long t = a; t < b; t++) bwd_head(c, t, ith, ws);
     return;
   }
   for (;;) {
@@ -457,6 +465,14 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
   c->own_heads = c->split == RP_FLASH_SPLIT_HEAD &&
                  rp_flash_own_heads(pr, nthreads, rp_flash_l2_bytes(pr->cfg));
+  if (c->own_heads) {
+    c->heads = malloc(sizeof(rp_work_range) * (size_t)nthreads);
+    for (int t = 0; c->heads && t < nthreads; t++) {
+      long lo, hi;
+      rp_split(BNH, t, nthreads, &lo, &hi);
+      rp_work_range_set(&c->heads[t], lo, hi);
+    }
+  }
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
   if (c->pl.bf16) {  /* see bwd_key_block's layout */
@@ -467,7 +483,7 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   }
   c->scratch_floats = (2 * bq * bk + 3 * HS * bk + 3 * HS * bq + c->bf16_words + 15) & ~15L;
   c->scratch = rp_scratch_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads));
-  int ok = c->scratch != NULL;
+  int ok = c->scratch != NULL && (!c->own_heads || c->heads);
   if (ok && c->split == RP_FLASH_SPLIT_HEAD) {
     c->head_rows_floats = c->pl.bf16 ? 2L * c->pl.nqb * c->qform_words
                                      : (2L * pr->Tq * HS + 15) & ~15L;
@@ -483,6 +499,8 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   if (!ok) {
     rp_scratch_free(c->scratch);
     rp_scratch_free(c->head_rows);
+    free(c->dq_turn);
+    free(c->heads);
     free(c);
     return rp_err(RP_ENOMEM, "out of memory for flash backward workspace (B*NH=%ld, T=%d, HS=%d)",
                   BNH, pr->Tq, pr->HS);
@@ -496,6 +514,7 @@ rp_status rp_flash_bwd_finish(void *vctx, rp_pool *pool) {
   if (!c) return RP_OK;
   (void)pool;
   free(c->dq_turn);
+  free(c->heads);
   rp_scratch_free(c->head_rows);
   rp_scratch_free(c->scratch);
   free(c);

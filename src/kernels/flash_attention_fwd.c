@@ -32,6 +32,7 @@
 #include "flash_attention_internal.h"
 #include "flash_attention_mask.h"
 #include "ringpipe/rp_arena.h"
+#include "work_range.h"
 
 /* the most rows a forward strip has */
 #define RP_FWD_STRIP_MAX (RP_FLASH_FWD_STRIP > RP_FLASH_STRIP ? RP_FLASH_FWD_STRIP : RP_FLASH_STRIP)
@@ -54,6 +55,7 @@ typedef struct {
   int nslots, slots_ready; /* slots_ready: mutexes initialised */
   int group;               /* heads whose tasks interleave (see task_of) */
   int own_heads;           /* each thread takes its own equal share of heads */
+  rp_work_range *heads;    /* own_heads: [nthreads], each thread's heads not yet started */
   float *kt;            /* [nslots][nkb] tiles */
   atomic_int *kt_state; /* [nslots][nkb] */
   float *scratch;       /* per thread: S[bq*bk], m[bq], l[bq], packed Q [bq*HS], the
@@ -299,37 +301,49 @@ static void prefetch_head_rows(rp_flash_view v, long bh, int NH, int HS, long t0
   }
 }
 
-/* Thread ith's own share of the heads (rp_flash_own_heads), each head's query
- * blocks heaviest first, in the thread's own slot. While a query block runs,
- * the next head's Q, K, V and O rows of the same positions are prefetched: in
- * a training step they come cold from L3 (the qkv GEMM wrote them, split by
+/* Head bh on thread ith's slot, its query blocks heaviest first. While a
+ * query block runs, the same positions of head `next` (the one the thread
+ * expects to take next, or -1) are prefetched: Q, K, V and O rows. In a
+ * training step they come cold from L3 (the qkv GEMM wrote them, split by
  * columns between the cores), and the head's packing and first products
  * waited on them. Default model, 3 alternating pairs of step profiles: forward
  * attention 6.85-6.86 -> 6.40-6.51 ms a step (O, about to be written, with the
  * write hint: 6.55-6.69). The backward's same prefetch
  * (its Q, dO, K, V and gradient rows, a key block's share at a time) measured
  * no faster and is not done. */
-static void fwd_run_own_heads(fwd_ctx *c, int ith, int nth, float *S, float *m, float *l,
-                              float *q, uint32_t *pb, uint8_t *written) {
+static void fwd_own_head(fwd_ctx *c, int ith, long bh, long next, float *S, float *m, float *l,
+                         float *q, uint32_t *pb, uint8_t *written) {
   const rp_flash_problem *pr = &c->pr;
   const int NH = pr->NH, HS = pr->HS, bq = c->pl.bq;
-  long lo, hi;
-  rp_split((long)pr->B * NH, ith, nth, &lo, &hi);
-  for (long bh = lo; bh < hi; bh++) {
-    kv_slot *slot = slot_take(c, &c->slots[ith], bh);
-    for (int qb = c->pl.nqb - 1; qb >= 0; qb--) {
-      if (bh + 1 < hi) {
-        const long t0 = (long)qb * bq, t1 = RP_MIN(t0 + bq, (long)pr->Tq);
-        const long k0 = RP_MIN(t0, (long)pr->Tk), k1 = RP_MIN(t1, (long)pr->Tk);
-        prefetch_head_rows(pr->q, bh + 1, NH, HS, t0, t1);
-        prefetch_head_rows(pr->k, bh + 1, NH, HS, k0, k1);
-        prefetch_head_rows(pr->v, bh + 1, NH, HS, k0, k1);
-        prefetch_head_rows(c->o, bh + 1, NH, HS, t0, t1);
-      }
-      fwd_tile_rows(c, slot, bh / NH, bh % NH, qb, S, m, l, q, pb, written);
+  kv_slot *slot = slot_take(c, &c->slots[ith], bh);
+  for (int qb = c->pl.nqb - 1; qb >= 0; qb--) {
+    if (next >= 0) {
+      const long t0 = (long)qb * bq, t1 = RP_MIN(t0 + bq, (long)pr->Tq);
+      const long k0 = RP_MIN(t0, (long)pr->Tk), k1 = RP_MIN(t1, (long)pr->Tk);
+      prefetch_head_rows(pr->q, next, NH, HS, t0, t1);
+      prefetch_head_rows(pr->k, next, NH, HS, k0, k1);
+      prefetch_head_rows(pr->v, next, NH, HS, k0, k1);
+      prefetch_head_rows(c->o, next, NH, HS, t0, t1);
     }
-    slot_release(slot);
+    fwd_tile_rows(c, slot, bh / NH, bh % NH, qb, S, m, l, q, pb, written);
   }
+  slot_release(slot);
+}
+
+/* Thread ith's own share of the heads (rp_flash_own_heads), one at a time,
+ * then the back halves of what the other threads have not started (a head's
+ * results do not depend on the thread, so the same bits): a thread slowed by
+ * a neighbour no longer holds up the job (work_range.h). */
+static void fwd_run_own_heads(fwd_ctx *c, int ith, int nth, float *S, float *m, float *l,
+                              float *q, uint32_t *pb, uint8_t *written) {
+  long a, b, hi;
+  rp_work_straggle(ith);
+  while (rp_work_range_front(&c->heads[ith], 1, &a, &b, &hi))
+    fwd_own_head(c, ith, a, a + 1 < hi ? a + 1 : -1, S, m, l, q, pb, written);
+  for (int d = 1; d < nth; d++)
+    while (rp_work_range_back(&c->heads[(ith + d) % nth], &a, &b))
+      for (long bh = a; bh < b; bh++)
+        fwd_own_head(c, ith, bh, bh + 1 < b ? bh + 1 : -1, S, m, l, q, pb, written);
 }
 
 void rp_flash_fwd_run(void *vctx, int ith, int nth) {
@@ -406,6 +420,14 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
    * 6.42-6.73 -> 6.33-6.46 (4 pairs). */
   c->nslots = (int)RP_MIN(BNH, (long)c->group + nthreads - 1);
   c->own_heads = rp_flash_own_heads(pr, nthreads, rp_flash_l2_bytes(pr->cfg));
+  if (c->own_heads) {
+    c->heads = malloc(sizeof(rp_work_range) * (size_t)nthreads);
+    for (int t = 0; c->heads && t < nthreads; t++) {
+      long lo, hi;
+      rp_split(BNH, t, nthreads, &lo, &hi);
+      rp_work_range_set(&c->heads[t], lo, hi);
+    }
+  }
   const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);
   /* S, m, l, packed Q, (bf16) a strip of P in pairs, and a byte a row */
@@ -416,7 +438,7 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->scratch = rp_scratch_alloc(sizeof(float) * (size_t)(c->scratch_floats * nthreads));
   c->kt_state = malloc(sizeof(atomic_int) * (size_t)tiles);
   c->slots = calloc((size_t)c->nslots, sizeof *c->slots);
-  if (!c->kt || !c->scratch || !c->kt_state || !c->slots) {
+  if (!c->kt || !c->scratch || !c->kt_state || !c->slots || (c->own_heads && !c->heads)) {
     rp_flash_fwd_finish(c, NULL);
     return rp_err(RP_ENOMEM, "out of memory for flash forward workspace (B*NH=%ld, T=%d, HS=%d)",
                   BNH, pr->Tk, pr->HS);
@@ -444,6 +466,7 @@ rp_status rp_flash_fwd_finish(void *vctx, rp_pool *pool) {
     pthread_cond_destroy(&c->slots[i].left);
   }
   free(c->slots);
+  free(c->heads);
   rp_scratch_free(c->kt);
   rp_scratch_free(c->scratch);
   free(c->kt_state);

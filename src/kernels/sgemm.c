@@ -31,7 +31,6 @@
  * L2 for all the panels. A 2 MiB L2 (Sapphire Rapids), or an L1d under 48 KiB
  * (Zen 4), takes kc = 384 instead (rp_sgemm_kd_avx512_deep, deep_blocks). */
 #include <stdatomic.h>
-#include <time.h>
 
 #include "fused_internal.h"
 #include "kern_util.h"
@@ -403,25 +402,6 @@ static void balance_setup(gemm_ctx *c, int nth) {
     }
 }
 
-/* Tests' straggler (rp_sgemm_set_straggler) and the tiles taken from another
- * thread's share (rp_sgemm_tiles_taken). */
-static _Atomic int g_straggler = -1;
-static _Atomic long g_straggler_us, g_tiles_taken;
-
-void rp_sgemm_set_straggler(int ith, double seconds) {
-  atomic_store(&g_straggler_us, (long)(seconds * 1e6));
-  atomic_store(&g_straggler, seconds > 0 ? ith : -1);
-}
-
-long rp_sgemm_tiles_taken(void) { return atomic_load(&g_tiles_taken); }
-
-static void straggle(int ith) {
-  if (atomic_load_explicit(&g_straggler, memory_order_relaxed) != ith) return;
-  const long us = atomic_load(&g_straggler_us);
-  struct timespec t = {us / 1000000, (us % 1000000) * 1000};
-  nanosleep(&t, NULL);
-}
-
 /* A balanced product: the thread's own tiles a block of rows at a time, then
  * the back halves of what the other threads have not started (each tile the
  * same sum whoever computes it, so the same bits as the static split). */
@@ -431,7 +411,7 @@ static void balanced_part(const gemm_ctx *c, int i, int ith, int nth, float *abu
   rp_work_range *r = c->ranges + (long)i * nth;
   long m0, m1, p0, p1, a, b, hi;
   thread_region(g, kd, ith, nth, &m0, &m1, &p0, &p1);
-  straggle(ith);
+  rp_work_straggle(ith);
   while (rp_work_range_front(&r[ith], kd->mc / kd->mr, &a, &b, &hi))
     gemm_part(g, kd, abuf, bbuf, a * kd->mr, RP_MIN(b * kd->mr, (long)g->M), p0, p1,
               RP_MIN(hi * kd->mr, (long)g->M), ith);
@@ -440,7 +420,6 @@ static void balanced_part(const gemm_ctx *c, int i, int ith, int nth, float *abu
     thread_region(g, kd, v, nth, &m0, &m1, &p0, &p1);
     while (rp_work_range_back(&r[v], &a, &b)) {
       const long e = RP_MIN(b * kd->mr, (long)g->M);
-      atomic_fetch_add_explicit(&g_tiles_taken, b - a, memory_order_relaxed);
       gemm_part(g, kd, abuf, bbuf, a * kd->mr, e, p0, p1, e, ith);
     }
   }

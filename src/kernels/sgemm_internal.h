@@ -111,11 +111,4 @@ void rp_sgemm_bpack_run(bpack_ctx *c, struct rp_pool *pool);
 
 #include "wcache_internal.h" /* the packed-weight cache, shared with the bf16 GEMM */
 
-/* For tests of the balanced products (sgemm.c): pool thread ith waits
- * `seconds` before its own share of each one, so that the others take it (0:
- * none); and how many row tiles threads have computed from another thread's
- * share since the process started. */
-void rp_sgemm_set_straggler(int ith, double seconds);
-long rp_sgemm_tiles_taken(void);
-
 #endif

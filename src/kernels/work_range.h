@@ -1,13 +1,16 @@
 /* A range of work units [lo, hi) that its owner takes from the front, a block
  * at a time, and that threads out of work take from the back, half of what is
  * left at a time: work sharing for kernels whose units give the same numbers
- * whichever thread runs them (the fp32 GEMM's row tiles, sgemm.c).
+ * whichever thread runs them (the fp32 GEMM's row tiles, sgemm.c; flash
+ * attention's heads).
  *
  * Why: a pool's tasks are static shares, so a job lasts as long as its slowest
  * thread. On a shared machine one core is often slower than the other for a
  * while (a neighbour on its sibling hyperthread, its caches or its memory
- * channel): on the 2-core Zen 4 VM the thread that finished a GEMM first
- * waited 3-9 % of the GEMMs' time for the other, in either direction.
+ * channel): on the 2-core Zen 4 VM the thread that finished a GEMM job first
+ * waited 4-7 % of the GEMM jobs' time for the other, in either direction
+ * (2-4 % with the sharing), and with a busy loop on the second core a
+ * default-model step ran 1.10-1.16x faster with it (docs/design.md).
  *
  * Both ends live in one 64-bit word (lo in the low half, hi in the high), so
  * that a claim from either end is one compare-and-swap and no unit is ever
@@ -19,6 +22,15 @@
 #include <stdint.h>
 
 typedef _Atomic uint64_t rp_work_range;
+
+/* For tests: pool thread ith waits `seconds` at rp_work_straggle, which a
+ * balanced kernel calls as it starts its own share, so that the others take
+ * it (0: nobody waits); and the units thieves have taken since the process
+ * started. */
+void rp_work_set_straggler(int ith, double seconds);
+void rp_work_straggle(int ith);
+long rp_work_units_taken(void);
+extern _Atomic long rp_work_taken_units;
 
 static inline uint64_t rp_work_range_pack(long lo, long hi) {
   return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32;
@@ -57,6 +69,7 @@ static inline int rp_work_range_back(rp_work_range *r, long *a, long *b) {
     if (atomic_compare_exchange_weak_explicit(r, &cur, rp_work_range_pack(lo, s),
                                               memory_order_acq_rel, memory_order_acquire)) {
       *a = s, *b = h;
+      atomic_fetch_add_explicit(&rp_work_taken_units, h - s, memory_order_relaxed);
       return 1;
     }
   }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "ft_util.h"
+#include "kernels/work_range.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_model.h"
 
@@ -249,6 +250,40 @@ static void head_slots_case(int B, int NH) {
   free(qkv), free(att), free(out_r), free(lse_r);
 }
 
+/* Short heads the threads divide evenly (own shares), one thread held back
+ * 20 ms as each share starts, so that the other takes its heads (work_range.h):
+ * the forward's out and lse and the backward's dqkv bitwise the one-thread
+ * ones, with the caller held back and with the worker, and heads counted as
+ * taken. */
+static void test_own_heads_straggler(void **state) {
+  const int B = 2, T = 64, C = 64, NH = 4;
+  const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
+  rp_rng rng;
+  rp_rng_seed(&rng, 44);
+  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout);
+  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  for (int late = 0; late < 2; late++) {
+    float *out[2], *lse[2], *d[2];
+    for (int i = 0; i < 2; i++) {
+      out[i] = ft_floats(nout), lse[i] = ft_floats(nlse), d[i] = ft_floats(nqkv);
+      const long before = rp_work_units_taken();
+      rp_work_set_straggler(late, i ? 0.02 : 0.0);
+      assert_int_equal(rp_flash_forward(out[i], lse[i], qkv, B, T, C, NH, 1, NULL, g_pool[i + 1]),
+                       RP_OK);
+      assert_int_equal(rp_flash_backward(d[i], dout, qkv, out[i], lse[i], B, T, C, NH, 1, NULL,
+                                         g_pool[i + 1]), RP_OK);
+      rp_work_set_straggler(0, 0.0);
+      if (i) assert_true(rp_work_units_taken() >= before + 2); /* a head in each pass */
+    }
+    assert_memory_equal(out[0], out[1], sizeof(float) * (size_t)nout);
+    assert_memory_equal(lse[0], lse[1], sizeof(float) * (size_t)nlse);
+    assert_memory_equal(d[0], d[1], sizeof(float) * (size_t)nqkv);
+    for (int i = 0; i < 2; i++) free(out[i]), free(lse[i]), free(d[i]);
+  }
+  free(qkv), free(dout);
+}
+
 /* Bad shapes and configurations are refused with a message, not a crash. */
 static void test_errors(void **state) {
   float x[48] = {0};
@@ -283,6 +318,7 @@ int main(void) {
       cmocka_unit_test(test_two_configs_interleaved),
       cmocka_unit_test(test_keyblock_dq_deterministic),
       cmocka_unit_test(test_forward_head_slots),
+      cmocka_unit_test(test_own_heads_straggler),
       cmocka_unit_test(test_errors),
   };
   ft_report_skipped("flash_ref");

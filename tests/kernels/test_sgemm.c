@@ -18,6 +18,7 @@
 
 #include "kernels/fused_internal.h"
 #include "kernels/sgemm_internal.h"
+#include "kernels/work_range.h"
 #include "kt_util.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_sgemm.h"
@@ -335,14 +336,14 @@ static void test_sgemm_straggler(void **state) {
         float *out[2], *dinp[2];
         for (int p = 0; p < 2; p++) {
           out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
-          const long before = rp_sgemm_tiles_taken();
-          rp_sgemm_set_straggler(late, p ? 0.02 : 0.0);
+          const long before = rp_work_units_taken();
+          rp_work_set_straggler(late, p ? 0.02 : 0.0);
           rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, NULL, NULL, N, IC, OC,
                            p ? pool : NULL);
           rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], NULL, NULL, dout, inp, w, N, IC, OC, 1,
                             p ? pool : NULL);
-          rp_sgemm_set_straggler(0, 0.0);
-          if (p) assert_true(rp_sgemm_tiles_taken() > before);
+          rp_work_set_straggler(0, 0.0);
+          if (p) assert_true(rp_work_units_taken() > before);
         }
         assert_memory_equal(out[0], out[1], sizeof(float) * (size_t)N * OC);
         assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);

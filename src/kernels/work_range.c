@@ -1,0 +1,23 @@
+/* The work ranges' test hooks (work_range.h): a thread held back at the start
+ * of its share, and the units thieves have taken. */
+#include <time.h>
+
+#include "work_range.h"
+
+static _Atomic int g_straggler = -1;
+static _Atomic long g_straggler_us;
+_Atomic long rp_work_taken_units;
+
+void rp_work_set_straggler(int ith, double seconds) {
+  atomic_store(&g_straggler_us, (long)(seconds * 1e6));
+  atomic_store(&g_straggler, seconds > 0 ? ith : -1);
+}
+
+void rp_work_straggle(int ith) {
+  if (atomic_load_explicit(&g_straggler, memory_order_relaxed) != ith) return;
+  const long us = atomic_load(&g_straggler_us);
+  struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&t, NULL);
+}
+
+long rp_work_units_taken(void) { return atomic_load(&rp_work_taken_units); }
