@@ -465,14 +465,7 @@ rp_status rp_flash_bwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
   c->ntasks = c->split == RP_FLASH_SPLIT_HEAD ? BNH : BNH * c->pl.nkb;
   c->own_heads = c->split == RP_FLASH_SPLIT_HEAD &&
                  rp_flash_own_heads(pr, nthreads, rp_flash_l2_bytes(pr->cfg));
-  if (c->own_heads) {
-    c->heads = malloc(sizeof(rp_work_range) * (size_t)nthreads);
-    for (int t = 0; c->heads && t < nthreads; t++) {
-      long lo, hi;
-      rp_split(BNH, t, nthreads, &lo, &hi);
-      rp_work_range_set(&c->heads[t], lo, hi);
-    }
-  }
+  if (c->own_heads) c->heads = rp_work_ranges_split(BNH, nthreads);
   atomic_init(&c->next, 0);
   const long bq = c->pl.bq, bk = c->pl.bk, HS = pr->HS;
   if (c->pl.bf16) {  /* see bwd_key_block's layout */

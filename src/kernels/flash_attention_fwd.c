@@ -420,14 +420,7 @@ rp_status rp_flash_fwd_prepare(void **out, const rp_flash_problem *pr, rp_flash_
    * 6.42-6.73 -> 6.33-6.46 (4 pairs). */
   c->nslots = (int)RP_MIN(BNH, (long)c->group + nthreads - 1);
   c->own_heads = rp_flash_own_heads(pr, nthreads, rp_flash_l2_bytes(pr->cfg));
-  if (c->own_heads) {
-    c->heads = malloc(sizeof(rp_work_range) * (size_t)nthreads);
-    for (int t = 0; c->heads && t < nthreads; t++) {
-      long lo, hi;
-      rp_split(BNH, t, nthreads, &lo, &hi);
-      rp_work_range_set(&c->heads[t], lo, hi);
-    }
-  }
+  if (c->own_heads) c->heads = rp_work_ranges_split(BNH, nthreads);
   const long tiles = (long)c->nslots * c->pl.nkb, tile_floats = 2L * pr->HS * c->pl.bk;
   atomic_init(&c->next, 0);
   /* S, m, l, packed Q, (bf16) a strip of P in pairs, and a byte a row */

@@ -1,7 +1,9 @@
 /* The work ranges' test hooks (work_range.h): a thread held back at the start
  * of its share, and the units thieves have taken. */
+#include <stdlib.h>
 #include <time.h>
 
+#include "ringpipe/rp_pool.h"
 #include "work_range.h"
 
 static _Atomic int g_straggler = -1;
@@ -21,3 +23,13 @@ void rp_work_straggle(int ith) {
 }
 
 long rp_work_units_taken(void) { return atomic_load(&rp_work_taken_units); }
+
+rp_work_range *rp_work_ranges_split(long n, int nthreads) {
+  rp_work_range *r = malloc(sizeof(rp_work_range) * (size_t)nthreads);
+  for (int t = 0; r && t < nthreads; t++) {
+    long lo, hi;
+    rp_split(n, t, nthreads, &lo, &hi);
+    rp_work_range_set(&r[t], lo, hi);
+  }
+  return r;
+}

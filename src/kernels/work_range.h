@@ -36,6 +36,10 @@ static inline uint64_t rp_work_range_pack(long lo, long hi) {
   return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32;
 }
 
+/* nthreads ranges holding rp_split's shares of n units, malloc'd (NULL when
+ * out of memory): the caller frees them. */
+rp_work_range *rp_work_ranges_split(long n, int nthreads);
+
 /* Before the threads start. */
 static inline void rp_work_range_set(rp_work_range *r, long lo, long hi) {
   atomic_store_explicit(r, rp_work_range_pack(lo, hi < lo ? lo : hi), memory_order_relaxed);
