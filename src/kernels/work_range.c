@@ -1,5 +1,5 @@
-/* The work ranges' test hooks (work_range.h): a thread held back at the start
- * of its share, and the units thieves have taken. */
+/* The work ranges' thief side and test hooks (work_range.h): a thread held
+ * back at the start of its share, and the units thieves have taken. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -8,7 +8,7 @@
 
 static _Atomic int g_straggler = -1;
 static _Atomic long g_straggler_us;
-_Atomic long rp_work_taken_units;
+static _Atomic long g_taken;
 
 void rp_work_set_straggler(int ith, double seconds) {
   atomic_store(&g_straggler_us, (long)(seconds * 1e6));
@@ -22,7 +22,22 @@ void rp_work_straggle(int ith) {
   nanosleep(&t, NULL);
 }
 
-long rp_work_units_taken(void) { return atomic_load(&rp_work_taken_units); }
+long rp_work_units_taken(void) { return atomic_load(&g_taken); }
+
+int rp_work_range_back(rp_work_range *r, long *a, long *b) {
+  uint64_t cur = atomic_load_explicit(r, memory_order_acquire);
+  for (;;) {
+    const long lo = (long)(uint32_t)cur, h = (long)(cur >> 32);
+    if (lo >= h) return 0;
+    const long s = h - (h - lo + 1) / 2;
+    if (atomic_compare_exchange_weak_explicit(r, &cur, rp_work_range_pack(lo, s),
+                                              memory_order_acq_rel, memory_order_acquire)) {
+      *a = s, *b = h;
+      atomic_fetch_add_explicit(&g_taken, h - s, memory_order_relaxed);
+      return 1;
+    }
+  }
+}
 
 rp_work_range *rp_work_ranges_split(long n, int nthreads) {
   rp_work_range *r = malloc(sizeof(rp_work_range) * (size_t)nthreads);

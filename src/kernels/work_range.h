@@ -30,7 +30,6 @@ typedef _Atomic uint64_t rp_work_range;
 void rp_work_set_straggler(int ith, double seconds);
 void rp_work_straggle(int ith);
 long rp_work_units_taken(void);
-extern _Atomic long rp_work_taken_units;
 
 static inline uint64_t rp_work_range_pack(long lo, long hi) {
   return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32;
@@ -63,20 +62,8 @@ static inline int rp_work_range_front(rp_work_range *r, long blk, long *a, long 
 }
 
 /* A thief: the back half (at least one unit) of what is left, [*a, *b).
- * 0 when nothing is left. */
-static inline int rp_work_range_back(rp_work_range *r, long *a, long *b) {
-  uint64_t cur = atomic_load_explicit(r, memory_order_acquire);
-  for (;;) {
-    const long lo = (long)(uint32_t)cur, h = (long)(cur >> 32);
-    if (lo >= h) return 0;
-    const long s = h - (h - lo + 1) / 2;
-    if (atomic_compare_exchange_weak_explicit(r, &cur, rp_work_range_pack(lo, s),
-                                              memory_order_acq_rel, memory_order_acquire)) {
-      *a = s, *b = h;
-      atomic_fetch_add_explicit(&rp_work_taken_units, h - s, memory_order_relaxed);
-      return 1;
-    }
-  }
-}
+ * 0 when nothing is left. Out of line: it runs a few times a job, and counts
+ * what it takes for rp_work_units_taken. */
+int rp_work_range_back(rp_work_range *r, long *a, long *b);
 
 #endif
