@@ -121,16 +121,18 @@ isa=$("$RINGPIPE" bench train --steps 1 --layers 1 --channels 64 --heads 1 --seq
   echo
 } | tee "$report"
 
-# ratios "a/b" of paired columns -> "median (min..max)"
-spread() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{ v[NR] = $1 } END {
-  if (NR == 0) { printf "n/a (no round gave both rates)"; exit }
-  m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-  printf "%.2fx (%.2f..%.2f)", m, v[1], v[NR] }'; }
-# fractions -> "median (min..max)"
-fraction_spread() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{ v[NR] = $1 } END {
-  if (NR == 0) { printf "n/a (no round printed one)"; exit }
-  m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-  printf "%.3f (%.3f..%.3f)", m, v[1], v[NR] }'; }
+# values -> "median (min..max)" in printf format FMT (default: ratios "a/b" of
+# paired columns, as 1.23x (1.10..1.40)); EMPTY when there is none
+median_spread() {
+  local fmt=${1:-"%.2fx (%.2f..%.2f)"} empty=${2:-"n/a (no round gave both rates)"}
+  tr ' ' '\n' | { grep . || true; } | sort -g | awk -v fmt="$fmt" -v empty="$empty" '
+    { v[NR] = $1 } END {
+      if (NR == 0) { printf "%s", empty; exit }
+      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+      printf fmt, m, v[1], v[NR] }'; }
+spread() { median_spread; }
+# fractions -> "0.812 (0.790..0.830)"
+fraction_spread() { median_spread "%.3f (%.3f..%.3f)" "n/a (no round printed one)"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print 0 }'; }
 
 model_flags() {

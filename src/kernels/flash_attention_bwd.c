@@ -405,10 +405,8 @@ void rp_flash_bwd_run(void *vctx, int ith, int nth) {
      * head's gradients do not depend on the thread): work_range.h */
     long a, b, hi;
     rp_work_straggle(ith);
-    while (rp_work_range_front(&c->heads[ith], 1, &a, &b, &hi)) bwd_head(c, a, ith, ws);
-    for (int d = 1; d < nth; d++)
-      while (rp_work_range_back(&c->heads[(ith + d) % nth], &a, &b))
-        for (long t = a; t < b; t++) bwd_head(c, t, ith, ws);
+    while (rp_work_next(c->heads, ith, nth, 1, &a, &b, &hi) >= 0)
+      for (long t = a; t < b; t++) bwd_head(c, t, ith, ws);
     return;
   }
   for (;;) {

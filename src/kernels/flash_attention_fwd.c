@@ -338,12 +338,9 @@ static void fwd_run_own_heads(fwd_ctx *c, int ith, int nth, float *S, float *m, 
                               float *q, uint32_t *pb, uint8_t *written) {
   long a, b, hi;
   rp_work_straggle(ith);
-  while (rp_work_range_front(&c->heads[ith], 1, &a, &b, &hi))
-    fwd_own_head(c, ith, a, a + 1 < hi ? a + 1 : -1, S, m, l, q, pb, written);
-  for (int d = 1; d < nth; d++)
-    while (rp_work_range_back(&c->heads[(ith + d) % nth], &a, &b))
-      for (long bh = a; bh < b; bh++)
-        fwd_own_head(c, ith, bh, bh + 1 < b ? bh + 1 : -1, S, m, l, q, pb, written);
+  while (rp_work_next(c->heads, ith, nth, 1, &a, &b, &hi) >= 0)
+    for (long bh = a; bh < b; bh++)
+      fwd_own_head(c, ith, bh, bh + 1 < hi ? bh + 1 : -1, S, m, l, q, pb, written);
 }
 
 void rp_flash_fwd_run(void *vctx, int ith, int nth) {

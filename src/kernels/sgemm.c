@@ -408,20 +408,13 @@ static void balance_setup(gemm_ctx *c, int nth) {
 static void balanced_part(const gemm_ctx *c, int i, int ith, int nth, float *abuf, float *bbuf) {
   const gemm_prob *g = &c->prob[i];
   const rp_sgemm_kdesc *kd = c->kd;
-  rp_work_range *r = c->ranges + (long)i * nth;
   long m0, m1, p0, p1, a, b, hi;
-  thread_region(g, kd, ith, nth, &m0, &m1, &p0, &p1);
   rp_work_straggle(ith);
-  while (rp_work_range_front(&r[ith], kd->mc / kd->mr, &a, &b, &hi))
+  for (int v; (v = rp_work_next(c->ranges + (long)i * nth, ith, nth, kd->mc / kd->mr, &a, &b,
+                                &hi)) >= 0;) {
+    thread_region(g, kd, v, nth, &m0, &m1, &p0, &p1); /* the owner's columns */
     gemm_part(g, kd, abuf, bbuf, a * kd->mr, RP_MIN(b * kd->mr, (long)g->M), p0, p1,
               RP_MIN(hi * kd->mr, (long)g->M), ith);
-  for (int d = 1; d < nth; d++) {
-    const int v = (ith + d) % nth;
-    thread_region(g, kd, v, nth, &m0, &m1, &p0, &p1);
-    while (rp_work_range_back(&r[v], &a, &b)) {
-      const long e = RP_MIN(b * kd->mr, (long)g->M);
-      gemm_part(g, kd, abuf, bbuf, a * kd->mr, e, p0, p1, e, ith);
-    }
   }
 }
 
@@ -430,7 +423,7 @@ static void gemm_task(void *vctx, int ith, int nth) {
   float *abuf = (float *)(c->bufs + (size_t)ith * c->buf_stride);
   float *bbuf = (float *)((char *)abuf + align64(abuf_bytes(c->kd)));
   for (int i = 0; i < c->nprob; i++) {
-    if (c->prob[i].balance && c->ranges && nth == c->ranges_nth && nth > 1) {
+    if (c->prob[i].balance && nth == c->ranges_nth && nth > 1) {
       balanced_part(c, i, ith, nth, abuf, bbuf);
       continue;
     }

@@ -66,4 +66,22 @@ static inline int rp_work_range_front(rp_work_range *r, long blk, long *a, long 
  * what it takes for rp_work_units_taken. */
 int rp_work_range_back(rp_work_range *r, long *a, long *b);
 
+/* Thread ith's next units among nth ranges: blk from the front of its own,
+ * else the back half of the first other range (ith + 1, ith + 2, ...) with
+ * any left. Returns whose range they came from, -1 when all are empty; *hi is
+ * where the thread may expect to go on from *b (its own range's end, or *b
+ * after a theft), for prefetching. */
+static inline int rp_work_next(rp_work_range *r, int ith, int nth, long blk, long *a, long *b,
+                               long *hi) {
+  if (rp_work_range_front(&r[ith], blk, a, b, hi)) return ith;
+  for (int d = 1; d < nth; d++) {
+    const int v = (ith + d) % nth;
+    if (rp_work_range_back(&r[v], a, b)) {
+      *hi = *b;
+      return v;
+    }
+  }
+  return -1;
+}
+
 #endif
