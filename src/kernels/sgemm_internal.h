@@ -15,6 +15,7 @@
 
 #include "ringpipe/rp_base.h"
 #include "ringpipe/rp_isa.h"
+#include "ringpipe/rp_sgemm.h"
 
 typedef void (*rp_sgemm_ukr)(long kc, const float *a, const float *b, float *c, long ldc,
                              int mr, int nr, const float *init, const float *cin);
@@ -108,6 +109,65 @@ typedef struct {
 
 struct rp_pool;
 void rp_sgemm_bpack_run(bpack_ctx *c, struct rp_pool *pool);
+
+/* ---- the driver: one product's loops and a job's threads (sgemm_driver.c) */
+
+/* Panels per B block packed on the fly (dweight's B): 24 x 32 columns x kc =
+ * 192 is 576 KiB (kc = 384: 1.2 MiB of a 2 MiB L2; avx2: 24 x 16 x 256, 384
+ * KiB), in L2 beside the A block; 24
+ * rather than 16 so that at C = 384 each of two threads packs its 768 columns
+ * of fcproj's B as one block and so packs A (dout) once, not twice (measured:
+ * packing was 11% of a step, bench_step under perf). */
+#define NC_PANELS 24
+
+/* C[M, Nc] (+)= A[M, K] B[K, Nc] */
+typedef struct {
+  float *c;
+  long ldc;
+  int M, Nc, K;
+  sg_src a;
+  const float *apack; /* ceil(M / mr) panels of K x mr packed before the job, or NULL: A
+                         packed block by block from a by each thread */
+  const float *bpack; /* npanels(Nc) panels of K x nr, packed before the job; or NULL: */
+  sg_src b;           /* B(k, j) = X(j, k), packed block by block by each thread */
+  const float *init;  /* Nc floats (a bias) added to every row, or NULL */
+  const float *resid; /* M x Nc with C's stride added to the product, or NULL */
+  int load_c;         /* C accumulates (+=) */
+  int split_cols; /* threads take column panels (all rows) instead of row tiles */
+  rp_sgemm_block_fn epi; /* or NULL: called on each thread's finished parts of C */
+  void *epi_ctx;
+  int balance; /* threads share its work as they go (sgemm_driver.c says how); its epi, if
+                  any, elementwise, and none where B is packed on the fly by rows */
+} gemm_prob;
+
+/* A job: up to two products, then the bias sums */
+typedef struct {
+  const rp_sgemm_kdesc *kd;
+  gemm_prob prob[2];
+  int nprob;
+  char *bufs; /* per thread buf_stride bytes: an A block, then a B block (rp_sgemm_thread_bytes) */
+  size_t buf_stride;
+  float *dbias; /* dbias[OC] += column sums of dout (or NULL) */
+  const float *dout;
+  int N, OC;
+  /* set by rp_sgemm_job_run: how each product's threads share its work */
+  struct gemm_share *share[2];
+  int share_nth;
+} gemm_ctx;
+
+static inline size_t rp_sgemm_align64(size_t b) { return (b + 63) & ~(size_t)63; }
+/* Per thread: an A block, and a B block when a product packs B on the fly. */
+static inline size_t rp_sgemm_thread_bytes(const rp_sgemm_kdesc *kd, int with_b) {
+  return rp_sgemm_align64((size_t)kd->mc * (size_t)kd->kc * sizeof(float)) +
+         (with_b ? rp_sgemm_align64((size_t)NC_PANELS * (size_t)kd->nr * (size_t)kd->kc *
+                                    sizeof(float))
+                 : 0);
+}
+
+/* Runs the job on the pool (or the caller), work its size for rp_kern_run. */
+void rp_sgemm_job_run(gemm_ctx *c, struct rp_pool *pool, long work);
+/* Frees the driver's work-sharing state (rp_sgemm_workspace_release). */
+void rp_sgemm_driver_ws_free(void);
 
 #include "wcache_internal.h" /* the packed-weight cache, shared with the bf16 GEMM */
 

@@ -313,17 +313,23 @@ static void test_sgemm_epilogue_blocks(void **state) {
     }
 }
 
-/* The balanced products (the forward, rows or columns split, and dinp): one
- * thread held back 20 ms at the start of each, so that the other takes its
- * tiles; bitwise the one-thread results, tiles counted as taken, with the
- * caller as the straggler and with the worker. */
+/* Every shared product: one thread held back 20 ms at the start of each, so
+ * that the other takes its work; bitwise the one-thread results, units
+ * counted as taken, with the caller as the straggler and with the worker.
+ * The shapes take each way of sharing (sgemm_driver.c): the forward with
+ * rows and with columns split (B prepacked); dinp; dweight with B on the fly
+ * and rows split (k-order: IC <= OC, and N over several k blocks), with
+ * columns split (IC > OC: panels); and the big weight's forward (columns, A
+ * prepacked) and dinp (B on the fly, k-order), with dweight prepacked or not
+ * as this machine's L2 decides. */
 static void test_sgemm_straggler(void **state) {
   (void)state;
-  const shape cases[2] = {{1000, 96, 200}, {100, 64, 1200}}; /* rows split, columns split */
+  const shape cases[5] = {{1000, 96, 200}, {100, 64, 1200}, {900, 40, 300}, {64, 1200, 100},
+                          {37, 1030, 4100}};
   rp_pool *pool = kt_pool(2);
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 5; s++)
       for (int late = 0; late < 2; late++) {
         const int N = cases[s].N, IC = cases[s].IC, OC = cases[s].OC;
         rp_rng rng;
@@ -333,21 +339,29 @@ static void test_sgemm_straggler(void **state) {
         kt_fill(inp, (long)N * IC, &rng, -1, 1);
         kt_fill(w, (long)OC * IC, &rng, -1, 1);
         kt_fill(dout, (long)N * OC, &rng, -1, 1);
-        float *out[2], *dinp[2];
+        float *out[2], *dinp[2], *dw[2];
         for (int p = 0; p < 2; p++) {
           out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
-          const long before = rp_work_units_taken();
+          dw[p] = kt_floats((long)OC * IC);
+          long before = rp_work_units_taken();
           rp_work_set_straggler(late, p ? 0.02 : 0.0);
           rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, NULL, NULL, N, IC, OC,
                            p ? pool : NULL);
+          if (p) assert_true(rp_work_units_taken() > before);
+          before = rp_work_units_taken();
           rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], NULL, NULL, dout, inp, w, N, IC, OC, 1,
                             p ? pool : NULL);
-          rp_work_set_straggler(0, 0.0);
           if (p) assert_true(rp_work_units_taken() > before);
+          before = rp_work_units_taken();
+          rp_sgemm_backward((rp_sgemm_kernel)k, NULL, dw[p], NULL, dout, inp, w, N, IC, OC, 1,
+                            p ? pool : NULL);
+          if (p) assert_true(rp_work_units_taken() > before);
+          rp_work_set_straggler(0, 0.0);
         }
         assert_memory_equal(out[0], out[1], sizeof(float) * (size_t)N * OC);
         assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);
-        for (int p = 0; p < 2; p++) free(out[p]), free(dinp[p]);
+        assert_memory_equal(dw[0], dw[1], sizeof(float) * (size_t)OC * IC);
+        for (int p = 0; p < 2; p++) free(out[p]), free(dinp[p]), free(dw[p]);
         free(inp), free(w), free(dout);
       }
   }
