@@ -63,15 +63,23 @@ void rp_sgemm_forward_epi(rp_sgemm_kernel k, float *out, const float *inp, const
 void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                        const float *dout, const float *inp, const float *weight, int N, int IC,
                        int OC, int dinp_set, rp_pool *pool);
-/* The same with an epilogue on dinp: its threads split dinp's columns (all
- * rows each), and each calls epi(epi_ctx, m0, m1, j0, j1, ith) on the block
- * of rows [m0, m1) x columns [j0, j1) it has just finished, blocks of rows in
- * order, so that an epilogue can keep per-column sums in row order (a bias
- * gradient) whatever the thread count. dinp must be given. */
+/* dinp's epilogue, for per-column sums in row order (a bias gradient) beside
+ * elementwise work: `both` on a block of dinp its thread has just finished,
+ * while it is in cache; `any` (the elementwise part alone) on a block a
+ * thread finished for another; `ordered` (the in-order part alone) on such
+ * blocks afterwards, by the thread whose columns they are. Each column's
+ * blocks reach `both` and `ordered` in row order, by one thread. */
+typedef struct {
+  rp_sgemm_block_fn both, any, ordered;
+  void *ctx;
+} rp_sgemm_epi;
+/* rp_sgemm_backward with that epilogue on dinp: its threads split dinp's
+ * columns (all rows each), and a thread out of work takes row blocks of
+ * another's columns; so the ordered sums do not depend on the thread count
+ * or on who took what. dinp must be given. */
 void rp_sgemm_backward_epi(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                            const float *dout, const float *inp, const float *weight, int N,
-                           int IC, int OC, int dinp_set, rp_pool *pool, rp_sgemm_block_fn epi,
-                           void *epi_ctx);
+                           int IC, int OC, int dinp_set, rp_pool *pool, const rp_sgemm_epi *epi);
 
 /* ---- packed weights kept across calls
  *

@@ -90,17 +90,42 @@ typedef struct {
   int timed;
 } gelu_bwd_ctx;
 
-/* dpre = gelu'(pre) * dpost on a block the GEMM has just finished, and the
- * block's rows added to dbias_pre in order: a thread's columns see every row
- * in order, as rp_gelu_backward_set_dbias walks them */
-static void gelu_bwd_block(void *vctx, long m0, long m1, long j0, long j1, int ith) {
-  gelu_bwd_ctx *c = vctx;
+/* dpre = gelu'(pre) * dpost on a block the GEMM has just finished, and (when
+ * dbias) the block's rows added to dbias_pre in order: each column's blocks
+ * reach it in row order, as rp_gelu_backward_set_dbias walks them */
+static void gelu_bwd_rows(gelu_bwd_ctx *c, long m0, long m1, long j0, long j1, int ith,
+                          float *dbias) {
   double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
   const rp_gelu_ops *ops = rp_gelu_ops_active();
   for (long m = m0; m < m1 && j1 > j0; m++) {
     const long at = m * c->C + j0;
-    ops->backward(c->dpre + at, c->dbias_pre ? c->dbias_pre + j0 : NULL, c->pre + at,
-                  c->dpost + at, j1 - j0, 1);
+    ops->backward(c->dpre + at, dbias ? dbias + j0 : NULL, c->pre + at, c->dpost + at, j1 - j0,
+                  1);
+  }
+  if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
+}
+
+static void gelu_bwd_block(void *vctx, long m0, long m1, long j0, long j1, int ith) {
+  gelu_bwd_ctx *c = vctx;
+  gelu_bwd_rows(c, m0, m1, j0, j1, ith, c->dbias_pre);
+}
+
+/* a block another thread's columns: dpre alone, its bias rows added by
+ * gelu_bwd_dbias later */
+static void gelu_bwd_block_any(void *vctx, long m0, long m1, long j0, long j1, int ith) {
+  gelu_bwd_rows(vctx, m0, m1, j0, j1, ith, NULL);
+}
+
+/* dbias_pre += the block's dpre rows, in order: the same float adds as the
+ * GELU backward makes with its dbias (dpre as stored) */
+static void gelu_bwd_dbias(void *vctx, long m0, long m1, long j0, long j1, int ith) {
+  gelu_bwd_ctx *c = vctx;
+  if (!c->dbias_pre) return;
+  double t0 = c->timed && ith == 0 ? rp_now() : 0.0;
+  float *restrict db = c->dbias_pre;
+  for (long m = m0; m < m1; m++) {
+    const float *restrict d = c->dpre + m * c->C;
+    for (long j = j0; j < j1; j++) db[j] += d[j];
   }
   if (c->timed && ith == 0) c->epi_s += rp_now() - t0;
 }
@@ -112,8 +137,9 @@ void rp_matmul_backward_gelu(float *dpre, float *dpost, float *dbias_pre, float 
   if (rp_matmul_own_applies(pool, N, IC, OC, 1)) {
     gelu_bwd_ctx c = {.dpre = dpre, .dbias_pre = dbias_pre, .pre = pre, .dpost = dpost,
                       .C = IC, .timed = epilogue_s != NULL};
+    const rp_sgemm_epi epi = {gelu_bwd_block, gelu_bwd_block_any, gelu_bwd_dbias, &c};
     rp_sgemm_backward_epi((rp_sgemm_kernel)rp_sgemm_kernel_best(), dpost, dweight, dbias, dout,
-                          post, weight, N, IC, OC, 1, pool, gelu_bwd_block, &c);
+                          post, weight, N, IC, OC, 1, pool, &epi);
     if (epilogue_s) *epilogue_s = c.epi_s;
     return;
   }

@@ -243,7 +243,7 @@ static size_t dw_revisited_bytes(const rp_sgemm_kdesc *kd, int IC, int OC, int n
  * they share A (dout) instead, the narrower operand; else the rows (OC). */
 static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                      const float *dout, const float *inp, const float *w, int N, int IC, int OC,
-                     int dinp_set, rp_pool *pool, rp_sgemm_block_fn epi, void *epi_ctx) {
+                     int dinp_set, rp_pool *pool, const rp_sgemm_epi *epi) {
   if (!dinp && !dweight && !dbias) return;
   const rp_sgemm_kdesc *kd = kdesc_of(k);
   const int nth = pool_nth(pool);
@@ -288,10 +288,12 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
                                     .a = {dout, OC, 1, N, OC},
                                     .bpack = dinp_onfly ? NULL : wpack,
                                     .b = {w, IC, 0, IC, OC}, .load_c = !dinp_set,
-                                    .epi = epi, .epi_ctx = epi_ctx, .split_cols = epi != NULL,
-                                    /* not with the GELU backward's epilogue: it adds each
-                                       thread's rows to dbias in row order */
-                                    .balance = !epi};
+                                    .epi = epi ? epi->both : NULL,
+                                    .epi_any = epi ? epi->any : NULL,
+                                    .epi_order = epi ? epi->ordered : NULL,
+                                    .epi_ctx = epi ? epi->ctx : NULL,
+                                    /* each column's rows in order by one thread */
+                                    .split_cols = epi != NULL, .balance = 1};
   if (dweight)
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
                                     .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},
@@ -305,13 +307,12 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
 void rp_sgemm_backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                        const float *dout, const float *inp, const float *w, int N, int IC,
                        int OC, int dinp_set, rp_pool *pool) {
-  backward(k, dinp, dweight, dbias, dout, inp, w, N, IC, OC, dinp_set, pool, NULL, NULL);
+  backward(k, dinp, dweight, dbias, dout, inp, w, N, IC, OC, dinp_set, pool, NULL);
 }
 
 void rp_sgemm_backward_epi(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                            const float *dout, const float *inp, const float *w, int N, int IC,
-                           int OC, int dinp_set, rp_pool *pool, rp_sgemm_block_fn epi,
-                           void *epi_ctx) {
-  RP_CHECK(dinp && epi);
-  backward(k, dinp, dweight, dbias, dout, inp, w, N, IC, OC, dinp_set, pool, epi, epi_ctx);
+                           int OC, int dinp_set, rp_pool *pool, const rp_sgemm_epi *epi) {
+  RP_CHECK(dinp && epi && epi->both && epi->any && epi->ordered);
+  backward(k, dinp, dweight, dbias, dout, inp, w, N, IC, OC, dinp_set, pool, epi);
 }

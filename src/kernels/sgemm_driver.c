@@ -256,7 +256,8 @@ struct gemm_share {
   int mode;
   long nkb, ngroups, ntiles; /* k-order: k blocks, column blocks, row tiles */
   rp_work_range *ranges;     /* [nth], or k-order [ngroups * nkb][nth] */
-  _Atomic int *tile_k;       /* k-order: [ngroups][ntiles] k blocks added to each tile */
+  _Atomic int *tile_k;       /* k-order: [ngroups][ntiles] k blocks added to each tile; rows
+                                with an ordered epilogue: [ntiles] 1 once a thief is done */
 };
 
 static int share_mode(const gemm_prob *g, int nth) {
@@ -270,6 +271,10 @@ static void share_shape(struct gemm_share *s, const gemm_prob *g, const rp_sgemm
                         int nth) {
   s->mode = share_mode(g, nth);
   s->nkb = s->ngroups = s->ntiles = 0;
+  if (s->mode == SHARE_ROWS && g->epi_order) { /* the tiles others finish for an owner */
+    s->ngroups = 1;
+    s->ntiles = RP_CEIL_DIV(g->M, kd->mr);
+  }
   if (s->mode != SHARE_KORDER) return;
   s->nkb = RP_CEIL_DIV(g->K, block_k(g->K, kd->kc));
   s->ngroups = RP_CEIL_DIV(npanels(g->Nc, kd->nr), NC_PANELS);
@@ -302,32 +307,6 @@ static void share_set(struct gemm_share *s, const gemm_prob *g, const rp_sgemm_k
     atomic_store_explicit(&s->tile_k[i], 0, memory_order_relaxed);
 }
 
-/* B prepacked: the thread's own row tiles a block of rows at a time, then the
- * back halves of what the others have not started (over the owner's
- * columns: all, or its panels when the threads split columns). */
-static void share_rows(const gemm_ctx *c, int i, int ith, int nth, float *abuf) {
-  const gemm_prob *g = &c->prob[i];
-  const rp_sgemm_kdesc *kd = c->kd;
-  long a, b, hi;
-  for (int v; (v = rp_work_next(c->share[i]->ranges, ith, nth, kd->mc / kd->mr, &a, &b,
-                                &hi)) >= 0;) {
-    region r = thread_region(g, kd, v, nth);
-    r.m0 = a * kd->mr, r.m1 = RP_MIN(b * kd->mr, (long)g->M), r.mpf = RP_MIN(hi * kd->mr, (long)g->M);
-    gemm_part(g, kd, abuf, NULL, &r, ith);
-  }
-}
-
-/* B on the fly, columns split: the thread's own column blocks, then the back
- * halves of the others' (each over all rows and k). */
-static void share_panels(const gemm_ctx *c, int i, int ith, int nth, float *abuf, float *bbuf) {
-  const gemm_prob *g = &c->prob[i];
-  long a, b, hi;
-  for (int v; (v = rp_work_next(c->share[i]->ranges, ith, nth, NC_PANELS, &a, &b, &hi)) >= 0;) {
-    const region r = {0, g->M, a, b, g->M, hi};
-    gemm_part(g, c->kd, abuf, bbuf, &r, ith);
-  }
-}
-
 /* Waits until tiles [a, b) have their first kbi k blocks added (by whichever
  * threads took them): pause a while, then yield, in case the thread running
  * one has lost its core. */
@@ -346,6 +325,58 @@ static void tiles_wait(_Atomic int *added, long a, long b, long kbi) {
 
 static void tiles_added(_Atomic int *added, long a, long b, long nblocks) {
   for (long t = a; t < b; t++) atomic_store_explicit(&added[t], (int)nblocks, memory_order_release);
+}
+
+/* The in-order part of the epilogue on the owner's rows that others took:
+ * the back of its share, from where its own claims stopped, in row order,
+ * each block once its thief is done. */
+static void ordered_rest(const gemm_ctx *c, int i, int ith, int nth) {
+  const gemm_prob *g = &c->prob[i];
+  const rp_sgemm_kdesc *kd = c->kd;
+  const struct gemm_share *s = c->share[i];
+  const region own = thread_region(g, kd, ith, nth);
+  if (own.m1 <= own.m0 || own.p1 <= own.p0) return;
+  /* empty now: lo = hi = where the thieves' part begins */
+  const long cut = (long)(atomic_load_explicit(&s->ranges[ith], memory_order_acquire) >> 32);
+  const long end = RP_CEIL_DIV(own.m1, kd->mr), blk = kd->mc / kd->mr;
+  const long j0 = own.p0 * kd->nr, j1 = RP_MIN(own.p1 * kd->nr, (long)g->Nc);
+  for (long t = cut; t < end; t += blk) {
+    const long e = RP_MIN(t + blk, end);
+    tiles_wait(s->tile_k, t, e, 1);
+    g->epi_order(g->epi_ctx, t * kd->mr, RP_MIN(e * kd->mr, (long)g->M), j0, j1, ith);
+  }
+}
+
+/* B prepacked: the thread's own row tiles a block of rows at a time, then the
+ * back halves of what the others have not started (over the owner's
+ * columns: all, or its panels when the threads split columns). Where the
+ * epilogue has an in-order part, a thief runs the rest of it and marks its
+ * tiles done, and each owner runs that part on them afterwards. */
+static void share_rows(const gemm_ctx *c, int i, int ith, int nth, float *abuf) {
+  const gemm_prob *g = &c->prob[i];
+  const rp_sgemm_kdesc *kd = c->kd;
+  const struct gemm_share *s = c->share[i];
+  gemm_prob taken = *g; /* another's rows */
+  if (g->epi_order) taken.epi = g->epi_any;
+  long a, b, hi;
+  for (int v; (v = rp_work_next(s->ranges, ith, nth, kd->mc / kd->mr, &a, &b, &hi)) >= 0;) {
+    region r = thread_region(g, kd, v, nth);
+    r.m0 = a * kd->mr, r.m1 = RP_MIN(b * kd->mr, (long)g->M), r.mpf = RP_MIN(hi * kd->mr, (long)g->M);
+    gemm_part(v == ith ? g : &taken, kd, abuf, NULL, &r, ith);
+    if (g->epi_order && v != ith) tiles_added(s->tile_k, a, b, 1);
+  }
+  if (g->epi_order) ordered_rest(c, i, ith, nth);
+}
+
+/* B on the fly, columns split: the thread's own column blocks, then the back
+ * halves of the others' (each over all rows and k). */
+static void share_panels(const gemm_ctx *c, int i, int ith, int nth, float *abuf, float *bbuf) {
+  const gemm_prob *g = &c->prob[i];
+  long a, b, hi;
+  for (int v; (v = rp_work_next(c->share[i]->ranges, ith, nth, NC_PANELS, &a, &b, &hi)) >= 0;) {
+    const region r = {0, g->M, a, b, g->M, hi};
+    gemm_part(g, c->kd, abuf, bbuf, &r, ith);
+  }
 }
 
 /* B on the fly, rows split: per column block and k block, the thread packs

@@ -135,9 +135,12 @@ typedef struct {
   int load_c;         /* C accumulates (+=) */
   int split_cols; /* threads take column panels (all rows) instead of row tiles */
   rp_sgemm_block_fn epi; /* or NULL: called on each thread's finished parts of C */
+  rp_sgemm_block_fn epi_any, epi_order; /* NULL (epi is elementwise), or epi without the part
+                         that must see each column's rows in order, and that part alone
+                         (rp_sgemm_epi) */
   void *epi_ctx;
-  int balance; /* threads share its work as they go (sgemm_driver.c says how); its epi, if
-                  any, elementwise, and none where B is packed on the fly by rows */
+  int balance; /* threads share its work as they go (sgemm_driver.c says how); none with an
+                  epi where B is packed on the fly by rows */
 } gemm_prob;
 
 /* A job: up to two products, then the bias sums */

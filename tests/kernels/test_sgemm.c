@@ -368,6 +368,88 @@ static void test_sgemm_straggler(void **state) {
   rp_pool_destroy(pool);
 }
 
+/* dinp's epilogue with an in-order part (rp_sgemm_epi), as the GELU backward
+ * uses it: half = dinp / 2 elementwise, and colsum[j] += half[m][j] over the
+ * rows in order. */
+typedef struct {
+  float *half, *colsum;
+  const float *dinp;
+  long *next_row; /* per column: the row its in-order sum expects next */
+  int IC, bad;
+} order_epi;
+
+static void order_half(order_epi *e, long m0, long m1, long j0, long j1) {
+  for (long m = m0; m < m1; m++)
+    for (long j = j0; j < j1; j++) e->half[m * e->IC + j] = e->dinp[m * e->IC + j] * 0.5f;
+}
+
+static void order_sum(order_epi *e, long m0, long m1, long j0, long j1) {
+  for (long j = j0; j < j1; j++) {
+    if (e->next_row[j] != m0) e->bad = 1;
+    e->next_row[j] = m1;
+  }
+  for (long m = m0; m < m1; m++)
+    for (long j = j0; j < j1; j++) e->colsum[j] += e->half[m * e->IC + j];
+}
+
+static void order_both(void *ctx, long m0, long m1, long j0, long j1, int ith) {
+  (void)ith;
+  order_half(ctx, m0, m1, j0, j1);
+  order_sum(ctx, m0, m1, j0, j1);
+}
+
+static void order_any(void *ctx, long m0, long m1, long j0, long j1, int ith) {
+  (void)ith;
+  order_half(ctx, m0, m1, j0, j1);
+}
+
+static void order_only(void *ctx, long m0, long m1, long j0, long j1, int ith) {
+  (void)ith;
+  order_sum(ctx, m0, m1, j0, j1);
+}
+
+/* With one thread held back, the other takes row blocks of its columns: the
+ * column sums still see every row once and in order, bitwise one thread's. */
+static void test_sgemm_ordered_epilogue_straggler(void **state) {
+  (void)state;
+  const int N = 700, IC = 256, OC = 96;
+  rp_pool *pool = kt_pool(2);
+  rp_rng rng;
+  rp_rng_seed(&rng, 29);
+  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
+  float *dout = kt_floats((long)N * OC);
+  kt_fill(inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  kt_fill(dout, (long)N * OC, &rng, -1, 1);
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+    for (int late = 0; late < 2; late++) {
+      float *dinp[2], *half[2], *colsum[2];
+      for (int p = 0; p < 2; p++) {
+        dinp[p] = kt_floats((long)N * IC), half[p] = kt_floats((long)N * IC);
+        colsum[p] = kt_floats(IC);
+        order_epi e = {half[p], colsum[p], dinp[p], calloc((size_t)IC, sizeof(long)), IC, 0};
+        const rp_sgemm_epi epi = {order_both, order_any, order_only, &e};
+        const long before = rp_work_units_taken();
+        rp_work_set_straggler(late, p ? 0.02 : 0.0);
+        rp_sgemm_backward_epi((rp_sgemm_kernel)k, dinp[p], NULL, NULL, dout, inp, w, N, IC, OC,
+                              1, p ? pool : NULL, &epi);
+        rp_work_set_straggler(0, 0.0);
+        if (p) assert_true(rp_work_units_taken() > before);
+        assert_false(e.bad);
+        for (int j = 0; j < IC; j++) assert_int_equal(e.next_row[j], N);
+        free(e.next_row);
+      }
+      assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);
+      assert_memory_equal(half[0], half[1], sizeof(float) * (size_t)N * IC);
+      assert_memory_equal(colsum[0], colsum[1], sizeof(float) * (size_t)IC);
+      for (int p = 0; p < 2; p++) free(dinp[p]), free(half[p]), free(colsum[p]);
+    }
+  }
+  free(inp), free(w), free(dout);
+  rp_pool_destroy(pool);
+}
+
 /* RP_GEMM_OWN: rp_matmul_* are the rp_sgemm calls of the best kernel (bitwise). */
 static void test_matmul_own_mode(void **state) {
   (void)state;
@@ -575,6 +657,7 @@ int main(void) {
       cmocka_unit_test(test_sgemm_big_operands),
       cmocka_unit_test(test_sgemm_epilogue_blocks),
       cmocka_unit_test(test_sgemm_straggler),
+      cmocka_unit_test(test_sgemm_ordered_epilogue_straggler),
       cmocka_unit_test(test_matmul_own_mode),
       cmocka_unit_test(test_auto_rule_cases),
       cmocka_unit_test(test_auto_mode_holds_to_ceiling),
