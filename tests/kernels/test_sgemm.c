@@ -313,6 +313,23 @@ static void test_sgemm_epilogue_blocks(void **state) {
     }
 }
 
+/* A layer's random operands: its input, weight and output gradient. */
+typedef struct {
+  float *inp, *w, *dout;
+} operands;
+
+static operands random_operands(int N, int IC, int OC, uint64_t seed) {
+  rp_rng rng;
+  rp_rng_seed(&rng, seed);
+  operands o = {kt_floats((long)N * IC), kt_floats((long)OC * IC), kt_floats((long)N * OC)};
+  kt_fill(o.inp, (long)N * IC, &rng, -1, 1);
+  kt_fill(o.w, (long)OC * IC, &rng, -1, 1);
+  kt_fill(o.dout, (long)N * OC, &rng, -1, 1);
+  return o;
+}
+
+static void free_operands(operands *o) { free(o->inp), free(o->w), free(o->dout); }
+
 /* Every shared product: one thread held back 20 ms at the start of each, so
  * that the other takes its work; bitwise the one-thread results, units
  * counted as taken, with the caller as the straggler and with the worker.
@@ -332,13 +349,8 @@ static void test_sgemm_straggler(void **state) {
     for (int s = 0; s < 5; s++)
       for (int late = 0; late < 2; late++) {
         const int N = cases[s].N, IC = cases[s].IC, OC = cases[s].OC;
-        rp_rng rng;
-        rp_rng_seed(&rng, 11);
-        float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-        float *dout = kt_floats((long)N * OC);
-        kt_fill(inp, (long)N * IC, &rng, -1, 1);
-        kt_fill(w, (long)OC * IC, &rng, -1, 1);
-        kt_fill(dout, (long)N * OC, &rng, -1, 1);
+        operands op = random_operands(N, IC, OC, 11);
+        const float *inp = op.inp, *w = op.w, *dout = op.dout;
         float *out[2], *dinp[2], *dw[2];
         for (int p = 0; p < 2; p++) {
           out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
@@ -362,7 +374,7 @@ static void test_sgemm_straggler(void **state) {
         assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);
         assert_memory_equal(dw[0], dw[1], sizeof(float) * (size_t)OC * IC);
         for (int p = 0; p < 2; p++) free(out[p]), free(dinp[p]), free(dw[p]);
-        free(inp), free(w), free(dout);
+        free_operands(&op);
       }
   }
   rp_pool_destroy(pool);
@@ -414,13 +426,7 @@ static void test_sgemm_ordered_epilogue_straggler(void **state) {
   (void)state;
   const int N = 700, IC = 256, OC = 96;
   rp_pool *pool = kt_pool(2);
-  rp_rng rng;
-  rp_rng_seed(&rng, 29);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-  float *dout = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(dout, (long)N * OC, &rng, -1, 1);
+  operands op = random_operands(N, IC, OC, 29);
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
     for (int late = 0; late < 2; late++) {
@@ -432,8 +438,8 @@ static void test_sgemm_ordered_epilogue_straggler(void **state) {
         const rp_sgemm_epi epi = {order_both, order_any, order_only, &e};
         const long before = rp_work_units_taken();
         rp_work_set_straggler(late, p ? 0.02 : 0.0);
-        rp_sgemm_backward_epi((rp_sgemm_kernel)k, dinp[p], NULL, NULL, dout, inp, w, N, IC, OC,
-                              1, p ? pool : NULL, &epi);
+        rp_sgemm_backward_epi((rp_sgemm_kernel)k, dinp[p], NULL, NULL, op.dout, op.inp, op.w, N,
+                              IC, OC, 1, p ? pool : NULL, &epi);
         rp_work_set_straggler(0, 0.0);
         if (p) assert_true(rp_work_units_taken() > before);
         assert_false(e.bad);
@@ -446,7 +452,7 @@ static void test_sgemm_ordered_epilogue_straggler(void **state) {
       for (int p = 0; p < 2; p++) free(dinp[p]), free(half[p]), free(colsum[p]);
     }
   }
-  free(inp), free(w), free(dout);
+  free_operands(&op);
   rp_pool_destroy(pool);
 }
 
