@@ -142,10 +142,6 @@ void rp_sgemm_workspace_release(void) {
 }
 
 static int pool_nth(rp_pool *pool) { return pool ? rp_pool_size(pool) : 1; }
-static size_t align64(size_t b) { return rp_sgemm_align64(b); }
-static size_t thread_bytes(const rp_sgemm_kdesc *kd, int with_b) {
-  return rp_sgemm_thread_bytes(kd, with_b);
-}
 
 /* ---- entry points */
 
@@ -184,8 +180,8 @@ static void forward(rp_sgemm_kernel k, float *out, const float *inp, const float
                                 : rp_sgemm_wcache_entry(rp_pool_wcache(pool), w, RP_WPACK_FORWARD,
                                                         IC, OC, (int)k, bpack_bytes(kd, OC, IC));
   const size_t pbytes =
-      kept ? 0 : align64(big_w ? panels_bytes(N, IC, kd->mr) : bpack_bytes(kd, OC, IC));
-  const size_t per_thread = thread_bytes(kd, big_w);
+      kept ? 0 : rp_sgemm_align64(big_w ? panels_bytes(N, IC, kd->mr) : bpack_bytes(kd, OC, IC));
+  const size_t per_thread = rp_sgemm_thread_bytes(kd, big_w);
   const int nth = pool_nth(pool);
   char *ws = ws_acquire(pbytes + per_thread * (size_t)nth);
   float *pack = kept ? kept->buf : (float *)ws;
@@ -238,9 +234,10 @@ static size_t dw_revisited_bytes(const rp_sgemm_kdesc *kd, int IC, int OC, int n
 }
 
 /* dweight's B is the layer input (N x IC, as big as an activation): it is
- * packed block by block inside the job (unless dweight is big, see below). Its threads split the columns (IC)
- * when they are the wider side, so that each packs only its own part of B and
- * they share A (dout) instead, the narrower operand; else the rows (OC). */
+ * packed block by block inside the job (unless dweight is big, see below).
+ * Its threads split the columns (IC) when they are the wider side, so that
+ * each packs only its own part of B and they share A (dout) instead, the
+ * narrower operand; else the rows (OC). */
 static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbias,
                      const float *dout, const float *inp, const float *w, int N, int IC, int OC,
                      int dinp_set, rp_pool *pool, const rp_sgemm_epi *epi) {
@@ -269,9 +266,9 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
                               ? rp_sgemm_wcache_entry(rp_pool_wcache(pool), w, RP_WPACK_DINP, OC,
                                                       IC, (int)k, bpack_bytes(kd, IC, OC))
                               : NULL;
-  size_t b1 = dinp && !kept && !dinp_onfly ? align64(bpack_bytes(kd, IC, OC)) : 0;
-  size_t b2 = dw_prepack ? align64(bpack_bytes(kd, IC, N)) : 0;
-  size_t per_thread = thread_bytes(kd, (dweight && !dw_prepack) || dinp_onfly);
+  size_t b1 = dinp && !kept && !dinp_onfly ? rp_sgemm_align64(bpack_bytes(kd, IC, OC)) : 0;
+  size_t b2 = dw_prepack ? rp_sgemm_align64(bpack_bytes(kd, IC, N)) : 0;
+  size_t per_thread = rp_sgemm_thread_bytes(kd, (dweight && !dw_prepack) || dinp_onfly);
   char *ws = ws_acquire(b1 + b2 + per_thread * (size_t)nth);
   float *wpack = kept ? kept->buf : (float *)ws;
   bpack_ctx bc = {.kd = kd};
@@ -298,8 +295,8 @@ static void backward(rp_sgemm_kernel k, float *dinp, float *dweight, float *dbia
     c.prob[c.nprob++] = (gemm_prob){.c = dweight, .ldc = IC, .M = OC, .Nc = IC, .K = N,
                                     .a = {dout, OC, 0, OC, N}, .b = {inp, IC, 0, IC, N},
                                     .bpack = dw_prepack ? (const float *)(ws + b1) : NULL,
-                                    .load_c = 1, .split_cols = !dw_prepack && dw_splits_cols(IC, OC),
-                                    .balance = 1};
+                                    .load_c = 1, .balance = 1,
+                                    .split_cols = !dw_prepack && dw_splits_cols(IC, OC)};
   rp_sgemm_job_run(&c, pool, (long)N * OC * (IC * c.nprob + 1));
   ws_release();
 }

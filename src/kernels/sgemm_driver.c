@@ -361,7 +361,8 @@ static void share_rows(const gemm_ctx *c, int i, int ith, int nth, float *abuf) 
   long a, b, hi;
   for (int v; (v = rp_work_next(s->ranges, ith, nth, kd->mc / kd->mr, &a, &b, &hi)) >= 0;) {
     region r = thread_region(g, kd, v, nth);
-    r.m0 = a * kd->mr, r.m1 = RP_MIN(b * kd->mr, (long)g->M), r.mpf = RP_MIN(hi * kd->mr, (long)g->M);
+    r.m0 = a * kd->mr, r.m1 = RP_MIN(b * kd->mr, (long)g->M);
+    r.mpf = RP_MIN(hi * kd->mr, (long)g->M);
     gemm_part(v == ith ? g : &taken, kd, abuf, NULL, &r, ith);
     if (g->epi_order && v != ith) tiles_added(s->tile_k, a, b, 1);
   }
