@@ -19,6 +19,10 @@
 
 typedef void (*rp_sgemm_ukr)(long kc, const float *a, const float *b, float *c, long ldc,
                              int mr, int nr, const float *init, const float *cin);
+/* The same with A unpacked: MR full rows, row r's element k at a[r * lda + k]
+ * (a k-contiguous source read in place). */
+typedef void (*rp_sgemm_ukr_da)(long kc, const float *a, long lda, const float *b, float *c,
+                                long ldc, int nr, const float *init, const float *cin);
 /* packs w panel columns (rows r < have of the source, zeros up to w) by kc
  * steps of k into out[kc][w]; the source is k-contiguous (pack_t: X(r, k) =
  * src[r * ld + k]) or r-contiguous (pack_n: X(r, k) = src[k * ld + r]).
@@ -40,6 +44,7 @@ typedef struct {
   int kc;     /* most k per block (C tiles are reloaded once per block) */
   int mc;     /* rows per packed A block (multiple of mr) */
   rp_sgemm_ukr ukr;
+  rp_sgemm_ukr_da ukr_da; /* or NULL: A is always packed */
   /* vector packs, or NULL for sgemm.c's plain loops */
   rp_sgemm_pack_fn pack_t, pack_n;
   rp_sgemm_packblk_fn pack_nblock; /* or NULL: pack_n (or the plain loop) per panel */
@@ -50,6 +55,8 @@ typedef struct {
 #define RP_SGEMM_NR_AVX512 32
 void rp_sgemm_ukr_avx512(long kc, const float *a, const float *b, float *c, long ldc, int mr,
                          int nr, const float *init, const float *cin);
+void rp_sgemm_ukr_avx512_da(long kc, const float *a, long lda, const float *b, float *c,
+                            long ldc, int nr, const float *init, const float *cin);
 /* sgemm_avx2.c: 6 x 16 (12 ymm accumulators) */
 #define RP_SGEMM_MR_AVX2 6
 #define RP_SGEMM_NR_AVX2 16
