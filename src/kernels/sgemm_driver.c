@@ -271,10 +271,12 @@ enum { SHARE_STATIC, SHARE_ROWS, SHARE_PANELS, SHARE_KORDER };
 
 struct gemm_share {
   int mode;
-  long nkb, ngroups, ntiles; /* k-order: k blocks, column blocks, row tiles */
+  long nkb, ngroups, ntiles; /* k-order: k blocks, column blocks (ordered rows: owners), tiles */
   rp_work_range *ranges;     /* [nth], or k-order [ngroups * nkb][nth] */
   _Atomic int *tile_k;       /* k-order: [ngroups][ntiles] k blocks added to each tile; rows
-                                with an ordered epilogue: [ntiles] 1 once a thief is done */
+                                with an ordered epilogue: [nth][ntiles] 1 once a thief is done
+                                with that tile of that owner's columns (per owner: a tile taken
+                                from one owner says nothing of the same rows of another's) */
 };
 
 static int share_mode(const gemm_prob *g, int nth) {
@@ -288,8 +290,8 @@ static void share_shape(struct gemm_share *s, const gemm_prob *g, const rp_sgemm
                         int nth) {
   s->mode = share_mode(g, nth);
   s->nkb = s->ngroups = s->ntiles = 0;
-  if (s->mode == SHARE_ROWS && g->epi_order) { /* the tiles others finish for an owner */
-    s->ngroups = 1;
+  if (s->mode == SHARE_ROWS && g->epi_order) { /* the tiles others finish for each owner */
+    s->ngroups = nth;
     s->ntiles = RP_CEIL_DIV(g->M, kd->mr);
   }
   if (s->mode != SHARE_KORDER) return;
@@ -359,7 +361,7 @@ static void ordered_rest(const gemm_ctx *c, int i, int ith, int nth) {
   const long j0 = own.p0 * kd->nr, j1 = RP_MIN(own.p1 * kd->nr, (long)g->Nc);
   for (long t = cut; t < end; t += blk) {
     const long e = RP_MIN(t + blk, end);
-    tiles_wait(s->tile_k, t, e, 1);
+    tiles_wait(s->tile_k + ith * s->ntiles, t, e, 1);
     g->epi_order(g->epi_ctx, t * kd->mr, RP_MIN(e * kd->mr, (long)g->M), j0, j1, ith);
   }
 }
@@ -381,7 +383,7 @@ static void share_rows(const gemm_ctx *c, int i, int ith, int nth, float *abuf) 
     r.m0 = a * kd->mr, r.m1 = RP_MIN(b * kd->mr, (long)g->M);
     r.mpf = RP_MIN(hi * kd->mr, (long)g->M);
     gemm_part(v == ith ? g : &taken, kd, abuf, NULL, &r, ith);
-    if (g->epi_order && v != ith) tiles_added(s->tile_k, a, b, 1);
+    if (g->epi_order && v != ith) tiles_added(s->tile_k + v * s->ntiles, a, b, 1);
   }
   if (g->epi_order) ordered_rest(c, i, ith, nth);
 }

@@ -9,10 +9,12 @@
  * RP_GEMM_OWN mode are these calls. Everything runs twice, under the k blocking
  * of a 1 MiB L2 and of a 2 MiB one (the avx512 kernel's kc is 192 or 384), and
  * the two are checked to be different sums. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -388,30 +390,43 @@ typedef struct {
   const float *dinp;
   long *next_row; /* per column: the row its in-order sum expects next */
   int IC, bad;
+  int slow_thief, slow_owner; /* a pool thread that sleeps in `any` / in `both`, or -1 */
 } order_epi;
+
+static void sleep_ms(int ms) {
+  struct timespec t = {0, ms * 1000000L};
+  nanosleep(&t, NULL);
+}
 
 static void order_half(order_epi *e, long m0, long m1, long j0, long j1) {
   for (long m = m0; m < m1; m++)
     for (long j = j0; j < j1; j++) e->half[m * e->IC + j] = e->dinp[m * e->IC + j] * 0.5f;
 }
 
+/* half starts as NaN: a sum that reads one has run before the block's
+ * elementwise part */
 static void order_sum(order_epi *e, long m0, long m1, long j0, long j1) {
   for (long j = j0; j < j1; j++) {
     if (e->next_row[j] != m0) e->bad = 1;
     e->next_row[j] = m1;
   }
   for (long m = m0; m < m1; m++)
-    for (long j = j0; j < j1; j++) e->colsum[j] += e->half[m * e->IC + j];
+    for (long j = j0; j < j1; j++) {
+      if (e->half[m * e->IC + j] != e->half[m * e->IC + j]) e->bad = 1;
+      e->colsum[j] += e->half[m * e->IC + j];
+    }
 }
 
 static void order_both(void *ctx, long m0, long m1, long j0, long j1, int ith) {
-  (void)ith;
+  order_epi *e = ctx;
+  if (ith == e->slow_owner) sleep_ms(4);
   order_half(ctx, m0, m1, j0, j1);
   order_sum(ctx, m0, m1, j0, j1);
 }
 
 static void order_any(void *ctx, long m0, long m1, long j0, long j1, int ith) {
-  (void)ith;
+  order_epi *e = ctx;
+  if (ith == e->slow_thief) sleep_ms(40);
   order_half(ctx, m0, m1, j0, j1);
 }
 
@@ -434,7 +449,8 @@ static void test_sgemm_ordered_epilogue_straggler(void **state) {
       for (int p = 0; p < 2; p++) {
         dinp[p] = kt_floats((long)N * IC), half[p] = kt_floats((long)N * IC);
         colsum[p] = kt_floats(IC);
-        order_epi e = {half[p], colsum[p], dinp[p], calloc((size_t)IC, sizeof(long)), IC, 0};
+        order_epi e = {half[p], colsum[p], dinp[p], calloc((size_t)IC, sizeof(long)), IC, 0,
+                       -1, -1};
         const rp_sgemm_epi epi = {order_both, order_any, order_only, &e};
         const long before = rp_work_units_taken();
         rp_work_set_straggler(late, p ? 0.02 : 0.0);
@@ -452,6 +468,43 @@ static void test_sgemm_ordered_epilogue_straggler(void **state) {
       for (int p = 0; p < 2; p++) free(dinp[p]), free(half[p]), free(colsum[p]);
     }
   }
+  free_operands(&op);
+  rp_pool_destroy(pool);
+}
+
+/* Three owners of columns, each losing the back of its rows to thieves: an
+ * owner's in-order sums wait for its own tiles' thieves, not for the same
+ * rows of another owner's columns. Thread 0 is slow on its own blocks (so
+ * thread 2 takes its back rows), thread 2 slow as a thief, and thread 1 held
+ * back at the start (so thread 0, done with its own, takes thread 1's back
+ * rows, the same tile numbers, quickly): thread 0's sums must still wait for
+ * thread 2. (The tiles' done marks were once one array for all owners, and
+ * under load the GELU's bias gradient came out different.) */
+static void test_sgemm_ordered_epilogue_three_owners(void **state) {
+  (void)state;
+  const int N = 700, IC = 256, OC = 96;
+  const rp_sgemm_kernel k = (rp_sgemm_kernel)rp_sgemm_kernel_best();
+  if ((int)k < 0) return;
+  rp_pool *pool = kt_pool(3);
+  operands op = random_operands(N, IC, OC, 31);
+  float *dinp[2], *half[2], *colsum[2];
+  for (int p = 0; p < 2; p++) {
+    dinp[p] = kt_floats((long)N * IC), half[p] = kt_floats((long)N * IC);
+    colsum[p] = kt_floats(IC);
+    for (long i = 0; i < (long)N * IC; i++) half[p][i] = NAN;
+    order_epi e = {half[p], colsum[p], dinp[p], calloc((size_t)IC, sizeof(long)), IC, 0,
+                   p ? 2 : -1, p ? 0 : -1};
+    const rp_sgemm_epi epi = {order_both, order_any, order_only, &e};
+    rp_work_set_straggler(1, p ? 0.03 : 0.0);
+    rp_sgemm_backward_epi(k, dinp[p], NULL, NULL, op.dout, op.inp, op.w, N, IC, OC, 1,
+                          p ? pool : NULL, &epi);
+    rp_work_set_straggler(0, 0.0);
+    assert_false(e.bad);
+    for (int j = 0; j < IC; j++) assert_int_equal(e.next_row[j], N);
+    free(e.next_row);
+  }
+  assert_memory_equal(colsum[0], colsum[1], sizeof(float) * (size_t)IC);
+  for (int p = 0; p < 2; p++) free(dinp[p]), free(half[p]), free(colsum[p]);
   free_operands(&op);
   rp_pool_destroy(pool);
 }
@@ -664,6 +717,7 @@ int main(void) {
       cmocka_unit_test(test_sgemm_epilogue_blocks),
       cmocka_unit_test(test_sgemm_straggler),
       cmocka_unit_test(test_sgemm_ordered_epilogue_straggler),
+      cmocka_unit_test(test_sgemm_ordered_epilogue_three_owners),
       cmocka_unit_test(test_matmul_own_mode),
       cmocka_unit_test(test_auto_rule_cases),
       cmocka_unit_test(test_auto_mode_holds_to_ceiling),
