@@ -51,12 +51,14 @@ static void ukr_portable(long kc, const float *a, const float *b, float *c, long
 const rp_sgemm_kdesc rp_sgemm_kd_portable = {"portable", RP_ISA_SCALAR, PMR, PNR, 256, 64,
                                              ukr_portable, NULL, NULL, NULL, NULL};
 const rp_sgemm_kdesc rp_sgemm_kd_avx2 = {"avx2", RP_ISA_AVX2, RP_SGEMM_MR_AVX2, RP_SGEMM_NR_AVX2,
-                                         256, 120, rp_sgemm_ukr_avx2, NULL, rp_sgemm_pack_t_avx2,
-                                         rp_sgemm_pack_n_avx2, rp_sgemm_pack_nblock_avx2};
+                                         256, 120, rp_sgemm_ukr_avx2, rp_sgemm_ukr_avx2_da,
+                                         rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2,
+                                         rp_sgemm_pack_nblock_avx2};
 /* the AVX-512 kernel with k blocks of KC and row blocks of MC */
 #define KD_AVX512(KC, MC)                                                                 \
   {"avx512", RP_ISA_AVX512, RP_SGEMM_MR_AVX512, RP_SGEMM_NR_AVX512, KC, MC,                 \
-   rp_sgemm_ukr_avx512, rp_sgemm_ukr_avx512_da, rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2, rp_sgemm_pack_nblock_avx2}
+   rp_sgemm_ukr_avx512, rp_sgemm_ukr_avx512_da, rp_sgemm_pack_t_avx2, rp_sgemm_pack_n_avx2,     \
+   rp_sgemm_pack_nblock_avx2}
 const rp_sgemm_kdesc rp_sgemm_kd_avx512 = KD_AVX512(192, 192);
 /* The same kernel with deeper k blocks for a core with a 2 MiB L2: kc = 384
  * makes the model's C = 384 products one k block (each C tile written once,

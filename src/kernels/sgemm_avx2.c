@@ -26,30 +26,36 @@
     c##i##_0 = _mm256_add_ps(c##i##_0, T16_CLOAD(cin + (i) * ldc, m0));            \
     c##i##_1 = _mm256_add_ps(c##i##_1, T16_CLOAD(cin + (i) * ldc + 8, m1));        \
   }
+/* A tile's start (C at the bias row or zero, the addend's lines fetched)
+ * and end (the addend added, mr rows stored) */
+#define TILE_BEGIN                                                  \
+  const __m256i m0 = t16_lanes(nr), m1 = t16_lanes(nr - 8);         \
+  const __m256 zero = _mm256_setzero_ps();                          \
+  const __m256 s0 = init ? T16_CLOAD(init, m0) : zero;              \
+  const __m256 s1 = init ? T16_CLOAD(init + 8, m1) : zero;          \
+  T16_ROWS(DECL)                                                    \
+  T16_ROWS(START)                                                   \
+  if (cin) {                                                        \
+    T16_ROWS(PREFETCH_C)                                            \
+  }
+#define TILE_END      \
+  if (cin) {          \
+    T16_ROWS(ADD_C)   \
+  }                   \
+  T16_ROWS(T16_STORE)
 _Static_assert(RP_SGEMM_MR_AVX2 == 6 && RP_SGEMM_NR_AVX2 == 16, "the tile is spelled out");
 
 TAVX2 static inline __attribute__((always_inline)) void
 ukr_body(long kc, const float *a, const float *b, float *c, long ldc, int mr, int nr,
          const float *init, const float *cin, const int whole) {
-  const __m256i m0 = t16_lanes(nr), m1 = t16_lanes(nr - 8);
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 s0 = init ? T16_CLOAD(init, m0) : zero;
-  const __m256 s1 = init ? T16_CLOAD(init + 8, m1) : zero;
-  T16_ROWS(DECL)
-  T16_ROWS(START)
-  if (cin) {
-    T16_ROWS(PREFETCH_C)
-  }
+  TILE_BEGIN
   long k = 0;
   for (; k + 2 <= kc; k += 2) {
     T16_STEP(k, 16)
     T16_STEP(k + 1, 16)
   }
   if (k < kc) T16_STEP(k, 16)
-  if (cin) {
-    T16_ROWS(ADD_C)
-  }
-  T16_ROWS(T16_STORE)
+  TILE_END
 }
 
 TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc,
@@ -58,6 +64,51 @@ TAVX2 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, 
     ukr_body(kc, a, b, c, ldc, RP_SGEMM_MR_AVX2, RP_SGEMM_NR_AVX2, init, cin, 1);
   else
     ukr_body(kc, a, b, c, ldc, mr, nr, init, cin, 0);
+}
+
+/* The same tile with A read in place (k-contiguous rows lda apart, all 6
+ * rows real; see rp_sgemm_ukr_avx512_da): rows 0-3 at r0 plus 0, lda, 2 lda,
+ * 3 lda, rows 4-5 at r4 plus 0, lda. */
+#define DA_FMA(i)                                                                       \
+  {                                                                                     \
+    const float *row = ((i) < 4 ? r0 : r4) + (((i) & 3) == 0   ? 0                       \
+                                              : ((i) & 3) == 1 ? l1                      \
+                                              : ((i) & 3) == 2 ? l2                      \
+                                                               : l3);                    \
+    const __m256 av = _mm256_broadcast_ss(row + kk);                                    \
+    c##i##_0 = _mm256_fmadd_ps(av, b0, c##i##_0);                                       \
+    c##i##_1 = _mm256_fmadd_ps(av, b1, c##i##_1);                                       \
+  }
+#define DA_STEP(kk_)                                                                    \
+  {                                                                                     \
+    const long kk = (kk_);                                                              \
+    const __m256 b0 = _mm256_load_ps(b + kk * 16), b1 = _mm256_load_ps(b + kk * 16 + 8); \
+    T16_ROWS(DA_FMA)                                                                    \
+  }
+
+TAVX2 static inline __attribute__((always_inline)) void
+ukr_da_body(long kc, const float *a, long lda, const float *b, float *c, long ldc, int nr,
+            const float *init, const float *cin, const int whole) {
+  const int mr = RP_SGEMM_MR_AVX2;
+  const float *r0 = a, *r4 = a + 4 * lda;
+  const long l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+  TILE_BEGIN
+  long k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    DA_STEP(0)
+    DA_STEP(1)
+    b += 32, r0 += 2, r4 += 2;
+  }
+  if (k < kc) DA_STEP(0)
+  TILE_END
+}
+
+TAVX2 void rp_sgemm_ukr_avx2_da(long kc, const float *a, long lda, const float *b, float *c,
+                                long ldc, int nr, const float *init, const float *cin) {
+  if (nr == RP_SGEMM_NR_AVX2)
+    ukr_da_body(kc, a, lda, b, c, ldc, RP_SGEMM_NR_AVX2, init, cin, 1);
+  else
+    ukr_da_body(kc, a, lda, b, c, ldc, nr, init, cin, 0);
 }
 
 /* ---- the transposing pack: out[k][w] = src[r][k] for the w rows r of a
@@ -257,6 +308,12 @@ TAVX2 void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w,
 }
 
 #else
+
+void rp_sgemm_ukr_avx2_da(long kc, const float *a, long lda, const float *b, float *c,
+                          long ldc, int nr, const float *init, const float *cin) {
+  (void)kc, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)nr, (void)init, (void)cin;
+  rp_fatal("rp_sgemm_ukr_avx2_da called on a build without AVX2");
+}
 
 void rp_sgemm_pack_nblock_avx2(const float *src, long ld, int have, int w, int np, long kc,
                                float *out) {

@@ -9,11 +9,12 @@
  *       for each NR-column panel (B micro-panel kc x NR, reused by the tiles)
  *         for each MR-row tile: micro-kernel
  * except that a k-contiguous A (the forward's input, dinp's output gradient)
- * is not packed where the kernel has a direct-A variant (AVX-512): its full
+ * is not packed where the kernel has a direct-A variant (AVX-512, AVX2): its full
  * tiles read the rows in place and only a last partial tile is packed. On
  * Zen 5 (one thread, hot operands) the pack was 6-9 % of a forward or dinp,
  * and without it 1024 x 384 x 1152 ran at 0.93 of the FMA probe (0.90), dinp
- * 0.92 (0.87); a whole default step 1.02-1.10x (5 pairs).
+ * 0.92 (0.87); a whole default step 1.02-1.10x (5 pairs), and held to AVX2
+ * (RINGPIPE_ISA=avx2 --gemm own) 1.02-1.03x (4 pairs).
  * and with B packed on the fly (dweight's layer input, an LM head's weight)
  * column block, k block, row block (BLIS's order), each thread packing its
  * block of B into L2. The blocks of k depend on K only, so a C element is the

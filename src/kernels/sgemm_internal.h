@@ -62,6 +62,8 @@ void rp_sgemm_ukr_avx512_da(long kc, const float *a, long lda, const float *b, f
 #define RP_SGEMM_NR_AVX2 16
 void rp_sgemm_ukr_avx2(long kc, const float *a, const float *b, float *c, long ldc, int mr,
                        int nr, const float *init, const float *cin);
+void rp_sgemm_ukr_avx2_da(long kc, const float *a, long lda, const float *b, float *c,
+                          long ldc, int nr, const float *init, const float *cin);
 
 /* sgemm_avx2.c: the packs of the avx2 and avx512 kernels (w <= 64) */
 void rp_sgemm_pack_t_avx2(const float *src, long ld, int have, int w, long kc, float *out);
