@@ -21,6 +21,7 @@
 #include "gelu_internal.h"
 #include "xent_internal.h"
 #include "gemm_bf16_internal.h"
+#include "sgemm_internal.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_flash.h"
 #include "ringpipe/rp_isa.h"
@@ -160,9 +161,12 @@ double rp_isa_peak_gflops(rp_isa level) {
 void rp_isa_kernel_summary(char *buf, size_t n) {
   rp_isa cpu = rp_isa_cpu(), act = rp_isa_active();
   const rp_flash_config bf16_flash = {.bf16 = 1};
-  char blocks[32] = ""; /* the own AVX-512 GEMM's k blocks, which set its bits */
+  char blocks[64] = ""; /* the own AVX-512 GEMM's k blocks, which set its bits */
   if (rp_sgemm_kernel_best() == RP_SGEMM_AVX512)
-    snprintf(blocks, sizeof blocks, " (k blocks of %d)", rp_sgemm_kernel_kc(RP_SGEMM_AVX512));
+    snprintf(blocks, sizeof blocks, " (k blocks of %d%s)", rp_sgemm_kernel_kc(RP_SGEMM_AVX512),
+             rp_sgemm_a_inplace() ? ", A read in place" : "");
+  else if (rp_sgemm_kernel_best() == RP_SGEMM_AVX2 && rp_sgemm_a_inplace())
+    snprintf(blocks, sizeof blocks, " (A read in place)");
   snprintf(buf, n,
            "cpu %s, ceiling %s (%s): own fp32 GEMM kernel %s%s, flash attention %s%s, bf16 GEMM %s, "
            "bf16 conversions %s, GELU %s, cross-entropy rows %s; "

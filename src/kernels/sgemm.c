@@ -97,6 +97,28 @@ static int deep_blocks(void) {
   return rp_sgemm_deep_blocks_rule(rp_isa_l1d_bytes(), rp_isa_l2_bytes());
 }
 
+static _Atomic int g_forced_a_inplace = -1; /* rp_sgemm_force_a_inplace */
+
+void rp_sgemm_force_a_inplace(int on) {
+  atomic_store(&g_forced_a_inplace, on < 0 ? -1 : !!on);
+}
+
+/* A k-contiguous A read in place by the kernels' direct-A variants, not
+ * packed, on AMD cores with a 48 KiB L1d (Zen 5): there a default step took
+ * 0.91-0.98 of the time (5 pairs; held to AVX2 0.97-0.98, 4 pairs) and the
+ * products one at a time ran at 0.90-0.94 of the FMA probe against
+ * 0.84-0.89. On Zen 4 (32 KiB L1d) and the Intel VM the same variant bought
+ * nothing in a step (0.985x and 0.996x: the pack's time moved into the
+ * kernel's loads, docs/performance-log.md), so they pack. Either way the
+ * same bits: the rule may read anything. */
+int rp_sgemm_a_inplace_rule(int amd, long l1d_bytes) { return amd && l1d_bytes >= (48L << 10); }
+
+int rp_sgemm_a_inplace(void) {
+  const int forced = atomic_load(&g_forced_a_inplace);
+  if (forced >= 0) return forced;
+  return rp_sgemm_a_inplace_rule(rp_isa_cpu_is_amd(), rp_isa_l1d_bytes());
+}
+
 static const rp_sgemm_kdesc *kdesc_of(rp_sgemm_kernel k) {
   switch (k) {
     case RP_SGEMM_AVX512:

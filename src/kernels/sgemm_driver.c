@@ -8,9 +8,10 @@
  *       pack the A block (mc x kc, MR-row panels) into its own buffer
  *       for each NR-column panel (B micro-panel kc x NR, reused by the tiles)
  *         for each MR-row tile: micro-kernel
- * except that a k-contiguous A (the forward's input, dinp's output gradient)
- * is not packed where the kernel has a direct-A variant (AVX-512, AVX2): its full
- * tiles read the rows in place and only a last partial tile is packed. On
+ * except that on cores where it pays (rp_sgemm_a_inplace_rule) a k-contiguous
+ * A (the forward's input, dinp's output gradient) is not packed: the
+ * kernel's direct-A variant (AVX-512, AVX2) reads its full tiles in place
+ * and only a last partial tile is packed. On
  * Zen 5 (one thread, hot operands) the pack was 6-9 % of a forward or dinp,
  * and without it 1024 x 384 x 1152 ran at 0.93 of the FMA probe (0.90), dinp
  * 0.92 (0.87); a whole default step 1.02-1.10x (5 pairs), and held to AVX2
@@ -111,7 +112,7 @@ static void block_tiles(const gemm_prob *g, const rp_sgemm_kdesc *kd, float *abu
     if (g->apack) {
       ap = g->apack + (ic / MR) * g->K * MR + pc * MR;
       astride = (long)g->K * MR;
-    } else if (kd->ukr_da && g->a.kcontig) {
+    } else if (g->a_inplace && kd->ukr_da && g->a.kcontig) {
       ndirect = mcb / MR;
       astride = 0; /* the partial tile's panel is abuf */
       if (ndirect < ntile)
@@ -481,7 +482,9 @@ void rp_sgemm_job_run(gemm_ctx *c, rp_pool *pool, long work) {
   const int nth = pool ? rp_pool_size(pool) : 1;
   struct gemm_share shape[2];
   size_t bytes = 0;
+  const int a_inplace = rp_sgemm_a_inplace();
   for (int i = 0; i < c->nprob; i++) {
+    c->prob[i].a_inplace = a_inplace;
     share_shape(&shape[i], &c->prob[i], c->kd, nth);
     bytes += share_bytes(&shape[i], nth);
   }

@@ -634,6 +634,43 @@ static void test_deep_blocks_rule(void **state) {
   assert_int_equal(rp_sgemm_deep_blocks_rule(32L << 10, 2L << 20), 1);
 }
 
+/* A read in place on AMD cores with a 48 KiB L1d (Zen 5), packed on Zen 4
+ * (32 KiB) and on Intel cores */
+static void test_a_inplace_rule(void **state) {
+  (void)state;
+  assert_int_equal(rp_sgemm_a_inplace_rule(1, 48L << 10), 1);
+  assert_int_equal(rp_sgemm_a_inplace_rule(1, 64L << 10), 1);
+  assert_int_equal(rp_sgemm_a_inplace_rule(1, 32L << 10), 0);
+  assert_int_equal(rp_sgemm_a_inplace_rule(0, 48L << 10), 0);
+}
+
+/* Reading A in place or packing it: the same bits, on a shape with partial
+ * row tiles (packed either way), several k blocks and a residual */
+static void test_a_inplace_same_bits(void **state) {
+  (void)state;
+  const int N = 301, IC = 700, OC = 97;
+  rp_pool *pool = kt_pool(2);
+  operands op = random_operands(N, IC, OC, 37);
+  for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
+    if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
+    float *out[2], *dinp[2];
+    for (int on = 0; on < 2; on++) {
+      out[on] = kt_floats((long)N * OC), dinp[on] = kt_floats((long)N * IC);
+      rp_sgemm_force_a_inplace(on);
+      rp_sgemm_forward((rp_sgemm_kernel)k, out[on], op.inp, op.w, NULL, op.dout, N, IC, OC,
+                       pool);
+      rp_sgemm_backward((rp_sgemm_kernel)k, dinp[on], NULL, NULL, op.dout, op.inp, op.w, N, IC,
+                        OC, 1, pool);
+    }
+    rp_sgemm_force_a_inplace(-1);
+    assert_memory_equal(out[0], out[1], sizeof(float) * (size_t)N * OC);
+    assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);
+    for (int on = 0; on < 2; on++) free(out[on]), free(dinp[on]);
+  }
+  free_operands(&op);
+  rp_pool_destroy(pool);
+}
+
 /* The machine picks the avx512 kernel's k blocks: at K = 600 the 192 x 192
  * blocks (4 x 150) and the deep ones (2 x 300) round differently, so some
  * output differs in its bits (each run is checked against the reference
@@ -723,13 +760,21 @@ int main(void) {
       cmocka_unit_test(test_auto_mode_holds_to_ceiling),
   };
   int rc = 0;
-  for (int deep = 0; deep < 2; deep++) {
-    printf("the AVX-512 kernel's %s blocks\n", deep ? "deep (kc = 384)" : "192 x 192");
-    rp_sgemm_force_blocks(deep);
-    rc |= cmocka_run_group_tests(tests, NULL, NULL);
-  }
+  /* every case with A packed and with A read in place (the kernels'
+   * direct-A variants), under both blockings */
+  for (int deep = 0; deep < 2; deep++)
+    for (int inplace = 0; inplace < 2; inplace++) {
+      printf("the AVX-512 kernel's %s blocks, A %s\n", deep ? "deep (kc = 384)" : "192 x 192",
+             inplace ? "read in place" : "packed");
+      rp_sgemm_force_blocks(deep);
+      rp_sgemm_force_a_inplace(inplace);
+      rc |= cmocka_run_group_tests(tests, NULL, NULL);
+    }
   rp_sgemm_force_blocks(-1);
+  rp_sgemm_force_a_inplace(-1);
   const struct CMUnitTest differ[] = {cmocka_unit_test(test_deep_blocks_rule),
+                                      cmocka_unit_test(test_a_inplace_rule),
+                                      cmocka_unit_test(test_a_inplace_same_bits),
                                       cmocka_unit_test(test_sgemm_blockings_differ),
                                       cmocka_unit_test(test_packs_every_width)};
   rc |= cmocka_run_group_tests(differ, NULL, NULL);
