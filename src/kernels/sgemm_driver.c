@@ -8,18 +8,19 @@
  *       pack the A block (mc x kc, MR-row panels) into its own buffer
  *       for each NR-column panel (B micro-panel kc x NR, reused by the tiles)
  *         for each MR-row tile: micro-kernel
- * except that on cores where it pays (rp_sgemm_a_inplace_rule) a k-contiguous
- * A (the forward's input, dinp's output gradient) is not packed: the
- * kernel's direct-A variant (AVX-512, AVX2) reads its full tiles in place
- * and only a last partial tile is packed. On
- * Zen 5 (one thread, hot operands) the pack was 6-9 % of a forward or dinp,
- * and without it 1024 x 384 x 1152 ran at 0.93 of the FMA probe (0.90), dinp
- * 0.92 (0.87); a whole default step 1.02-1.10x (5 pairs), and held to AVX2
- * (RINGPIPE_ISA=avx2 --gemm own) 1.02-1.03x (4 pairs).
  * and with B packed on the fly (dweight's layer input, an LM head's weight)
  * column block, k block, row block (BLIS's order), each thread packing its
  * block of B into L2. The blocks of k depend on K only, so a C element is the
  * same sum in the same order whichever thread, tile or rank computes it.
+ *
+ * On cores where it pays (rp_sgemm_a_inplace_rule) a k-contiguous A (the
+ * forward's input, dinp's output gradient) is not packed: the kernel's
+ * direct-A variant (AVX-512, AVX2) reads its full tiles in place and only a
+ * last partial tile is packed. On Zen 5 (one thread, hot operands) the pack
+ * was 6-9 % of a forward or dinp, and without it 1024 x 384 x 1152 ran at
+ * 0.93 of the FMA probe (0.90), dinp 0.92 (0.87); a whole default step
+ * 1.02-1.10x (5 pairs), and held to AVX2 (RINGPIPE_ISA=avx2 --gemm own)
+ * 1.02-1.03x (4 pairs).
  *
  * Work sharing (work_range.h): a job's threads start from static shares, and
  * a thread out of work takes the back half of what another has not started,
