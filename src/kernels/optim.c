@@ -7,6 +7,13 @@
 #include "kern_util.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_kernels.h"
+#include "work_range.h"
+
+/* The updates are shared among the threads (work_range.h) in units of 16K
+ * elements (256 KiB of AdamW's four arrays), so that a core slowed by a
+ * neighbour does not hold the step up; each element is the same whoever
+ * updates it. */
+#define RP_OPTIM_UNIT 16384L
 
 typedef struct {
   float *param, *m, *v;
@@ -36,10 +43,8 @@ static inline float adamw_element(const adamw_ctx *c, float *restrict p, float *
   return p[i] -= c->lr * (mhat / (sqrtf(vhat) + c->eps) + c->wd * p[i]);
 }
 
-static RP_KERN_WIDE void adamw_task(void *vctx, int ith, int nth) {
+static RP_KERN_WIDE void adamw_range(void *vctx, long lo, long hi) {
   const adamw_ctx *c = vctx;
-  long lo, hi;
-  rp_split(c->n, ith, nth, &lo, &hi);
   float *restrict p = c->param;
   float *restrict m = c->m;
   float *restrict v = c->v;
@@ -60,7 +65,7 @@ static void adamw_update(float *param, uint16_t *param16, const float *grad, flo
                  .lr = h->lr, .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
                  .icorr1 = (float)(1.0 / (1.0 - pow(h->beta1, t))),
                  .icorr2 = (float)(1.0 / (1.0 - pow(h->beta2, t))), .gscale = gscale};
-  rp_kern_run(pool, adamw_task, &c, n);
+  rp_kern_run_shared(pool, adamw_range, &c, n, RP_OPTIM_UNIT);
 }
 
 /* `wd` is the decoupled decay coefficient for this tensor: the trainer passes
@@ -186,10 +191,8 @@ typedef struct {
   long n;
 } scale_ctx;
 
-static void scale_task(void *vctx, int ith, int nth) {
+static void scale_range(void *vctx, long lo, long hi) {
   const scale_ctx *c = vctx;
-  long lo, hi;
-  rp_split(c->n, ith, nth, &lo, &hi);
   float *restrict x = c->x;
   const float s = c->s;
   for (long i = lo; i < hi; i++) x[i] *= s;
@@ -197,7 +200,7 @@ static void scale_task(void *vctx, int ith, int nth) {
 
 void rp_scale(float *x, float s, long n, rp_pool *pool) {
   scale_ctx c = {.x = x, .s = s, .n = n};
-  rp_kern_run(pool, scale_task, &c, n);
+  rp_kern_run_shared(pool, scale_range, &c, n, RP_OPTIM_UNIT);
 }
 
 /* Warmup: lr*(step+1)/warmup for step < warmup (so step 0 already trains, as in

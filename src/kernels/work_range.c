@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "kern_util.h"
 #include "ringpipe/rp_pool.h"
 #include "work_range.h"
 
@@ -47,4 +48,45 @@ rp_work_range *rp_work_ranges_split(long n, int nthreads) {
     rp_work_range_set(&r[t], lo, hi);
   }
   return r;
+}
+
+typedef struct {
+  rp_range_fn fn;
+  void *ctx;
+  long n, unit;
+  rp_work_range *ranges;
+} shared_job;
+
+static void shared_task(void *vctx, int ith, int nth) {
+  const shared_job *j = vctx;
+  rp_work_straggle(ith);
+  long a, b, hi;
+  while (rp_work_next(j->ranges, ith, nth, 1, &a, &b, &hi) >= 0)
+    j->fn(j->ctx, a * j->unit, b * j->unit < j->n ? b * j->unit : j->n);
+}
+
+void rp_kern_run_shared(rp_pool *pool, rp_range_fn fn, void *ctx, long n, long unit) {
+  const int nth = pool ? rp_pool_size(pool) : 1;
+  if (n <= 0) return;
+  if (nth <= 1 || n < RP_KERN_MIN_PAR) {
+    fn(ctx, 0, n);
+    return;
+  }
+  enum { ON_STACK = 16 };
+  rp_work_range local[ON_STACK];
+  const long units = (n + unit - 1) / unit;
+  rp_work_range *r = nth <= ON_STACK ? local : rp_work_ranges_split(units, nth);
+  if (!r) { /* out of memory for the ranges: the caller does it all */
+    fn(ctx, 0, n);
+    return;
+  }
+  if (r == local)
+    for (int t = 0; t < nth; t++) {
+      long lo, hi;
+      rp_split(units, t, nth, &lo, &hi);
+      rp_work_range_set(&r[t], lo, hi);
+    }
+  shared_job j = {fn, ctx, n, unit, r};
+  rp_pool_run(pool, shared_task, &j);
+  if (r != local) free(r);
 }

@@ -84,4 +84,15 @@ static inline int rp_work_next(rp_work_range *r, int ith, int nth, long blk, lon
   return -1;
 }
 
+/* An elementwise kernel's range function: elements [lo, hi) of its ctx. */
+typedef void (*rp_range_fn)(void *ctx, long lo, long hi);
+struct rp_pool;
+/* fn over [0, n) on the pool's threads, shared: each thread takes its
+ * static share unit elements at a time from the front and then the back
+ * halves of the others' (so that one slow core does not hold the rest up);
+ * serially on the caller without a pool, with one thread or little work.
+ * For kernels whose every element is the same whichever thread computes it
+ * (the optimizer's updates), so the split never changes a number. */
+void rp_kern_run_shared(struct rp_pool *pool, rp_range_fn fn, void *ctx, long n, long unit);
+
 #endif

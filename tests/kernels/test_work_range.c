@@ -7,9 +7,47 @@
 
 #include <cmocka.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kernels/work_range.h"
+#include "ringpipe/rp_pool.h"
+
+/* rp_kern_run_shared: every element of [0, n) exactly once, on 1 to 4
+ * threads, with a thread held back (so the others take its units) and
+ * without; and serially below the parallel threshold. */
+typedef struct {
+  _Atomic int *seen;
+} seen_ctx;
+
+static void mark_range(void *vctx, long lo, long hi) {
+  seen_ctx *c = vctx;
+  for (long i = lo; i < hi; i++) atomic_fetch_add(&c->seen[i], 1);
+}
+
+static void test_run_shared(void **state) {
+  (void)state;
+  const long sizes[] = {0, 100, 50001, 300007};
+  for (int nth = 1; nth <= 4; nth++) {
+    rp_pool *pool = NULL;
+    assert_int_equal(rp_pool_create(&pool, nth, 0), RP_OK);
+    for (int late = 0; late < 2; late++)
+      for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const long n = sizes[k];
+        _Atomic int *seen = calloc((size_t)n + 1, sizeof *seen);
+        assert_non_null(seen);
+        seen_ctx c = {seen};
+        const long before = rp_work_units_taken();
+        rp_work_set_straggler(nth - 1, late ? 0.02 : 0.0);
+        rp_kern_run_shared(pool, mark_range, &c, n, 4096);
+        rp_work_set_straggler(0, 0.0);
+        for (long i = 0; i < n; i++) assert_int_equal(atomic_load(&seen[i]), 1);
+        if (late && nth > 1 && n > 4096 * nth) assert_true(rp_work_units_taken() > before);
+        free(seen);
+      }
+    rp_pool_destroy(pool);
+  }
+}
 
 static void test_front_blocks(void **state) {
   (void)state;
@@ -90,6 +128,7 @@ int main(void) {
       cmocka_unit_test(test_front_blocks),
       cmocka_unit_test(test_back_halves),
       cmocka_unit_test(test_concurrent_claims),
+      cmocka_unit_test(test_run_shared),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/work_range.h"
 #include "kt_util.h"
 #include "ringpipe/rp_bf16.h"
 
@@ -194,7 +195,7 @@ static void test_adamw_hand(void **state) {
 
 static void test_adamw_threads_bitwise(void **state) {
   (void)state;
-  const long n = 30011;
+  const long n = 200003;
   rp_rng rng;
   rp_rng_seed(&rng, 81);
   rp_adamw_hparams h = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -202,18 +203,29 @@ static void test_adamw_threads_bitwise(void **state) {
   float *g = kt_floats(n), *p0 = kt_floats(n);
   kt_fill(g, n, &rng, -1, 1);
   kt_fill(p0, n, &rng, -1, 1);
-  float *p[2], *m[2], *v[2];
-  for (int t = 0; t < 2; t++) {
+  /* 1 thread, 2, and 3 with one held back so that the others take its
+   * units (the updates and the scaling are shared, rp_kern_run_shared) */
+  float *p[3], *m[3], *v[3], *gs[3];
+  for (int t = 0; t < 3; t++) {
     rp_pool *pool = kt_pool(t + 1);
-    p[t] = kt_floats(n), m[t] = kt_floats(n), v[t] = kt_floats(n);
+    p[t] = kt_floats(n), m[t] = kt_floats(n), v[t] = kt_floats(n), gs[t] = kt_floats(n);
     memcpy(p[t], p0, sizeof(float) * n);
+    memcpy(gs[t], g, sizeof(float) * n);
+    const long before = rp_work_units_taken();
+    rp_work_set_straggler(1, t == 2 ? 0.02 : 0.0);
     for (int step = 1; step <= 3; step++) rp_adamw_update(p[t], g, m[t], v[t], n, &h, 0.1f, step, pool);
+    rp_scale(gs[t], 0.37f, n, pool);
+    rp_work_set_straggler(0, 0.0);
+    if (t == 2) assert_true(rp_work_units_taken() > before);
     rp_pool_destroy(pool);
   }
-  assert_true(kt_bitwise_equal(p[0], p[1], n));
-  assert_true(kt_bitwise_equal(m[0], m[1], n));
-  assert_true(kt_bitwise_equal(v[0], v[1], n));
-  for (int t = 0; t < 2; t++) free(p[t]), free(m[t]), free(v[t]);
+  for (int t = 1; t < 3; t++) {
+    assert_true(kt_bitwise_equal(p[0], p[t], n));
+    assert_true(kt_bitwise_equal(m[0], m[t], n));
+    assert_true(kt_bitwise_equal(v[0], v[t], n));
+    assert_true(kt_bitwise_equal(gs[0], gs[t], n));
+  }
+  for (int t = 0; t < 3; t++) free(p[t]), free(m[t]), free(v[t]), free(gs[t]);
   free(g), free(p0);
 }
 
