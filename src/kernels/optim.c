@@ -19,7 +19,6 @@ typedef struct {
   float *param, *m, *v;
   uint16_t *param16; /* or NULL: the bf16 copy of each updated parameter (RNE) */
   const float *grad;
-  long n;
   float lr, b1, b2, eps, wd, icorr1, icorr2, gscale;
 } adamw_ctx;
 
@@ -61,7 +60,7 @@ static void adamw_update(float *param, uint16_t *param16, const float *grad, flo
                          float *v, long n, const rp_adamw_hparams *h, float wd, int t,
                          float gscale, rp_pool *pool) {
   RP_CHECK(t >= 1);
-  adamw_ctx c = {.param = param, .param16 = param16, .m = m, .v = v, .grad = grad, .n = n,
+  adamw_ctx c = {.param = param, .param16 = param16, .m = m, .v = v, .grad = grad,
                  .lr = h->lr, .b1 = h->beta1, .b2 = h->beta2, .eps = h->eps, .wd = wd,
                  .icorr1 = (float)(1.0 / (1.0 - pow(h->beta1, t))),
                  .icorr2 = (float)(1.0 / (1.0 - pow(h->beta2, t))), .gscale = gscale};
@@ -188,7 +187,6 @@ double rp_sumsq(const float *x, long n, rp_pool *pool) {
 typedef struct {
   float *x;
   float s;
-  long n;
 } scale_ctx;
 
 static void scale_range(void *vctx, long lo, long hi) {
@@ -199,7 +197,7 @@ static void scale_range(void *vctx, long lo, long hi) {
 }
 
 void rp_scale(float *x, float s, long n, rp_pool *pool) {
-  scale_ctx c = {.x = x, .s = s, .n = n};
+  scale_ctx c = {.x = x, .s = s};
   rp_kern_run_shared(pool, scale_range, &c, n, RP_OPTIM_UNIT);
 }
 

@@ -1,5 +1,6 @@
 /* The work ranges' thief side and test hooks (work_range.h): a thread held
- * back at the start of its share, and the units thieves have taken. */
+ * back at the start of its share, and the units thieves have taken; and
+ * rp_kern_run_shared, elementwise kernels over shared ranges. */
 #include <stdlib.h>
 #include <time.h>
 
