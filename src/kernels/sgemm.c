@@ -107,9 +107,10 @@ void rp_sgemm_force_a_inplace(int on) {
  * packed, on AMD cores with a 48 KiB L1d (Zen 5): there a default step took
  * 0.91-0.98 of the time (5 pairs; held to AVX2 0.97-0.98, 4 pairs) and the
  * products one at a time ran at 0.90-0.94 of the FMA probe against
- * 0.84-0.89. On Zen 4 (32 KiB L1d) and the Intel VM the same variant bought
- * nothing in a step (0.985x and 0.996x: the pack's time moved into the
- * kernel's loads, docs/performance-log.md), so they pack. Either way the
+ * 0.84-0.89. On Zen 4 (32 KiB L1d) the same variant bought nothing in a
+ * step (tokens/s 0.985x, 8 pairs; the GEMMs' quiet time 0.996x: the pack's
+ * time moved into the kernel's loads) nor on the Intel VM (the step's GEMM
+ * row 0.5 %; docs/performance-log.md), so they pack. Either way the
  * same bits: the rule may read anything. */
 int rp_sgemm_a_inplace_rule(int amd, long l1d_bytes) { return amd && l1d_bytes >= (48L << 10); }
 
