@@ -435,6 +435,28 @@ static void order_only(void *ctx, long m0, long m1, long j0, long j1, int ith) {
   order_sum(ctx, m0, m1, j0, j1);
 }
 
+/* One dinp with the in-order epilogue, thread `late` held back `hold`
+ * seconds (and the slow thief and owner of order_epi): every column's rows
+ * reach the in-order sum once, in order, each after its elementwise part. */
+typedef struct {
+  float *dinp, *half, *colsum;
+} order_out;
+
+static void run_ordered(rp_sgemm_kernel k, rp_pool *pool, const operands *op, int N, int IC,
+                        int OC, const order_out *o, int late, double hold, int slow_thief,
+                        int slow_owner) {
+  order_epi e = {o->half, o->colsum, o->dinp, calloc((size_t)IC, sizeof(long)), IC, 0,
+                 slow_thief, slow_owner};
+  const rp_sgemm_epi epi = {order_both, order_any, order_only, &e};
+  rp_work_set_straggler(late, hold);
+  rp_sgemm_backward_epi(k, o->dinp, NULL, NULL, op->dout, op->inp, op->w, N, IC, OC, 1, pool,
+                        &epi);
+  rp_work_set_straggler(0, 0.0);
+  assert_false(e.bad);
+  for (int j = 0; j < IC; j++) assert_int_equal(e.next_row[j], N);
+  free(e.next_row);
+}
+
 /* With one thread held back, the other takes row blocks of its columns: the
  * column sums still see every row once and in order, bitwise one thread's. */
 static void test_sgemm_ordered_epilogue_straggler(void **state) {
@@ -449,18 +471,11 @@ static void test_sgemm_ordered_epilogue_straggler(void **state) {
       for (int p = 0; p < 2; p++) {
         dinp[p] = kt_floats((long)N * IC), half[p] = kt_floats((long)N * IC);
         colsum[p] = kt_floats(IC);
-        order_epi e = {half[p], colsum[p], dinp[p], calloc((size_t)IC, sizeof(long)), IC, 0,
-                       -1, -1};
-        const rp_sgemm_epi epi = {order_both, order_any, order_only, &e};
         const long before = rp_work_units_taken();
-        rp_work_set_straggler(late, p ? 0.02 : 0.0);
-        rp_sgemm_backward_epi((rp_sgemm_kernel)k, dinp[p], NULL, NULL, op.dout, op.inp, op.w, N,
-                              IC, OC, 1, p ? pool : NULL, &epi);
-        rp_work_set_straggler(0, 0.0);
+        const order_out o = {dinp[p], half[p], colsum[p]};
+        run_ordered((rp_sgemm_kernel)k, p ? pool : NULL, &op, N, IC, OC, &o, late,
+                    p ? 0.02 : 0.0, -1, -1);
         if (p) assert_true(rp_work_units_taken() > before);
-        assert_false(e.bad);
-        for (int j = 0; j < IC; j++) assert_int_equal(e.next_row[j], N);
-        free(e.next_row);
       }
       assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);
       assert_memory_equal(half[0], half[1], sizeof(float) * (size_t)N * IC);
@@ -492,16 +507,9 @@ static void test_sgemm_ordered_epilogue_three_owners(void **state) {
     dinp[p] = kt_floats((long)N * IC), half[p] = kt_floats((long)N * IC);
     colsum[p] = kt_floats(IC);
     for (long i = 0; i < (long)N * IC; i++) half[p][i] = NAN;
-    order_epi e = {half[p], colsum[p], dinp[p], calloc((size_t)IC, sizeof(long)), IC, 0,
-                   p ? 2 : -1, p ? 0 : -1};
-    const rp_sgemm_epi epi = {order_both, order_any, order_only, &e};
-    rp_work_set_straggler(1, p ? 0.03 : 0.0);
-    rp_sgemm_backward_epi(k, dinp[p], NULL, NULL, op.dout, op.inp, op.w, N, IC, OC, 1,
-                          p ? pool : NULL, &epi);
-    rp_work_set_straggler(0, 0.0);
-    assert_false(e.bad);
-    for (int j = 0; j < IC; j++) assert_int_equal(e.next_row[j], N);
-    free(e.next_row);
+    const order_out o = {dinp[p], half[p], colsum[p]};
+    run_ordered(k, p ? pool : NULL, &op, N, IC, OC, &o, 1, p ? 0.03 : 0.0, p ? 2 : -1,
+                p ? 0 : -1);
   }
   assert_memory_equal(colsum[0], colsum[1], sizeof(float) * (size_t)IC);
   for (int p = 0; p < 2; p++) free(dinp[p]), free(half[p]), free(colsum[p]);
