@@ -41,13 +41,18 @@ int rp_work_range_back(rp_work_range *r, long *a, long *b) {
   }
 }
 
-rp_work_range *rp_work_ranges_split(long n, int nthreads) {
-  rp_work_range *r = malloc(sizeof(rp_work_range) * (size_t)nthreads);
-  for (int t = 0; r && t < nthreads; t++) {
+/* r[t] = rp_split's share t of n units, for each of nthreads */
+static void ranges_fill(rp_work_range *r, long n, int nthreads) {
+  for (int t = 0; t < nthreads; t++) {
     long lo, hi;
     rp_split(n, t, nthreads, &lo, &hi);
     rp_work_range_set(&r[t], lo, hi);
   }
+}
+
+rp_work_range *rp_work_ranges_split(long n, int nthreads) {
+  rp_work_range *r = malloc(sizeof(rp_work_range) * (size_t)nthreads);
+  if (r) ranges_fill(r, n, nthreads);
   return r;
 }
 
@@ -81,12 +86,7 @@ void rp_kern_run_shared(rp_pool *pool, rp_range_fn fn, void *ctx, long n, long u
     fn(ctx, 0, n);
     return;
   }
-  if (r == local)
-    for (int t = 0; t < nth; t++) {
-      long lo, hi;
-      rp_split(units, t, nth, &lo, &hi);
-      rp_work_range_set(&r[t], lo, hi);
-    }
+  if (r == local) ranges_fill(r, units, nth);
   shared_job j = {fn, ctx, n, unit, r};
   rp_pool_run(pool, shared_task, &j);
   if (r != local) free(r);
