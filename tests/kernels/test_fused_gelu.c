@@ -182,8 +182,8 @@ static void backward_gelu_case(rp_gemm_mode mode, int nthreads, shape s) {
  * evenly, a skinny product (fewer rows than 16 per thread: the column split),
  * a single row (sgemv); then, for the own GEMM's blocking, several blocks of
  * rows per thread (the epilogue on each as it is finished) and a K of several
- * k blocks over enough columns for several column groups (the epilogue after
- * the thread's last block) */
+ * k blocks over enough columns for several column groups (the epilogue on
+ * each group's blocks, each column's rows still in order) */
 static const shape shapes[] = {{37, 29, 53}, {101, 17, 4 * 17}, {5, 24, 40}, {1, 16, 48},
                                {601, 40, 96}, {300, 800, 1100}};
 
