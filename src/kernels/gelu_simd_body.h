@@ -15,8 +15,9 @@
  * starts one pair (load, the exp's argument and range reduction), runs the
  * polynomial of the pair started one iteration before, and finishes the pair
  * started two before, whose operands are ready by then. The same operations
- * on each element, so the same bits. Cache-resident, one Zen 5 thread:
- * forward 0.25 -> 0.19 ns an element (AVX-512). */
+ * on each element, so the same bits. bench_gelu, cache-resident, one Zen 5
+ * thread: AVX-512 forward 0.265 -> 0.216 ns an element, backward (with
+ * dbias) 0.359 -> 0.269; AVX2 0.492 -> 0.429 and 0.694 -> 0.503. */
 
 /* u = sqrt(2/pi) (x + 0.044715 x^3), as the scalar code forms it */
 TGT static inline VT CAT(gelu_u_, SFX)(VT v) {
