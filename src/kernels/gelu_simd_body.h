@@ -95,7 +95,7 @@ TGT static void CAT(gelu_forward_, SFX)(float *restrict y, const float *restrict
   long i;
 #define FWD_FINISH(g, at) V_STORE(y + (at), CAT(gelu_value_, SFX)(g))
   GELU_PIPELINE(x, n, i, FWD_FINISH);
-  for (; i + W <= n; i += W) { /* the one full vector a pair leaves, unpipelined */
+  for (; i + W <= n; i += W) { /* the full vectors the pairs leave (at most three), unpipelined */
     GV g;
     CAT(gelu_start_, SFX)(&g, x + i);
     CAT(gelu_poly_, SFX)(&g);
