@@ -20,11 +20,16 @@ TGT static void CAT(exp_tail_, SFX)(float *restrict e, const float *restrict x, 
 TGT static float CAT(xent_sum_exp_, SFX)(const float *restrict x, float shift, long n) {
   const VT vs = V_SET1(shift);
   VT a0 = V_SET1(0.0f), a1 = a0; /* lanes 0..W-1 and (W = 8) 8..15 */
-  long i = 0;
-  for (; i + 16 <= n; i += 16) {
-    a0 = V_ADD(a0, CAT(expv_, SFX)(V_SUB(V_LOAD(x + i), vs)));
-    if (W < 16) a1 = V_ADD(a1, CAT(expv_, SFX)(V_SUB(V_LOAD(x + i + W), vs)));
-  }
+  long i;
+  /* whole blocks of 16 through the pipeline (EXPV_SPANS), each vector added
+   * to its lanes' sum in order: with W = 8 the odd vectors are lanes 8..15 */
+#define SUM_FINISH(e, at)                           \
+  do {                                              \
+    if (W < 16 && ((at) / W) % 2) a1 = V_ADD(a1, e); \
+    else a0 = V_ADD(a0, e);                         \
+  } while (0)
+  EXPV_SPANS(n - n % 16, i, V_SUB(V_LOAD(x + at), vs), SUM_FINISH);
+#undef SUM_FINISH
   float lanes[32], e[16];
   V_STORE(lanes, a0);
   V_STORE(lanes + W, a1); /* W = 16: lanes 16..31, never read */
@@ -41,9 +46,11 @@ TGT static float CAT(xent_sum_exp_, SFX)(const float *restrict x, float shift, l
 TGT static void CAT(xent_softmax_, SFX)(float *d, const float *x, float shift, float dscale,
                                         long n) {
   const VT vs = V_SET1(shift), vd = V_SET1(dscale);
-  long i = 0;
-  for (; i + W <= n; i += W)
-    V_STORE(d + i, V_MUL(CAT(expv_, SFX)(V_SUB(V_LOAD(x + i), vs)), vd));
+  long i;
+  /* each x read before its d is written, so d may be x */
+#define SOFTMAX_FINISH(e, at) V_STORE(d + (at), V_MUL(e, vd))
+  EXPV_SPANS(n, i, V_SUB(V_LOAD(x + at), vs), SOFTMAX_FINISH);
+#undef SOFTMAX_FINISH
   if (i < n) {
     float e[16];
     CAT(exp_tail_, SFX)(e, x + i, shift, n - i);
