@@ -7,7 +7,7 @@
  * (xent_simd_body.h) call it. */
 
 /* rp_kern_expf on W lanes, in three parts so that a loop can run them on
- * different vectors at once (gelu_simd_body.h): the range reduction (r and
+ * different vectors at once (EXPV_SPANS below): the range reduction (r and
  * `shifted`, whose low bits are n), the polynomial's Horner steps, and the
  * rest. max(c, x) is `c > x ? c : x`, which is the C clamp `x < c ? c : x`
  * for every x, NaN included (as min for the top). */
