@@ -56,6 +56,8 @@ typedef struct {
   const char *fma_level; /* the SIMD level the probe used */
   double stream_bytes;   /* bytes/s, all pool threads */
   long stream_size;      /* buffer bytes the stream rate was measured at */
+  double gemm_flops;     /* FLOP/s of the GEMM on the model's shapes with hot operands,
+                            all pool threads (the trainer's start-up sgemm peak); 0 unknown */
 } rp_step_peaks;
 
 /* Measures both peaks with the pool's threads (a fraction of a second). */
@@ -81,6 +83,12 @@ int rp_step_times_read(rp_step_times *st);
 int rp_step_part_shown(rp_step_part p, const rp_step_times *st, const rp_step_work *w);
 /* The part's name in the table and the figure */
 const char *rp_step_part_name(rp_step_part p, const rp_step_work *w);
+
+/* The step's ceiling: its seconds with the GEMMs at gemm_flops (or their
+ * quiet time, if faster) and every other timed part at its quiet time, the
+ * idle time left out; -1 when there is no GEMM work, no rate or no quiet
+ * time to build it from. */
+double rp_step_ceiling_seconds(const rp_step_times *st, const rp_step_work *w, double gemm_flops);
 
 /* Prints the table from the profiler's totals over its closed steps. */
 void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk);

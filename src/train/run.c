@@ -316,6 +316,7 @@ void rp_trainer_print_profile(rp_trainer *t) {
   if (t->bf16.n) rp_step_work_add_bf16_copies(&w, params, rp_dp_writes_bf16_copies(t->dp));
   rp_step_peaks pk;
   rp_step_peaks_measure(&pk, 16L * o->batch * t->T_local * t->cfg.C, t->pool);
+  pk.gemm_flops = t->bf16.n && t->gemm_peak_bf16 > 0 ? t->gemm_peak_bf16 : t->gemm_peak;
   rp_step_profile_print(stdout, &w, &pk);
   rp_step_times st;
   if (!rp_step_times_read(&st)) return;

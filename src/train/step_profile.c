@@ -91,6 +91,7 @@ void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
   pk->fma_flops = rp_step_fma_peak(pool, &pk->fma_level);
   pk->stream_size = stream_size;
   pk->stream_bytes = rp_stream_bandwidth(stream_size, pool);
+  pk->gemm_flops = 0.0; /* the trainer's start-up measurement, where it made one */
 }
 
 static void print_row(FILE *f, const char *name, double s, double quiet, double wall,
@@ -152,6 +153,29 @@ int rp_step_times_read(rp_step_times *st) {
   return 1;
 }
 
+double rp_step_ceiling_seconds(const rp_step_times *st, const rp_step_work *w,
+                               double gemm_flops) {
+  const double gemm_flop = w->flops[RP_PART_GEMM];
+  if (!(gemm_flops > 0) || !(gemm_flop > 0) || !(st->quiet[RP_PART_GEMM] > 0)) return -1.0;
+  double s = RP_MIN(gemm_flop / gemm_flops, st->quiet[RP_PART_GEMM]);
+  for (int p = 0; p < RP_PART_COUNT; p++)
+    if (p != RP_PART_GEMM && st->quiet[p] > 0) s += st->quiet[p];
+  return s;
+}
+
+/* What the step would take were its GEMMs as fast as alone with hot operands
+ * and the rest of it as fast as its quickest steps: the FMA fraction no
+ * tuning outside the GEMM kernel can pass, beside the one the step reached. */
+static void print_ceiling(FILE *f, const rp_step_times *st, const rp_step_work *w,
+                          const rp_step_peaks *pk, double total_flops) {
+  const double s = rp_step_ceiling_seconds(st, w, pk->gemm_flops);
+  if (s <= 0 || !(pk->fma_flops > 0)) return;
+  fprintf(f, "  ceiling: the GEMMs at the rate they reach alone on hot operands (%.1f GFLOP/s, "
+          "%.3f of the FMA peak) and every other part at its quiet time: %.2f ms a step, "
+          "%.3f of the FMA peak\n", pk->gemm_flops / 1e9, pk->gemm_flops / pk->fma_flops,
+          s * 1e3, total_flops / s / pk->fma_flops);
+}
+
 void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk) {
   rp_step_times st;
   if (!rp_step_times_read(&st)) {
@@ -180,5 +204,6 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
             "them a step, %.3f of the FMA peak; the mean step is %.1f%% above\n",
             steps, timed_quiet * 1e3, total_flops / timed_quiet / pk->fma_flops,
             100.0 * (wall / timed_quiet - 1.0));
+  print_ceiling(f, &st, w, pk, total_flops);
   print_components(f, steps);
 }
