@@ -84,11 +84,11 @@ int rp_step_part_shown(rp_step_part p, const rp_step_times *st, const rp_step_wo
 /* The part's name in the table and the figure */
 const char *rp_step_part_name(rp_step_part p, const rp_step_work *w);
 
-/* The step's ceiling: its seconds with the GEMMs at gemm_flops (or their
+/* The step's bound: its seconds with the GEMMs at gemm_flops (or their
  * quiet time, if faster) and every other timed part at its quiet time, the
  * idle time left out; -1 when there is no GEMM work, no rate or no quiet
  * time to build it from. */
-double rp_step_ceiling_seconds(const rp_step_times *st, const rp_step_work *w, double gemm_flops);
+double rp_step_bound_seconds(const rp_step_times *st, const rp_step_work *w, double gemm_flops);
 
 /* Prints the table from the profiler's totals over its closed steps. */
 void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk);

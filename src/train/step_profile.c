@@ -153,7 +153,7 @@ int rp_step_times_read(rp_step_times *st) {
   return 1;
 }
 
-double rp_step_ceiling_seconds(const rp_step_times *st, const rp_step_work *w,
+double rp_step_bound_seconds(const rp_step_times *st, const rp_step_work *w,
                                double gemm_flops) {
   const double gemm_flop = w->flops[RP_PART_GEMM];
   if (!(gemm_flops > 0) || !(gemm_flop > 0) || !(st->quiet[RP_PART_GEMM] > 0)) return -1.0;
@@ -166,11 +166,11 @@ double rp_step_ceiling_seconds(const rp_step_times *st, const rp_step_work *w,
 /* What the step would take were its GEMMs as fast as alone with hot operands
  * and the rest of it as fast as its quickest steps: the FMA fraction no
  * tuning outside the GEMM kernel can pass, beside the one the step reached. */
-static void print_ceiling(FILE *f, const rp_step_times *st, const rp_step_work *w,
+static void print_bound(FILE *f, const rp_step_times *st, const rp_step_work *w,
                           const rp_step_peaks *pk, double total_flops) {
-  const double s = rp_step_ceiling_seconds(st, w, pk->gemm_flops);
+  const double s = rp_step_bound_seconds(st, w, pk->gemm_flops);
   if (s <= 0 || !(pk->fma_flops > 0)) return;
-  fprintf(f, "  ceiling: the GEMMs at the rate they reach alone on hot operands (%.1f GFLOP/s, "
+  fprintf(f, "  bound: the GEMMs at the rate they reach alone on hot operands (%.1f GFLOP/s, "
           "%.3f of the FMA peak) and every other part at its quiet time: %.2f ms a step, "
           "%.3f of the FMA peak\n", pk->gemm_flops / 1e9, pk->gemm_flops / pk->fma_flops,
           s * 1e3, total_flops / s / pk->fma_flops);
@@ -204,6 +204,6 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
             "them a step, %.3f of the FMA peak; the mean step is %.1f%% above\n",
             steps, timed_quiet * 1e3, total_flops / timed_quiet / pk->fma_flops,
             100.0 * (wall / timed_quiet - 1.0));
-  print_ceiling(f, &st, w, pk, total_flops);
+  print_bound(f, &st, w, pk, total_flops);
   print_components(f, steps);
 }

@@ -85,7 +85,7 @@ const rp_opt rp_train_opt_table[] = {
      "time every kernel of the steps after the first and print at the end where the step's "
      "time goes (GEMM, attention, layernorm, GELU, optimizer, copies, comm, idle) with each "
      "part's fraction of the FMA or stream peak, the 'quiet' time (each call at its fastest "
-     "over the steps: what is left when other processes take nothing), the ceiling (the "
+     "over the steps: what is left when other processes take nothing), the bound (the "
      "GEMMs at their measured rate alone, the rest at its quiet time) and every kernel's "
      "forward and backward apart; the same as a figure in OUT/step_profile.svg"},
     {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,

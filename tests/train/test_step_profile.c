@@ -76,7 +76,7 @@ static void test_steps_and_between(void **state) {
   assert_non_null(strstr(buf, "quiet ms"));
   assert_true(rp_prof_min_seconds(RP_PROF_FWD_MATMUL) == 0.75);
   assert_non_null(strstr(buf, "fwd matmul (sgemm)                     375.00    750.00"));
-  assert_null(strstr(buf, "ceiling:")); /* no GEMM rate measured: no ceiling */
+  assert_null(strstr(buf, "bound:")); /* no GEMM rate measured: no bound */
   /* with one: the GEMMs at 4 GFLOP/s (0.25 s, faster than their quiet 0.75 s)
    * and the GELU at its quiet time; 1e9 FLOP in that over 1e11 */
   pk.gemm_flops = 4e9;
@@ -88,17 +88,17 @@ static void test_steps_and_between(void **state) {
   rp_step_times st;
   assert_int_equal(rp_step_times_read(&st), 1);
   const double q = 0.25 + st.quiet[RP_PART_GELU];
-  assert_true(rp_step_ceiling_seconds(&st, &w, 4e9) == q);
+  assert_true(rp_step_bound_seconds(&st, &w, 4e9) == q);
   char want[128];
   snprintf(want, sizeof want, "%.2f ms a step, %.3f of the FMA peak", q * 1e3, 1e9 / q / 1e11);
-  assert_non_null(strstr(buf, "ceiling: the GEMMs at the rate they reach alone"));
+  assert_non_null(strstr(buf, "bound: the GEMMs at the rate they reach alone"));
   assert_non_null(strstr(buf, want));
   rp_prof_enable(0);
 }
 
-/* The ceiling: the GEMMs at the given rate unless their quiet time is
+/* The bound: the GEMMs at the given rate unless their quiet time is
  * shorter, every other part at its quiet time, the idle time out of it. */
-static void test_ceiling(void **state) {
+static void test_bound(void **state) {
   rp_step_times st = {0};
   rp_step_work w = {0};
   st.quiet[RP_PART_GEMM] = 0.5;
@@ -107,11 +107,11 @@ static void test_ceiling(void **state) {
   st.quiet[RP_PART_IDLE] = -1.0;
   st.part[RP_PART_IDLE] = 3.0;
   w.flops[RP_PART_GEMM] = 1e9;
-  assert_true(rp_step_ceiling_seconds(&st, &w, 4e9) == 0.25 + 0.1 + 0.05);
-  assert_true(rp_step_ceiling_seconds(&st, &w, 1e9) == 0.5 + 0.1 + 0.05); /* quiet is faster */
-  assert_true(rp_step_ceiling_seconds(&st, &w, 0.0) < 0);                  /* no rate */
+  assert_true(rp_step_bound_seconds(&st, &w, 4e9) == 0.25 + 0.1 + 0.05);
+  assert_true(rp_step_bound_seconds(&st, &w, 1e9) == 0.5 + 0.1 + 0.05); /* quiet is faster */
+  assert_true(rp_step_bound_seconds(&st, &w, 0.0) < 0);                  /* no rate */
   w.flops[RP_PART_GEMM] = 0.0;
-  assert_true(rp_step_ceiling_seconds(&st, &w, 4e9) < 0); /* no GEMM work */
+  assert_true(rp_step_bound_seconds(&st, &w, 4e9) < 0); /* no GEMM work */
 }
 
 /* The measured peaks are positive on any machine this runs on (the stream rate
@@ -195,7 +195,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_work_model),
       cmocka_unit_test(test_steps_and_between),
-      cmocka_unit_test(test_ceiling),
+      cmocka_unit_test(test_bound),
       cmocka_unit_test(test_peaks_measured),
       cmocka_unit_test(test_profile_figure),
   };
