@@ -154,7 +154,7 @@ int rp_step_times_read(rp_step_times *st) {
 }
 
 double rp_step_bound_seconds(const rp_step_times *st, const rp_step_work *w,
-                               double gemm_flops) {
+                             double gemm_flops) {
   const double gemm_flop = w->flops[RP_PART_GEMM];
   if (!(gemm_flops > 0) || !(gemm_flop > 0) || !(st->quiet[RP_PART_GEMM] > 0)) return -1.0;
   double s = RP_MIN(gemm_flop / gemm_flops, st->quiet[RP_PART_GEMM]);
@@ -167,7 +167,7 @@ double rp_step_bound_seconds(const rp_step_times *st, const rp_step_work *w,
  * and the rest of it as fast as its quickest steps: the FMA fraction no
  * tuning outside the GEMM kernel can pass, beside the one the step reached. */
 static void print_bound(FILE *f, const rp_step_times *st, const rp_step_work *w,
-                          const rp_step_peaks *pk, double total_flops) {
+                        const rp_step_peaks *pk, double total_flops) {
   const double s = rp_step_bound_seconds(st, w, pk->gemm_flops);
   if (s <= 0 || !(pk->fma_flops > 0)) return;
   fprintf(f, "  bound: the GEMMs at the rate they reach alone on hot operands (%.1f GFLOP/s, "
