@@ -106,6 +106,31 @@ long rp_isa_l1d_bytes(void);
  * (not measured) for scalar and for a level
  * the CPU or the ceiling excludes (rp_isa_why_not says which). */
 double rp_isa_peak_gflops(rp_isa level);
+/* One run of that level's register-only loop on the calling thread, GFLOP/s
+ * (well under a millisecond; 0 where rp_isa_peak_gflops would give 0). */
+double rp_isa_probe_once(rp_isa level);
+
+/* The probe held up to a whole run's conditions (fma_sustained.c): the loop of
+ * `level` on every thread of `pool` at once, run after run for `seconds`
+ * (wall clock), each run timed in its thread's CPU time as the start-up probe
+ * is. Per thread (per_thread[ith], pool size entries) the number of runs and
+ * their best, 90th, 50th and 10th percentile rates. rp_isa_peak_gflops is one
+ * thread's best over 40 ms with the others idle, multiplied by the threads:
+ * if the threads together run slower (hyperthreads sharing a core's FMA
+ * units, a power limit), every fraction of that peak reads low, and this
+ * says so. RP_EINVAL for a level without a probe under the ceiling. */
+typedef struct rp_pool rp_pool;
+#define RP_ISA_PROBE_MAX_RUNS (1L << 18) /* runs a thread at most: it stops there */
+typedef struct {
+  int runs;
+  double best, p90, median, p10;
+} rp_isa_probe_stats;
+rp_status rp_isa_probe_sustained(rp_isa level, rp_pool *pool, double seconds,
+                                 rp_isa_probe_stats *per_thread);
+/* rates[0..n) sorted in place and summarised (nearest-rank percentiles; all 0
+ * for n = 0). */
+void rp_isa_probe_summarize(double *rates, int n, rp_isa_probe_stats *st);
+
 /* The level whose probe is the fp32 FMA ceiling (the GEMM's and the step
  * profile's): avx512 (zmm) where the ceiling allows it, else avx2 (ymm), else
  * scalar (no probe: rp_isa_peak_gflops gives 0). */

@@ -122,6 +122,9 @@ typedef struct {
   int valid_tokens;
 } rp_step_stats;
 
+/* The compute threads a rank takes when --threads is 0: the cores this
+ * process may run on, shared among the MPI ranks on this host. */
+int rp_default_threads(void);
 rp_status rp_trainer_init(rp_trainer *t, const rp_train_opts *o);
 
 /* ---- the engine: what pre-training, SFT, GRPO and PPO share (engine.c).

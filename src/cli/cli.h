@@ -13,6 +13,8 @@ int rp_cmd_report(int argc, char **argv);
 int rp_cmd_bench(int argc, char **argv);
 /* ringpipe bench gemm (cmd_bench_gemm.c), argv past "gemm" */
 int rp_bench_gemm(int argc, char **argv);
+/* ringpipe bench fma (cmd_bench_fma.c), argv past "fma" */
+int rp_bench_fma(int argc, char **argv);
 int rp_cmd_sim(int argc, char **argv);
 int rp_cmd_sft(int argc, char **argv);
 int rp_cmd_grpo(int argc, char **argv);

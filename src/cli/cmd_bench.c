@@ -1,4 +1,4 @@
-/* ringpipe bench gemm | attention | train */
+/* ringpipe bench gemm | attention | train | fma */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,10 +140,12 @@ int rp_cmd_bench(int argc, char **argv) {
     return rp_bench_attention(argc, argv);  /* it skips argv[0], "attention" */
   }
   if (strcmp(what, "train") == 0) return bench_train(argc - 1, argv + 1);
+  if (strcmp(what, "fma") == 0) return rp_bench_fma(argc - 1, argv + 1);
   if (rp_mpi_world_rank() == 0)
-    fprintf(stderr, "usage: ringpipe bench gemm|attention|train [options]\n"
+    fprintf(stderr, "usage: ringpipe bench gemm|attention|train|fma [options]\n"
                     "  gemm       GEMM FLOP/s on the model's shapes, every GEMM mode\n"
                     "  attention  flash vs naive attention: time, FLOP/s, memory\n"
-                    "  train      a short training run: tokens/s, MFU, memory\n");
+                    "  train      a short training run: tokens/s, MFU, memory\n"
+                    "  fma        the FMA peak's probe on all threads at once, for seconds\n");
   return strcmp(what, "--help") == 0 ? 0 : 2;
 }

@@ -25,7 +25,7 @@ static const subcommand commands[] = {
     {"sim", rp_cmd_sim, "simulate pipeline schedules: timeline, bubble, memory"},
     {"serve", rp_cmd_serve, "multi-turn agentic serving on MPI ranks: Basic | DualPath | Oracle"},
     {"sim-serve", rp_cmd_sim_serve, "simulate agentic serving with a persistent KV cache at scale"},
-    {"bench", rp_cmd_bench, "benchmarks: gemm | attention | train"},
+    {"bench", rp_cmd_bench, "benchmarks: gemm | attention | train | fma"},
 };
 static const int ncommands = sizeof commands / sizeof commands[0];
 

@@ -147,6 +147,11 @@ rp_isa rp_isa_fp32_fma_level(void) {
          : rp_isa_allows(RP_ISA_AVX2) ? RP_ISA_AVX2 : RP_ISA_SCALAR;
 }
 
+double rp_isa_probe_once(rp_isa level) {
+  if (level <= RP_ISA_SCALAR || level >= RP_ISA_LEVELS || !rp_isa_allows(level)) return 0.0;
+  return probe(level);
+}
+
 double rp_isa_peak_gflops(rp_isa level) {
   if (level <= RP_ISA_SCALAR || level >= RP_ISA_LEVELS || !rp_isa_allows(level)) return 0.0;
   pthread_mutex_lock(&g_probe_mu);

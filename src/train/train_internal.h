@@ -6,7 +6,6 @@
 
 #include "ringpipe/rp_train.h"
 
-int rp_default_threads(void);
 rp_status rp_builtin_prepare(const char *dir);          /* builtin corpus -> shards */
 size_t rp_builtin_corpus(const unsigned char **data);   /* embedded text */
 rp_status rp_trainer_resume(rp_trainer *t, const char *dir);

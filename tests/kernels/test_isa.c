@@ -13,6 +13,7 @@
 #include "../isa_util.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_flash.h"
+#include "ringpipe/rp_pool.h"
 
 static void test_names(void **state) {
   (void)state;
@@ -130,11 +131,57 @@ static void test_every_level_dispatches(void **state) {
   assert_int_equal(rp_isa_set(top), RP_OK);
 }
 
+/* The percentiles of the sustained probe: nearest rank over the sorted runs. */
+static void test_probe_summary(void **state) {
+  (void)state;
+  double r[10] = {5, 1, 9, 3, 7, 2, 10, 4, 8, 6};
+  rp_isa_probe_stats st;
+  rp_isa_probe_summarize(r, 10, &st);
+  assert_int_equal(st.runs, 10);
+  assert_true(st.best == 10 && st.p90 == 9 && st.median == 6 && st.p10 == 2);
+  double one = 4.5;
+  rp_isa_probe_summarize(&one, 1, &st);
+  assert_true(st.runs == 1 && st.best == 4.5 && st.p10 == 4.5 && st.median == 4.5);
+  rp_isa_probe_summarize(NULL, 0, &st);
+  assert_true(st.runs == 0 && st.best == 0 && st.median == 0);
+}
+
+/* Both threads of a pool run the fp32 probe at once; each reports runs in
+ * order; a level without a probe and a non-positive time are errors. */
+static void test_probe_sustained(void **state) {
+  (void)state;
+  rp_pool *pool;
+  assert_int_equal(rp_pool_create(&pool, 2, 0), RP_OK);
+  rp_isa_probe_stats st[2];
+  assert_int_equal(rp_isa_probe_sustained(RP_ISA_SCALAR, pool, 0.01, st), RP_EINVAL);
+  assert_non_null(strstr(rp_errmsg(), "no SIMD FMA probe at level scalar"));
+  const rp_isa lvl = rp_isa_fp32_fma_level();
+  if (lvl > RP_ISA_SCALAR) {
+    assert_int_equal(rp_isa_probe_sustained(lvl, pool, 0.0, st), RP_EINVAL);
+    assert_non_null(strstr(rp_errmsg(), "must be positive"));
+    assert_int_equal(rp_isa_probe_sustained(lvl, pool, 0.02, st), RP_OK);
+    for (int t = 0; t < 2; t++) {
+      assert_true(st[t].runs >= 1);
+      assert_true(st[t].best >= st[t].p90 && st[t].p90 >= st[t].median &&
+                  st[t].median >= st[t].p10 && st[t].p10 > 0);
+    }
+  }
+  for (int l = lvl + 1; l < RP_ISA_LEVELS; l++)
+    if (!rp_isa_allows((rp_isa)l)) {
+      assert_int_equal(rp_isa_probe_sustained((rp_isa)l, pool, 0.01, st), RP_EINVAL);
+      assert_non_null(strstr(rp_errmsg(), rp_isa_why_not((rp_isa)l)));
+      break;
+    }
+  rp_pool_destroy(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_above_cpu_is_an_error),
       cmocka_unit_test(test_every_level_dispatches),
+      cmocka_unit_test(test_probe_summary),
+      cmocka_unit_test(test_probe_sustained),
   };
   printf("isa: cpu %s, ceiling %s (from %s)\n", rp_isa_name(rp_isa_cpu()),
          rp_isa_name(rp_isa_active()), rp_isa_source());

@@ -1,0 +1,102 @@
+/* ringpipe bench fma: the FMA probe that every "of the FMA peak" figure
+ * divides by, run on all the threads at once for seconds and set beside the
+ * start-up probe (one thread's best of 40 ms, times the threads). */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "ringpipe/rp_arena.h"
+#include "ringpipe/rp_grid.h"
+#include "ringpipe/rp_isa.h"
+#include "ringpipe/rp_pool.h"
+#include "ringpipe/rp_train.h"
+
+typedef struct {
+  int threads, pin;
+  float seconds;
+} fma_opts;
+
+#define O(f) offsetof(fma_opts, f)
+static const rp_opt fma_table[] = {
+    {"threads", RP_OPT_INT, O(threads), "0", 0, 1024, NULL,
+     "threads running the probe at once (0: as training takes, all cores)"},
+    {"seconds", RP_OPT_FLOAT, O(seconds), "3", 0.01, 60, NULL,
+     "how long every thread runs the probe, back to back"},
+    {"pin", RP_OPT_BOOL, O(pin), "1", 0, 0, NULL, "pin each thread to a core, as training does"},
+};
+#undef O
+
+/* What the comparison means for the fractions a run prints. The bands are
+ * wider than the spread of medians seen between quiet runs (a few %). */
+static void print_verdict(double together, double peak) {
+  const double r = together / peak;
+  printf("  all threads at once, the sum of their medians: %.1f GFLOP/s, %.3f of the FMA peak\n",
+         together, r);
+  if (r < 0.9)
+    printf("  the threads slow each other down (hyperthreads sharing a core's FMA units, a\n"
+           "  power or clock limit, or a busy neighbour): fractions of the FMA peak read low\n"
+           "  by about this much\n");
+  else if (r > 1.1)
+    printf("  the start-up probe read low (a busy moment as it ran): fractions of the FMA\n"
+           "  peak read high by about this much\n");
+  else
+    printf("  within 10 %%: the FMA peak is what these threads reach together\n");
+}
+
+int rp_bench_fma(int argc, char **argv) {
+  fma_opts o;
+  int rc = rp_cli_parse(
+      "bench fma", "ringpipe bench fma [--threads N] [--seconds S] [--isa LEVEL]",
+      "The FMA peak that every \"of the FMA peak\" figure divides by, checked: the\n"
+      "start-up probe is one thread's best run of a register-only multiply-add loop over\n"
+      "40 ms, times the threads; here every thread runs that loop at once, back to back\n"
+      "for --seconds, and prints its runs' best, 90th, 50th and 10th percentile rate\n"
+      "and the sum of the medians over that peak. The loop is the fp32 one a run's\n"
+      "fractions use: zmm under an avx512 ceiling, else ymm (--isa avx2).",
+      fma_table, (int)(sizeof fma_table / sizeof fma_table[0]), &o, argc, argv);
+  if (rc >= 0) return rc;
+  const rp_isa level = rp_isa_fp32_fma_level();
+  const int threads = o.threads > 0 ? o.threads : rp_default_threads();
+  rp_pool *pool = NULL;
+  rp_status s = rp_pool_create(&pool, threads, o.pin);
+  if (s != RP_OK) return rp_cli_fail("bench", s);
+  rp_isa_probe_stats *st = calloc((size_t)threads, sizeof *st);
+  const double one = rp_isa_peak_gflops(level); /* measured once, before the threads run */
+  if (!st)
+    s = rp_err(RP_ENOMEM, "bench fma: %d threads' results", threads);
+  else if (level <= RP_ISA_SCALAR || one <= 0.0)
+    s = rp_err(RP_EINVAL, "bench fma: no SIMD FMA probe under the instruction-set ceiling %s "
+               "(%s); the fractions of the FMA peak are not printed there either",
+               rp_isa_name(rp_isa_active()), rp_isa_source());
+  else
+    s = rp_isa_probe_sustained(level, pool, o.seconds, st);
+  if (s != RP_OK) {
+    free(st);
+    rp_pool_destroy(pool);
+    return rp_cli_fail("bench", s);
+  }
+  if (rp_mpi_world_rank() == 0) {
+    const char *plural = threads == 1 ? "" : "s";
+    printf("bench fma: the %s register-only FMA loop, %d thread%s at once for %.2f s\n",
+           level == RP_ISA_AVX512 ? "zmm (avx512)" : "ymm (avx2)", threads, plural, o.seconds);
+    printf("  start-up probe (one thread, best run of 40 ms): %.1f GFLOP/s a thread; the FMA "
+           "peak: %.1f GFLOP/s for %d thread%s\n", one, one * threads, threads, plural);
+    printf("  thread     runs     best      p90   median      p10   (GFLOP/s)\n");
+    double together = 0;
+    int capped = 0;
+    for (int t = 0; t < threads; t++) {
+      printf("  %6d %8d %8.1f %8.1f %8.1f %8.1f\n", t, st[t].runs, st[t].best, st[t].p90,
+             st[t].median, st[t].p10);
+      together += st[t].median;
+      capped |= st[t].runs >= RP_ISA_PROBE_MAX_RUNS;
+    }
+    if (capped)
+      printf("  (a thread stopped at %ld runs, before --seconds ran out)\n",
+             (long)RP_ISA_PROBE_MAX_RUNS);
+    print_verdict(together, one * threads);
+  }
+  free(st);
+  rp_pool_destroy(pool);
+  return 0;
+}
