@@ -5,7 +5,9 @@
 # flash vs PyTorch scaled_dot_product_attention). Prints per round and, per
 # comparison, the median ratio with its min..max spread over the rounds, and
 # (fp32) ringpipe's model FLOP/s over the FMA probe per round and their spread,
-# as `bench train` prints it; writes the tables to OUT_DIR/vs_torch.md.
+# as `bench train` prints it; writes the tables to OUT_DIR/vs_torch.md. Its
+# header says how the FMA probe holds up on all the threads at once for 3 s
+# (`ringpipe bench fma`), the check on the fractions' denominator.
 #
 # PyTorch comes from a virtual environment OUTSIDE the repository, created on
 # first use (the CPU wheel index first, then PyPI). When it cannot be installed
@@ -113,10 +115,15 @@ tver=$("$TPY" -c 'import torch; print(torch.__version__)')
 tisa=$("$TPY" -c 'import torch; print(torch.backends.cpu.get_cpu_capability())' 2>/dev/null || echo "?")
 isa=$("$RINGPIPE" bench train --steps 1 --layers 1 --channels 64 --heads 1 --seq 16 --batch 1 \
       --no-measure-peak 2>/dev/null | sed -n 's/^  instruction sets: //p')
+# the FMA probe every "of the FMA probe" column divides by, held up to all the
+# threads at once for 3 s (ringpipe bench fma): is it what they reach together?
+fma_check=$("$RINGPIPE" bench fma --seconds 3 --threads "$THREADS" 2>&1 |
+  sed -n 's/^  all threads at once, the sum of their medians: \(.*\)$/\1/p' || true)
 {
   echo "# ringpipe vs PyTorch $tver"
   echo
   echo "CPU: $cpu, $THREADS threads each; ringpipe (--gemm $GEMM): $isa; PyTorch kernels: $tisa${ISA:+ (ISA=$ISA: MKL and oneDNN held to AVX2)}"
+  echo "FMA probe check (\`ringpipe bench fma --seconds 3\`, all $THREADS threads at once, the sum of their medians): ${fma_check:-not measured (no SIMD probe here)}"
   echo "Rounds: $ROUNDS, alternating (ringpipe, then each PyTorch variant, in every round)."
   echo
 } | tee "$report"
