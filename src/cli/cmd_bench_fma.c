@@ -53,20 +53,22 @@ int rp_bench_fma(int argc, char **argv) {
       "40 ms, times the threads; here every thread runs that loop at once, back to back\n"
       "for --seconds, and prints its runs' best, 90th, 50th and 10th percentile rate\n"
       "and the sum of the medians over that peak. The loop is the fp32 one a run's\n"
-      "fractions use: zmm under an avx512 ceiling, else ymm (--isa avx2).",
+      "fractions use: zmm under an avx512 ceiling, else ymm (--isa avx2). Each run is\n"
+      "timed in its thread's CPU time, as the start-up probe is: threads that share a\n"
+      "core's units show, threads beyond the cores (taking turns) do not.",
       fma_table, (int)(sizeof fma_table / sizeof fma_table[0]), &o, argc, argv);
   if (rc >= 0) return rc;
   const rp_isa level = rp_isa_fp32_fma_level();
   const int threads = o.threads > 0 ? o.threads : rp_default_threads();
   rp_pool *pool = NULL;
   rp_status s = rp_pool_create(&pool, threads, o.pin);
-  if (s != RP_OK) return rp_cli_fail("bench", s);
+  if (s != RP_OK) return rp_cli_fail("bench fma", s);
   rp_isa_probe_stats *st = calloc((size_t)threads, sizeof *st);
   const double one = rp_isa_peak_gflops(level); /* measured once, before the threads run */
   if (!st)
-    s = rp_err(RP_ENOMEM, "bench fma: %d threads' results", threads);
+    s = rp_err(RP_ENOMEM, "%d threads' results", threads);
   else if (level <= RP_ISA_SCALAR || one <= 0.0)
-    s = rp_err(RP_EINVAL, "bench fma: no SIMD FMA probe under the instruction-set ceiling %s "
+    s = rp_err(RP_EINVAL, "no SIMD FMA probe under the instruction-set ceiling %s "
                "(%s); the fractions of the FMA peak are not printed there either",
                rp_isa_name(rp_isa_active()), rp_isa_source());
   else
@@ -74,7 +76,7 @@ int rp_bench_fma(int argc, char **argv) {
   if (s != RP_OK) {
     free(st);
     rp_pool_destroy(pool);
-    return rp_cli_fail("bench", s);
+    return rp_cli_fail("bench fma", s);
   }
   if (rp_mpi_world_rank() == 0) {
     const char *plural = threads == 1 ? "" : "s";
