@@ -1,10 +1,12 @@
-/* Timers and a deterministic RNG (xoshiro-like, splittable by seed). */
+/* Timers, sorting timings and a deterministic RNG (xoshiro-like, splittable by seed). */
 #ifndef RP_UTIL_H
 #define RP_UTIL_H
 
 #include <stdint.h>
 
 double rp_now(void);               /* seconds, monotonic clock */
+/* v[0..n) in ascending order (qsort; for medians and percentiles of timings) */
+void rp_sort_doubles(double *v, long n);
 /* Ranks of this job on this node (local_ranks.c): the MPI library's count once
  * the grid has set it, else the launcher's variables (Open MPI, Slurm), else 1. */
 int rp_local_ranks(void);

@@ -1,5 +1,6 @@
 /* Monotonic timer and xoshiro256** random numbers. */
 #include <math.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "ringpipe/rp_util.h"
@@ -8,6 +9,15 @@ double rp_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void rp_sort_doubles(double *v, long n) {
+  if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_double);
 }
 
 static uint64_t splitmix64(uint64_t *x) {

@@ -12,18 +12,14 @@
 #include "ringpipe/rp_prof.h"
 #include "ringpipe/rp_step_profile.h"
 #include "ringpipe/rp_train.h"
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+#include "ringpipe/rp_util.h"
 
 /* The per-step rates beside the run's mean: on a shared machine one slow
  * step (another tenant, a page-cache flush) moves the mean, and the median
  * with the spread says whether two runs really differ. */
 static double print_step_spread(double *rates, int n) {
   if (n < 2) return -1.0;
-  qsort(rates, (size_t)n, sizeof *rates, cmp_double);
+  rp_sort_doubles(rates, n);
   double median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
   printf("  per step: median %.0f tokens/s, slowest %.0f, fastest %.0f\n", median, rates[0],
          rates[n - 1]);

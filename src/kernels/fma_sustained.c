@@ -6,7 +6,6 @@
  * here runs the same register-only loop back to back and keeps every run's
  * rate, so that the spread (a neighbour's busy spell, a clock that drops
  * under sustained load) shows beside the median. */
-#include <stdlib.h>
 
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_isa.h"
@@ -17,11 +16,6 @@
  * a 4 GHz core), 40-80 s of runs; a longer request stops there (rp_isa.h). */
 #define MAX_RUNS RP_ISA_PROBE_MAX_RUNS
 
-static int cmp_rate(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* the rate at fraction q of the sorted runs (nearest rank) */
 static double rank_at(const double *sorted, int n, double q) {
   return sorted[(int)(q * (n - 1) + 0.5)];
@@ -30,7 +24,7 @@ static double rank_at(const double *sorted, int n, double q) {
 void rp_isa_probe_summarize(double *rates, int n, rp_isa_probe_stats *st) {
   *st = (rp_isa_probe_stats){.runs = n};
   if (n <= 0) return;
-  qsort(rates, (size_t)n, sizeof *rates, cmp_rate);
+  rp_sort_doubles(rates, n);
   st->best = rates[n - 1];
   st->p90 = rank_at(rates, n, 0.9);
   st->median = rank_at(rates, n, 0.5);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ringpipe/rp_serve.h"
+#include "ringpipe/rp_util.h"
 
 const rp_serve_rung rp_serve_ladder[RP_SERVE_RUNGS] = {
     {"basic", RP_MODE_BASIC, 0, RP_SCHED_ROUND_ROBIN},
@@ -17,11 +18,6 @@ const rp_serve_rung rp_serve_ladder[RP_SERVE_RUNGS] = {
 
 const char *rp_serve_mode_name(rp_serve_mode m) {
   return m == RP_MODE_BASIC ? "basic" : m == RP_MODE_DUALPATH ? "dualpath" : "oracle";
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 void rp_serve_summarize(const rp_turn_record *r, long n, int nnodes, const double *snic_bytes,
@@ -44,7 +40,7 @@ void rp_serve_summarize(const rp_turn_record *r, long n, int nnodes, const doubl
     }
   }
   if (n > 0 && ttft) {
-    qsort(ttft, (size_t)n, sizeof *ttft, cmp_double);
+    rp_sort_doubles(ttft, n);
     out->ttft_p99 = ttft[(long)ceil(0.99 * (double)(n - 1))];
   }
   free(ttft);
