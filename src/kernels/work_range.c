@@ -6,27 +6,40 @@
 
 #include "kern_util.h"
 #include "ringpipe/rp_pool.h"
+#include "ringpipe/rp_util.h"
 #include "work_range.h"
 
 static _Atomic int g_straggler = -1;
 static _Atomic long g_straggler_us;
 static _Atomic long g_taken;
+static _Atomic long g_taken_from_straggler; /* takes from the straggler's shares */
+static _Atomic long g_taken_at_set;         /* ... when it was set */
 
 void rp_work_set_straggler(int ith, double seconds) {
+  atomic_store(&g_straggler, -1);
   atomic_store(&g_straggler_us, (long)(seconds * 1e6));
+  atomic_store(&g_taken_at_set, atomic_load(&g_taken_from_straggler));
   atomic_store(&g_straggler, seconds > 0 ? ith : -1);
 }
 
+/* The hold ends when another thread has taken from the straggler's share,
+ * not after a fixed time: a fixed 20 ms let a busy machine's (or an emulated
+ * CPU's) other threads still be on their own shares when it ended, nothing
+ * was taken, and the tests that count the takes failed. Counted from the
+ * set rather than from the hold's start, so that it ends at once where the
+ * others took the share before the straggler got to it. */
 void rp_work_straggle(int ith) {
   if (atomic_load_explicit(&g_straggler, memory_order_relaxed) != ith) return;
-  const long us = atomic_load(&g_straggler_us);
-  struct timespec t = {us / 1000000, (us % 1000000) * 1000};
-  nanosleep(&t, NULL);
+  const long at_set = atomic_load(&g_taken_at_set);
+  const double until = rp_now() + (double)atomic_load(&g_straggler_us) * 1e-6;
+  const struct timespec nap = {0, 100000}; /* 0.1 ms */
+  while (atomic_load(&g_taken_from_straggler) == at_set && rp_now() < until)
+    nanosleep(&nap, NULL);
 }
 
 long rp_work_units_taken(void) { return atomic_load(&g_taken); }
 
-int rp_work_range_back(rp_work_range *r, long *a, long *b) {
+int rp_work_range_back(rp_work_range *r, int owner, long *a, long *b) {
   uint64_t cur = atomic_load_explicit(r, memory_order_acquire);
   for (;;) {
     const long lo = (long)(uint32_t)cur, h = (long)(cur >> 32);
@@ -36,6 +49,8 @@ int rp_work_range_back(rp_work_range *r, long *a, long *b) {
                                               memory_order_acq_rel, memory_order_acquire)) {
       *a = s, *b = h;
       atomic_fetch_add_explicit(&g_taken, h - s, memory_order_relaxed);
+      if (owner >= 0 && owner == atomic_load_explicit(&g_straggler, memory_order_relaxed))
+        atomic_fetch_add_explicit(&g_taken_from_straggler, 1, memory_order_relaxed);
       return 1;
     }
   }

@@ -23,11 +23,15 @@
 
 typedef _Atomic uint64_t rp_work_range;
 
-/* For tests: pool thread ith waits `seconds` at rp_work_straggle, which a
- * balanced kernel calls as it starts its own share, so that the others take
- * it (0: nobody waits); and the units thieves have taken since the process
- * started. */
+/* For tests: pool thread ith waits at rp_work_straggle, which a balanced
+ * kernel calls as it starts its own share, until another thread has taken
+ * units from its share (since this call: set it again before each job whose
+ * takes a test counts), or at most `seconds` (0: nobody waits); and the
+ * units thieves have taken since the process started. */
 void rp_work_set_straggler(int ith, double seconds);
+/* The tests' cap on a hold: long enough for the other threads to finish
+ * their own shares on a loaded or emulated CPU (a hold ends at the take). */
+#define RP_WORK_TEST_HOLD_S 10.0
 void rp_work_straggle(int ith);
 long rp_work_units_taken(void);
 
@@ -61,10 +65,11 @@ static inline int rp_work_range_front(rp_work_range *r, long blk, long *a, long 
   }
 }
 
-/* A thief: the back half (at least one unit) of what is left, [*a, *b).
- * 0 when nothing is left. Out of line: it runs a few times a job, and counts
- * what it takes for rp_work_units_taken. */
-int rp_work_range_back(rp_work_range *r, long *a, long *b);
+/* A thief: the back half (at least one unit) of what is left of thread
+ * owner's share r, [*a, *b). 0 when nothing is left. Out of line: it runs a
+ * few times a job, and counts what it takes for rp_work_units_taken (and for
+ * the straggler's hold). */
+int rp_work_range_back(rp_work_range *r, int owner, long *a, long *b);
 
 /* Thread ith's next units among nth ranges: blk from the front of its own,
  * else the back half of the first other range (ith + 1, ith + 2, ...) with
@@ -76,7 +81,7 @@ static inline int rp_work_next(rp_work_range *r, int ith, int nth, long blk, lon
   if (rp_work_range_front(&r[ith], blk, a, b, hi)) return ith;
   for (int d = 1; d < nth; d++) {
     const int v = (ith + d) % nth;
-    if (rp_work_range_back(&r[v], a, b)) {
+    if (rp_work_range_back(&r[v], v, a, b)) {
       *hi = *b;
       return v;
     }

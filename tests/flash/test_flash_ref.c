@@ -251,7 +251,8 @@ static void head_slots_case(int B, int NH) {
 }
 
 /* Short heads the threads divide evenly (own shares), one thread held back
- * 20 ms as each share starts, so that the other takes its heads (work_range.h):
+ * as each pass starts until the other has taken some of its heads
+ * (work_range.h):
  * the forward's out and lse and the backward's dqkv bitwise the one-thread
  * ones, with the caller held back and with the worker, and heads counted as
  * taken. */
@@ -268,9 +269,10 @@ static void test_own_heads_straggler(void **state) {
     for (int i = 0; i < 2; i++) {
       out[i] = ft_floats(nout), lse[i] = ft_floats(nlse), d[i] = ft_floats(nqkv);
       const long before = rp_work_units_taken();
-      rp_work_set_straggler(late, i ? 0.02 : 0.0);
+      rp_work_set_straggler(late, i ? RP_WORK_TEST_HOLD_S : 0.0);
       assert_int_equal(rp_flash_forward(out[i], lse[i], qkv, B, T, C, NH, 1, NULL, g_pool[i + 1]),
                        RP_OK);
+      rp_work_set_straggler(late, i ? RP_WORK_TEST_HOLD_S : 0.0); /* the backward's own hold */
       assert_int_equal(rp_flash_backward(d[i], dout, qkv, out[i], lse[i], B, T, C, NH, 1, NULL,
                                          g_pool[i + 1]), RP_OK);
       rp_work_set_straggler(0, 0.0);

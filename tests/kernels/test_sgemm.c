@@ -332,8 +332,8 @@ static operands random_operands(int N, int IC, int OC, uint64_t seed) {
 
 static void free_operands(operands *o) { free(o->inp), free(o->w), free(o->dout); }
 
-/* Every shared product: one thread held back 20 ms at the start of each, so
- * that the other takes its work; bitwise the one-thread results, units
+/* Every shared product: one thread held back at the start of each until
+ * the other has taken some of its work (rp_work_set_straggler); bitwise the one-thread results, units
  * counted as taken, with the caller as the straggler and with the worker.
  * The shapes take each way of sharing (sgemm_driver.c): the forward with
  * rows and with columns split (B prepacked); dinp; dweight with B on the fly
@@ -357,16 +357,19 @@ static void test_sgemm_straggler(void **state) {
         for (int p = 0; p < 2; p++) {
           out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
           dw[p] = kt_floats((long)OC * IC);
+          const double hold = p ? RP_WORK_TEST_HOLD_S : 0.0; /* each product's own hold */
           long before = rp_work_units_taken();
-          rp_work_set_straggler(late, p ? 0.02 : 0.0);
+          rp_work_set_straggler(late, hold);
           rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, NULL, NULL, N, IC, OC,
                            p ? pool : NULL);
           if (p) assert_true(rp_work_units_taken() > before);
           before = rp_work_units_taken();
+          rp_work_set_straggler(late, hold);
           rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], NULL, NULL, dout, inp, w, N, IC, OC, 1,
                             p ? pool : NULL);
           if (p) assert_true(rp_work_units_taken() > before);
           before = rp_work_units_taken();
+          rp_work_set_straggler(late, hold);
           rp_sgemm_backward((rp_sgemm_kernel)k, NULL, dw[p], NULL, dout, inp, w, N, IC, OC, 1,
                             p ? pool : NULL);
           if (p) assert_true(rp_work_units_taken() > before);
@@ -435,8 +438,9 @@ static void order_only(void *ctx, long m0, long m1, long j0, long j1, int ith) {
   order_sum(ctx, m0, m1, j0, j1);
 }
 
-/* One dinp with the in-order epilogue, thread `late` held back `hold`
- * seconds (and the slow thief and owner of order_epi): every column's rows
+/* One dinp with the in-order epilogue, thread `late` held back until
+ * another takes from its share (at most `hold` seconds; and the slow thief
+ * and owner of order_epi): every column's rows
  * reach the in-order sum once, in order, each after its elementwise part. */
 typedef struct {
   float *dinp, *half, *colsum;
@@ -474,7 +478,7 @@ static void test_sgemm_ordered_epilogue_straggler(void **state) {
         const long before = rp_work_units_taken();
         const order_out o = {dinp[p], half[p], colsum[p]};
         run_ordered((rp_sgemm_kernel)k, p ? pool : NULL, &op, N, IC, OC, &o, late,
-                    p ? 0.02 : 0.0, -1, -1);
+                    p ? RP_WORK_TEST_HOLD_S : 0.0, -1, -1);
         if (p) assert_true(rp_work_units_taken() > before);
       }
       assert_memory_equal(dinp[0], dinp[1], sizeof(float) * (size_t)N * IC);
@@ -508,8 +512,8 @@ static void test_sgemm_ordered_epilogue_three_owners(void **state) {
     colsum[p] = kt_floats(IC);
     for (long i = 0; i < (long)N * IC; i++) half[p][i] = NAN;
     const order_out o = {dinp[p], half[p], colsum[p]};
-    run_ordered(k, p ? pool : NULL, &op, N, IC, OC, &o, 1, p ? 0.03 : 0.0, p ? 2 : -1,
-                p ? 0 : -1);
+    run_ordered(k, p ? pool : NULL, &op, N, IC, OC, &o, 1, p ? RP_WORK_TEST_HOLD_S : 0.0,
+                p ? 2 : -1, p ? 0 : -1);
   }
   assert_memory_equal(colsum[0], colsum[1], sizeof(float) * (size_t)IC);
   for (int p = 0; p < 2; p++) free(dinp[p]), free(half[p]), free(colsum[p]);

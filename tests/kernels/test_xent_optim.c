@@ -212,7 +212,7 @@ static void test_adamw_threads_bitwise(void **state) {
     memcpy(p[t], p0, sizeof(float) * n);
     memcpy(gs[t], g, sizeof(float) * n);
     const long before = rp_work_units_taken();
-    rp_work_set_straggler(1, t == 2 ? 0.02 : 0.0);
+    rp_work_set_straggler(1, t == 2 ? RP_WORK_TEST_HOLD_S : 0.0);
     for (int step = 1; step <= 3; step++) rp_adamw_update(p[t], g, m[t], v[t], n, &h, 0.1f, step, pool);
     rp_scale(gs[t], 0.37f, n, pool);
     rp_work_set_straggler(0, 0.0);
