@@ -102,6 +102,15 @@ const char *rp_blas_core(void);
  * OPENBLAS_CORETYPE can), so auto then gives every weight to the own GEMM. */
 rp_isa rp_blas_core_isa(void);
 int rp_blas_above_ceiling(void);
+/* RP_EINVAL when OpenBLAS's core needs more than the CPU has (an
+ * OPENBLAS_CORETYPE=SkylakeX inherited by an AVX2-only machine, or Haswell by
+ * one without AVX2): its first call would end the process with an illegal
+ * instruction, so the CLI stops at start-up with this message instead.
+ * rp_blas_check_cpu_rule is the decision on given values (coretype: the
+ * variable's value, NULL when unset), for tests. */
+rp_status rp_blas_check_cpu(void);
+rp_status rp_blas_check_cpu_rule(const char *core, rp_isa core_isa, rp_isa cpu,
+                                 const char *coretype);
 const char *rp_blas_advice(void);
 void rp_blas_set_threads(int n);   /* openblas_set_num_threads, remembered */
 

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_isa.h"
+#include "ringpipe/rp_kernels.h"
 
 typedef struct {
   const char *name;
@@ -99,13 +100,22 @@ static rp_status take_isa_flag(int *argc, char **argv, const char **level) {
   return RP_OK;
 }
 
-/* The instruction-set ceiling from --isa or RINGPIPE_ISA, agreed by every rank
- * (a rank on another CPU may reject what the others accept): bad values end the
- * run at start-up with one message and status 2 rather than later in a kernel. */
+/* A subcommand's --help needs no working BLAS. */
+static int asks_help(int argc, char **argv) {
+  for (int i = 2; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+  return 0;
+}
+
+/* The instruction-set ceiling from --isa or RINGPIPE_ISA, and OpenBLAS's core
+ * against the CPU (rp_blas_check_cpu), agreed by every rank (a rank on another
+ * CPU may reject what the others accept): bad values end the run at start-up
+ * with one message and status 2 rather than later in a kernel. */
 static rp_status apply_isa(int *argc, char **argv) {
   const char *level = NULL;
   rp_status s = take_isa_flag(argc, argv, &level);
   if (s == RP_OK) s = level ? rp_isa_request(level, "--isa") : rp_isa_init();
+  if (s == RP_OK && !asks_help(*argc, argv)) s = rp_blas_check_cpu();
   return rp_grid_agree(MPI_COMM_WORLD, s);
 }
 

@@ -8,6 +8,8 @@
  *   sgemm on its own slice: rows of N for out and dinp, rows of OC for dweight,
  *   so no two threads write the same output element. */
 #include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "fused_internal.h"
@@ -54,6 +56,28 @@ rp_isa rp_blas_core_isa(void) {
 }
 
 int rp_blas_above_ceiling(void) { return !rp_isa_allows(rp_blas_core_isa()); }
+
+rp_status rp_blas_check_cpu_rule(const char *core, rp_isa core_isa, rp_isa cpu,
+                                 const char *coretype) {
+  if (core_isa <= cpu) return RP_OK;
+  char how[300];
+  if (coretype && *coretype)
+    snprintf(how, sizeof how, "OPENBLAS_CORETYPE=%s in the environment chose it: unset "
+             "OPENBLAS_CORETYPE (OpenBLAS then picks a core this CPU runs) or name such a core",
+             coretype);
+  else
+    snprintf(how, sizeof how, "OpenBLAS chose it itself: set OPENBLAS_CORETYPE to a core this "
+             "CPU runs (e.g. Haswell for AVX2, Prescott without it)");
+  return rp_err(RP_EINVAL, "OpenBLAS is set to run its %s kernels, which need %s, and this "
+                "CPU runs at most %s: OpenBLAS's first call would end the process with an "
+                "illegal instruction. %s", core, rp_isa_name(core_isa), rp_isa_name(cpu), how);
+}
+
+rp_status rp_blas_check_cpu(void) {
+  const char *core = openblas_get_corename();
+  return rp_blas_check_cpu_rule(core ? core : "unknown", rp_blas_core_isa(), rp_isa_cpu(),
+                                getenv("OPENBLAS_CORETYPE"));
+}
 
 /* The level of an own kernel (rp_sgemm_kernel_best's answer; -1 none: scalar) */
 static rp_isa own_kernel_isa(int own_kernel) {

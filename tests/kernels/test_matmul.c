@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <string.h>
 
 #include "kt_util.h"
 
@@ -159,10 +160,34 @@ static void test_matmul_modes(void **state) {
     }
 }
 
+/* OpenBLAS's core against the CPU (rp_blas_check_cpu_rule): a core above the
+ * CPU is refused, naming the core, both levels and the fix (which depends on
+ * whether OPENBLAS_CORETYPE chose it); a core at or below it passes, and so
+ * does this machine's own (the suite runs on it). */
+static void test_blas_core_above_cpu(void **state) {
+  (void)state;
+  assert_int_equal(rp_blas_check_cpu_rule("SkylakeX", RP_ISA_AVX512, RP_ISA_AVX2, "SkylakeX"),
+                   RP_EINVAL);
+  const char *m = rp_errmsg();
+  assert_non_null(strstr(m, "SkylakeX kernels, which need avx512"));
+  assert_non_null(strstr(m, "runs at most avx2"));
+  assert_non_null(strstr(m, "OPENBLAS_CORETYPE=SkylakeX in the environment"));
+  assert_non_null(strstr(m, "unset OPENBLAS_CORETYPE"));
+  assert_int_equal(rp_blas_check_cpu_rule("Haswell", RP_ISA_AVX2, RP_ISA_SCALAR, NULL), RP_EINVAL);
+  m = rp_errmsg();
+  assert_non_null(strstr(m, "runs at most scalar"));
+  assert_non_null(strstr(m, "set OPENBLAS_CORETYPE to a core this CPU runs"));
+  assert_int_equal(rp_blas_check_cpu_rule("Haswell", RP_ISA_AVX2, RP_ISA_AVX2, "Haswell"), RP_OK);
+  assert_int_equal(rp_blas_check_cpu_rule("Zen", RP_ISA_AVX2, RP_ISA_AVX512, NULL), RP_OK);
+  assert_int_equal(rp_blas_check_cpu_rule("Prescott", RP_ISA_SCALAR, RP_ISA_SCALAR, ""), RP_OK);
+  assert_int_equal(rp_blas_check_cpu(), RP_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_ref_fd),
       cmocka_unit_test(test_matmul_modes),
+      cmocka_unit_test(test_blas_core_above_cpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# ringpipe on x86-64 CPUs this machine is not, through QEMU's user-mode
+# emulator (Debian's qemu-user): an AVX2-only AMD Zen 3 (QEMU's EPYC-Milan
+# model), an AVX2 Intel Haswell, and a Westmere without AVX. RINGPIPE_ISA
+# lowers the ceiling on the host, but the CPU detection then still reads the
+# host's CPUID; here every CPUID query answers as the emulated CPU, and an
+# instruction it lacks stops the process with SIGILL.
+#
+# A portable build (-Dnative=false: plain C for the x86-64 baseline, the SIMD
+# kernels chosen at run time; a -march=native build is for its own machine
+# only) runs, under each CPU model:
+#   - the x86-64 level glibc's loader reports for the model (v4 -> avx512,
+#     v3 -> avx2, else scalar) against ringpipe's own detection;
+#   - the unit tests of the instruction-set dispatch and its kernels;
+#   - a 3-step training run of a tiny model (finite losses, no SIGILL);
+#   - OPENBLAS_CORETYPE naming a core above the CPU (SkylakeX, or Haswell
+#     without AVX2): refused at start-up with status 2, not an illegal
+#     instruction in OpenBLAS's first call.
+# The training and test runs leave OPENBLAS_CORETYPE unset (OpenBLAS then
+# picks a core from the emulated CPUID): a value inherited from the host
+# describes the host, not the model.
+#
+# Emulation runs SIMD code some hundreds of times slower than the host, so
+# no timing here means anything; only the checks do. Status 0 when every
+# check passed, 1 when one failed, 2 when qemu-user is missing.
+#
+# Usage: bench/emulated_cpus.sh
+# Knobs: CPUS ["EPYC-Milan Haswell Westmere"], BUILD [build-portable], QEMU [qemu-x86_64]
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+CPUS=${CPUS:-EPYC-Milan Haswell Westmere}
+BUILD=${BUILD:-build-portable}
+QEMU=${QEMU:-qemu-x86_64}
+LOADER=/lib64/ld-linux-x86-64.so.2
+TESTS="kernels/test_kernels_isa kernels/test_kernels_gelu_isa kernels/test_kernels_xent_isa
+       kernels/test_kernels_work_range kernels/test_kernels_matmul"
+
+if ! command -v "$QEMU" >/dev/null 2>&1; then
+  echo "emulated_cpus: $QEMU not found: install Debian's qemu-user (apt-get install qemu-user) and rerun" >&2
+  exit 2
+fi
+if [ ! -x "$LOADER" ]; then
+  echo "emulated_cpus: $LOADER not found: this script reads the emulated CPU's x86-64 level from glibc's loader" >&2
+  exit 2
+fi
+
+if [ ! -d "$BUILD" ]; then
+  echo "emulated_cpus: configuring the portable build in $BUILD (-Dnative=false)"
+  meson setup "$BUILD" -Dnative=false >/dev/null || exit 1
+fi
+if grep -q -- "-march=native" "$BUILD/build.ninja" 2>/dev/null; then
+  echo "emulated_cpus: $BUILD compiles with -march=native; give BUILD a directory set up with -Dnative=false" >&2
+  exit 2
+fi
+echo "emulated_cpus: building what it runs in $BUILD"
+targets=(ringpipe)
+for t in $TESTS; do targets+=("tests/$t"); done
+ninja -C "$BUILD" "${targets[@]}" >/dev/null || exit 1
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+fail() {
+  echo "  FAIL: $*"
+  failed=1
+}
+
+# The x86-64 level glibc finds for the model, as the ISA ringpipe should detect.
+glibc_isa() {
+  local help
+  help=$("$QEMU" -cpu "$1" "$LOADER" --help 2>/dev/null)
+  if grep -q "x86-64-v4 (supported" <<<"$help"; then echo avx512
+  elif grep -q "x86-64-v3 (supported" <<<"$help"; then echo avx2
+  else echo scalar
+  fi
+}
+
+rows=""
+for cpu in $CPUS; do
+  echo "== $cpu"
+  want=$(glibc_isa "$cpu")
+  # ringpipe's own reading: the training header's "cpu X, ceiling X (cpu)"
+  out="$work/train_$cpu"
+  log=$(env -u OPENBLAS_CORETYPE -u RINGPIPE_ISA "$QEMU" -cpu "$cpu" "$BUILD/ringpipe" train \
+    --layers 1 --channels 32 --heads 2 --seq 32 --batch 2 --steps 3 --eval-batches 1 \
+    --sample-tokens 8 --out "$out" 2>&1 | grep -v "^qemu-x86_64: warning: TCG")
+  rc=$? # pipefail: ringpipe's status unless it succeeded
+  got=$(sed -n 's/.*instruction sets: cpu \([a-z0-9]*\), ceiling.*/\1/p' <<<"$log" | head -1)
+  loss=$(sed -n 's/^done: .*final loss \([0-9.]*\).*/\1/p' <<<"$log" | head -1)
+  [ "$rc" -eq 0 ] || fail "$cpu: ringpipe train exited $rc: $(tail -2 <<<"$log")"
+  [ "$got" = "$want" ] || fail "$cpu: ringpipe detected cpu '$got', glibc's loader says $want"
+  case "$loss" in
+    "" | nan | inf) fail "$cpu: no finite final loss" ;;
+  esac
+  # the dispatch tests
+  passed=0
+  ntests=0
+  for t in $TESTS; do
+    ntests=$((ntests + 1))
+    if env -u OPENBLAS_CORETYPE -u RINGPIPE_ISA "$QEMU" -cpu "$cpu" "$BUILD/tests/$t" >"$work/t.log" 2>&1; then
+      passed=$((passed + 1))
+    else
+      fail "$cpu: $(basename "$t") failed: $(grep -E "FAILED|ERROR|signal" "$work/t.log" | grep -v "^qemu-x86_64: warning" | head -3 | tr '\n' ' ')"
+    fi
+  done
+  # an OpenBLAS core above the CPU: refused with status 2
+  above=SkylakeX
+  [ "$want" = scalar ] && above=Haswell
+  refused="-"
+  if [ "$want" != avx512 ]; then
+    rlog=$(env -u RINGPIPE_ISA OPENBLAS_CORETYPE=$above "$QEMU" -cpu "$cpu" "$BUILD/ringpipe" \
+      train --steps 1 --out "$work/refused" 2>&1)
+    rrc=$?
+    if [ "$rrc" -eq 2 ] && grep -q "illegal instruction" <<<"$rlog"; then
+      refused="$above: status 2"
+    else
+      refused="$above: status $rrc"
+      fail "$cpu: OPENBLAS_CORETYPE=$above exited $rrc: $(grep -v "^qemu-x86_64: warning" <<<"$rlog" | tail -2 | tr '\n' ' ')"
+    fi
+  fi
+  echo "  glibc: $want; ringpipe: ${got:-?}; train exit $rc, final loss ${loss:-?}; tests $passed/$ntests; $refused"
+  rows="$rows| $cpu | $want | ${got:-?} | ${loss:-?} | $passed / $ntests | $refused |
+"
+done
+
+echo
+echo "| QEMU CPU model | glibc's x86-64 level | ringpipe's cpu level | 3-step loss | dispatch tests | OpenBLAS core above the CPU |"
+echo "| --- | --- | --- | --- | --- | --- |"
+printf "%s" "$rows"
+if [ "$failed" -ne 0 ]; then
+  echo "emulated_cpus: some checks failed (above)"
+  exit 1
+fi
+echo "emulated_cpus: every check passed"
