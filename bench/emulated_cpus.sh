@@ -24,8 +24,13 @@
 # no timing here means anything; only the checks do. Status 0 when every
 # check passed, 1 when one failed, 2 when qemu-user is missing.
 #
+# With FULL=1, the first model of CPUS (the Zen 3 by default) also runs,
+# with ringpipe wrapped in the emulator, three of the suite's training tests
+# (bf16_vs_fp32, thread_invariance, loss_falls) and three 2-rank layouts
+# against one rank (dp 2, pp 2, cp 2; 4 steps): some 10 minutes more.
+#
 # Usage: bench/emulated_cpus.sh
-# Knobs: CPUS ["EPYC-Milan Haswell Westmere"], BUILD [build-portable], QEMU [qemu-x86_64]
+# Knobs: CPUS ["EPYC-Milan Haswell Westmere"], BUILD [build-portable], QEMU [qemu-x86_64], FULL [0]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -56,6 +61,7 @@ fi
 echo "emulated_cpus: building what it runs in $BUILD"
 targets=(ringpipe)
 for t in $TESTS; do targets+=("tests/$t"); done
+[ "${FULL:-0}" = 1 ] && targets+=(tests/pipeline/compare_runs)
 ninja -C "$BUILD" "${targets[@]}" >/dev/null || exit 1
 
 work=$(mktemp -d)
@@ -124,10 +130,52 @@ for cpu in $CPUS; do
 "
 done
 
+# FULL=1: the suite's training and layout scripts over the emulated ringpipe
+full_rows=""
+if [ "${FULL:-0}" = 1 ]; then
+  cpu=${CPUS%% *}
+  build_abs=$(cd "$BUILD" && pwd)
+  wrap="$work/ringpipe_$cpu"
+  cat >"$wrap" <<EOW
+#!/bin/bash
+env -u OPENBLAS_CORETYPE -u RINGPIPE_ISA "$QEMU" -cpu "$cpu" "$build_abs/ringpipe" "\$@" \
+  2> >(grep -v "^qemu-x86_64: warning: TCG" >&2)
+EOW
+  chmod +x "$wrap"
+  if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+  export OMPI_MCA_rmaps_base_oversubscribe=1 LAYOUT_STEPS=4
+  compare="$build_abs/tests/pipeline/compare_runs"
+  full_check() { # name, then the script and its arguments
+    local name=$1 t0 rc
+    shift
+    echo "== $cpu, $name (ringpipe under the emulator)"
+    t0=$(date +%s)
+    "$@" >"$work/$name.log" 2>&1
+    rc=$?
+    full_rows="$full_rows| $name | $([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)") | $(($(date +%s) - t0)) s |
+"
+    [ "$rc" -eq 0 ] || fail "$cpu: $name: $(tail -3 "$work/$name.log" | tr '\n' ' ')"
+  }
+  full_check bf16_vs_fp32 sh tests/train/bf16_loss.sh "$wrap" "$work/bf16"
+  full_check thread_invariance sh tests/train/thread_invariance.sh "$wrap" "$compare" "$work/ti"
+  full_check loss_falls sh tests/train/loss_falls.sh "$wrap" "$work/lf"
+  for l in "dp2:--microbatches 4" "pp2:--pp 2" "cp2:--cp 2"; do
+    # shellcheck disable=SC2086 # the layout's flags, split on purpose
+    full_check "${l%%:*}" sh tests/pipeline/run_layout.sh "$wrap" "$compare" "$work/${l%%:*}" 2 \
+      1e-5 1e-3 "" -- ${l#*:}
+  done
+fi
+
 echo
 echo "| QEMU CPU model | glibc's x86-64 level | ringpipe's cpu level | 3-step loss | dispatch tests | OpenBLAS core above the CPU |"
 echo "| --- | --- | --- | --- | --- | --- |"
 printf "%s" "$rows"
+if [ -n "$full_rows" ]; then
+  echo
+  echo "| under ${CPUS%% *} | result | time |"
+  echo "| --- | --- | --- |"
+  printf "%s" "$full_rows"
+fi
 if [ "$failed" -ne 0 ]; then
   echo "emulated_cpus: some checks failed (above)"
   exit 1
