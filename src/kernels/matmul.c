@@ -74,8 +74,7 @@ rp_status rp_blas_check_cpu_rule(const char *core, rp_isa core_isa, rp_isa cpu,
 }
 
 rp_status rp_blas_check_cpu(void) {
-  const char *core = openblas_get_corename();
-  return rp_blas_check_cpu_rule(core ? core : "unknown", rp_blas_core_isa(), rp_isa_cpu(),
+  return rp_blas_check_cpu_rule(rp_blas_core(), rp_blas_core_isa(), rp_isa_cpu(),
                                 getenv("OPENBLAS_CORETYPE"));
 }
 

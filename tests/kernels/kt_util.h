@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pool.h"
@@ -41,6 +42,11 @@ static inline void kt_fill(float *x, long n, rp_rng *r, float lo, float hi) {
 
 static inline void kt_to_double(double *d, const float *x, long n) {
   for (long i = 0; i < n; i++) d[i] = x[i];
+}
+
+static inline void kt_sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
 }
 
 static inline rp_pool *kt_pool(int n) {

@@ -14,7 +14,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
@@ -396,11 +395,6 @@ typedef struct {
   int slow_thief, slow_owner; /* a pool thread that sleeps in `any` / in `both`, or -1 */
 } order_epi;
 
-static void sleep_ms(int ms) {
-  struct timespec t = {0, ms * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 static void order_half(order_epi *e, long m0, long m1, long j0, long j1) {
   for (long m = m0; m < m1; m++)
     for (long j = j0; j < j1; j++) e->half[m * e->IC + j] = e->dinp[m * e->IC + j] * 0.5f;
@@ -422,14 +416,14 @@ static void order_sum(order_epi *e, long m0, long m1, long j0, long j1) {
 
 static void order_both(void *ctx, long m0, long m1, long j0, long j1, int ith) {
   order_epi *e = ctx;
-  if (ith == e->slow_owner) sleep_ms(4);
+  if (ith == e->slow_owner) kt_sleep_ms(4);
   order_half(ctx, m0, m1, j0, j1);
   order_sum(ctx, m0, m1, j0, j1);
 }
 
 static void order_any(void *ctx, long m0, long m1, long j0, long j1, int ith) {
   order_epi *e = ctx;
-  if (ith == e->slow_thief) sleep_ms(40);
+  if (ith == e->slow_thief) kt_sleep_ms(40);
   order_half(ctx, m0, m1, j0, j1);
 }
 

@@ -9,9 +9,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "kernels/work_range.h"
+#include "kt_util.h"
 #include "ringpipe/rp_pool.h"
 
 /* rp_kern_run_shared: every element of [0, n) exactly once, on 1 to 4
@@ -139,17 +139,6 @@ static void *hold_main(void *varg) {
   return NULL;
 }
 
-static double seconds_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void nap_ms(int ms) {
-  struct timespec t = {0, ms * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 static void test_straggler_hold(void **state) {
   (void)state;
   rp_work_range r;
@@ -158,29 +147,29 @@ static void test_straggler_hold(void **state) {
   rp_work_set_straggler(1, RP_WORK_TEST_HOLD_S);
   hold_arg h = {0};
   pthread_t t;
-  const double t0 = seconds_now();
+  const double t0 = rp_now();
   assert_int_equal(pthread_create(&t, NULL, hold_main, &h), 0);
   rp_work_range_set(&r, 0, 8);
   assert_true(rp_work_range_back(&r, 0, &a, &b));
-  nap_ms(50);
+  kt_sleep_ms(50);
   assert_int_equal(atomic_load(&h.done), 0);
   assert_true(rp_work_range_back(&r, 1, &a, &b));
   pthread_join(t, NULL);
-  assert_true(seconds_now() - t0 < RP_WORK_TEST_HOLD_S / 2);
+  assert_true(rp_now() - t0 < RP_WORK_TEST_HOLD_S / 2);
   /* taken before the hold: no wait */
   rp_work_set_straggler(1, RP_WORK_TEST_HOLD_S);
   rp_work_range_set(&r, 0, 8);
   assert_true(rp_work_range_back(&r, 1, &a, &b));
-  const double t1 = seconds_now();
+  const double t1 = rp_now();
   rp_work_straggle(1);
-  assert_true(seconds_now() - t1 < RP_WORK_TEST_HOLD_S / 2);
+  assert_true(rp_now() - t1 < RP_WORK_TEST_HOLD_S / 2);
   /* nothing taken: the cap; other threads never wait */
   rp_work_set_straggler(1, 0.05);
-  const double t2 = seconds_now();
+  const double t2 = rp_now();
   rp_work_straggle(0);
-  assert_true(seconds_now() - t2 < 0.05);
+  assert_true(rp_now() - t2 < 0.05);
   rp_work_straggle(1);
-  assert_true(seconds_now() - t2 >= 0.05);
+  assert_true(rp_now() - t2 >= 0.05);
   rp_work_set_straggler(0, 0.0);
 }
 
