@@ -1,5 +1,6 @@
-/* Helpers for the bf16 tests: buffers, random bf16 fills, pools, and running a
- * block of code under each bf16 kernel this CPU supports. */
+/* Helpers for the bf16 tests, beside test_arrays.h's arrays and pools: bf16
+ * buffers and random bf16 fills, and running a block of code under each bf16
+ * kernel this CPU supports. */
 #ifndef BT_UTIL_H
 #define BT_UTIL_H
 
@@ -12,32 +13,19 @@
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
 #include "../isa_util.h"
+#include "../test_arrays.h"
 
 static inline void *bt_alloc(size_t bytes) {
   void *p = calloc(bytes ? bytes : 1, 1);
   if (!p) abort();
   return p;
 }
-#define bt_floats(n) ((float *)bt_alloc(sizeof(float) * (size_t)(n)))
 #define bt_halves(n) ((uint16_t *)bt_alloc(sizeof(uint16_t) * (size_t)(n)))
-
-static inline void bt_fill(float *x, long n, rp_rng *r, float lo, float hi) {
-  for (long i = 0; i < n; i++) x[i] = lo + (hi - lo) * rp_rng_uniform(r);
-}
 
 /* bf16 values uniform-ish in (-1, 1), a few exact zeros. */
 static inline void bt_fill16(uint16_t *x, long n, rp_rng *r) {
   for (long i = 0; i < n; i++)
     x[i] = rp_rng_below(r, 50) == 0 ? 0 : rp_bf16_from_f32(2.0f * rp_rng_uniform(r) - 1.0f);
-}
-
-static inline rp_pool *bt_pool(int n) {
-  rp_pool *p = NULL;
-  if (rp_pool_create(&p, n, 0) != RP_OK || !p) {
-    fprintf(stderr, "rp_pool_create(%d): %s\n", n, rp_errmsg());
-    abort();
-  }
-  return p;
 }
 
 /* Index of the first differing float (bitwise), or -1. */

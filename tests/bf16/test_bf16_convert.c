@@ -98,10 +98,10 @@ static void test_array_equals_scalar(void **state) {
   const long n = 100003;
   rp_rng rng;
   rp_rng_seed(&rng, 7);
-  float *x = bt_floats(n), *back = bt_floats(n);
+  float *x = ta_floats(n), *back = ta_floats(n);
   uint16_t *h = bt_halves(n);
   fill_bits(x, n, &rng);
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   for (int forced = 0; forced < 2; forced++)
     for (int t = 0; t < 2; t++) {
       rp_bf16_force_portable(forced);
@@ -133,12 +133,12 @@ static void test_sr_rule_and_determinism(void **state) {
   const long n = 50001;
   rp_rng rng;
   rp_rng_seed(&rng, 9);
-  float *x = bt_floats(n);
+  float *x = ta_floats(n);
   uint16_t *h0 = bt_halves(n), *h = bt_halves(n);
   for (long i = 0; i < n; i++) x[i] = (rp_rng_uniform(&rng) - 0.5f) * 1e3f;
   for (long i = 0; i < n; i += 97) x[i] = rp_bf16_to_f32(rp_bf16_from_f32(x[i])); /* exact */
   x[1] = INFINITY, x[2] = -INFINITY, x[3] = f_of(0x7F800001u);
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   const uint64_t seed = 1234;
   rp_bf16_from_f32_stochastic(h0, x, n, seed, NULL);
   for (long i = 0; i < n; i++) {
@@ -177,7 +177,7 @@ static void test_sr_unbiased(void **state) {
   (void)state;
   const int D = 40000;
   const float fracs[5] = {0.5f, 0.25f, 0.1f, 0.9f, 1.0f / 65536.0f * 3.0f};
-  float *x = bt_floats(D);
+  float *x = ta_floats(D);
   uint16_t *h = bt_halves(D);
   for (int sgn = 0; sgn < 2; sgn++)
     for (int q = 0; q < 5; q++) {

@@ -44,18 +44,18 @@ static int check_equal(const char *what, const char *kern, int nth, const shp *s
 
 static void test_forward_equals_ref(void **state) {
   (void)state;
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   rp_rng rng;
   rp_rng_seed(&rng, 21);
   for (int si = 0; si < NSHAPES; si++) {
     const shp *s = &shapes[si];
     long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
     uint16_t *inp = bt_halves(ni), *w = bt_halves(nw);
-    float *bias = bt_floats(s->OC), *out = bt_floats(no), *ref = bt_floats(no);
-    float *aref = bt_floats(no);
+    float *bias = ta_floats(s->OC), *out = ta_floats(no), *ref = ta_floats(no);
+    float *aref = ta_floats(no);
     bt_fill16(inp, ni, &rng);
     bt_fill16(w, nw, &rng);
-    bt_fill(bias, s->OC, &rng, -1, 1);
+    ta_fill(bias, s->OC, &rng, -1, 1);
     for (int b = 0; b < 2; b++) {
       rp_matmul_bf16_forward_ref(ref, inp, w, b ? bias : NULL, s->N, s->IC, s->OC);
       rp_matmul_bf16_forward_ref_of(RP_BF16_KERNEL_AMX, aref, inp, w, b ? bias : NULL, s->N,
@@ -80,7 +80,7 @@ static void test_forward_equals_ref(void **state) {
  * gradients are left untouched. */
 static void test_backward_equals_ref(void **state) {
   (void)state;
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   rp_rng rng;
   rp_rng_seed(&rng, 22);
   for (int si = 0; si < NSHAPES; si++) {
@@ -88,15 +88,15 @@ static void test_backward_equals_ref(void **state) {
     if (s->IC == 0) continue;
     long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
     uint16_t *inp = bt_halves(ni), *w = bt_halves(nw), *dout = bt_halves(no);
-    float *g0[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
-    float *ref[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
-    float *aref[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
-    float *got[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
+    float *g0[3] = {ta_floats(ni), ta_floats(nw), ta_floats(s->OC)};
+    float *ref[3] = {ta_floats(ni), ta_floats(nw), ta_floats(s->OC)};
+    float *aref[3] = {ta_floats(ni), ta_floats(nw), ta_floats(s->OC)};
+    float *got[3] = {ta_floats(ni), ta_floats(nw), ta_floats(s->OC)};
     const long len[3] = {ni, nw, s->OC};
     bt_fill16(inp, ni, &rng);
     bt_fill16(w, nw, &rng);
     bt_fill16(dout, no, &rng);
-    for (int g = 0; g < 3; g++) bt_fill(g0[g], len[g], &rng, -1, 1);
+    for (int g = 0; g < 3; g++) ta_fill(g0[g], len[g], &rng, -1, 1);
     for (int mask = 1; mask < 8; mask++) {
       for (int g = 0; g < 3; g++) {
         memcpy(ref[g], g0[g], sizeof(float) * (size_t)len[g]);
@@ -132,7 +132,7 @@ static void test_backward_equals_ref(void **state) {
  * dbias still accumulate. */
 static void test_backward_set_equals_memset(void **state) {
   (void)state;
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   rp_rng rng;
   rp_rng_seed(&rng, 26);
   const shp cases[3] = {{37, 129, 70}, {130, 257, 200}, {5, 3, 1}};
@@ -140,12 +140,12 @@ static void test_backward_set_equals_memset(void **state) {
     const shp *s = &cases[si];
     long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
     uint16_t *inp = bt_halves(ni), *w = bt_halves(nw), *dout = bt_halves(no);
-    float *dw0 = bt_floats(nw), *want[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
-    float *got[3] = {bt_floats(ni), bt_floats(nw), bt_floats(s->OC)};
+    float *dw0 = ta_floats(nw), *want[3] = {ta_floats(ni), ta_floats(nw), ta_floats(s->OC)};
+    float *got[3] = {ta_floats(ni), ta_floats(nw), ta_floats(s->OC)};
     bt_fill16(inp, ni, &rng);
     bt_fill16(w, nw, &rng);
     bt_fill16(dout, no, &rng);
-    bt_fill(dw0, nw, &rng, -1, 1);
+    ta_fill(dw0, nw, &rng, -1, 1);
     const char *kn;
     for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++) {
       memset(want[0], 0, sizeof(float) * (size_t)ni);
@@ -178,22 +178,22 @@ static void test_backward_set_equals_memset(void **state) {
  * include halfway cases, where RNE must round to even, and a NaN. */
 static void test_f32_operands_equal_rounded(void **state) {
   (void)state;
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   rp_rng rng;
   rp_rng_seed(&rng, 27);
   const shp cases[4] = {{37, 129, 70}, {130, 517, 33}, {5, 3, 1}, {65, 64, 515}};
   for (int si = 0; si < 4; si++) {
     const shp *s = &cases[si];
     long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
-    float *inp = bt_floats(ni), *dout = bt_floats(no), *bias = bt_floats(s->OC);
+    float *inp = ta_floats(ni), *dout = ta_floats(no), *bias = ta_floats(s->OC);
     uint16_t *inp16 = bt_halves(ni), *w = bt_halves(nw), *dout16 = bt_halves(no);
-    float *want[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
-    float *got[3] = {bt_floats(no), bt_floats(ni), bt_floats(nw)};
-    float *gpost = bt_floats(no), *wpost = bt_floats(no), *gdb = bt_floats(s->OC),
-          *wdb = bt_floats(s->OC);
-    bt_fill(inp, ni, &rng, -2, 2);
-    bt_fill(dout, no, &rng, -1e-2f, 1e-2f);
-    bt_fill(bias, s->OC, &rng, -1, 1);
+    float *want[3] = {ta_floats(no), ta_floats(ni), ta_floats(nw)};
+    float *got[3] = {ta_floats(no), ta_floats(ni), ta_floats(nw)};
+    float *gpost = ta_floats(no), *wpost = ta_floats(no), *gdb = ta_floats(s->OC),
+          *wdb = ta_floats(s->OC);
+    ta_fill(inp, ni, &rng, -2, 2);
+    ta_fill(dout, no, &rng, -1e-2f, 1e-2f);
+    ta_fill(bias, s->OC, &rng, -1, 1);
     inp[0] = 1.0f + ldexpf(1.0f, -8); /* halfway: rounds to even, 1.0 */
     if (ni > 1) inp[1] = 1.0f + 3 * ldexpf(1.0f, -8); /* halfway: rounds up */
     bt_fill16(w, nw, &rng);
@@ -269,7 +269,7 @@ static int packed_runs_amx(const rp_bf16_wpack *wp, int forced) {
  * (a pack in the other format is read by the kernel of its own format). */
 static void test_packed_equals_ref(void **state) {
   (void)state;
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   rp_rng rng;
   rp_rng_seed(&rng, 23);
   const shp cases[3] = {{37, 129, 70}, {130, 257, 200}, {5, 3, 1}};
@@ -277,15 +277,15 @@ static void test_packed_equals_ref(void **state) {
     const shp *s = &cases[si];
     long ni = (long)s->N * s->IC, nw = (long)s->OC * s->IC, no = (long)s->N * s->OC;
     uint16_t *inp = bt_halves(ni), *w = bt_halves(nw), *dout = bt_halves(no);
-    float *bias = bt_floats(s->OC), *out = bt_floats(no), *ref = bt_floats(no);
-    float *dinp = bt_floats(ni), *dw = bt_floats(nw), *db = bt_floats(s->OC);
-    float *rdinp = bt_floats(ni), *rdw = bt_floats(nw), *rdb = bt_floats(s->OC);
-    float *aref = bt_floats(no), *adinp = bt_floats(ni), *adw = bt_floats(nw);
-    float *adb = bt_floats(s->OC);
+    float *bias = ta_floats(s->OC), *out = ta_floats(no), *ref = ta_floats(no);
+    float *dinp = ta_floats(ni), *dw = ta_floats(nw), *db = ta_floats(s->OC);
+    float *rdinp = ta_floats(ni), *rdw = ta_floats(nw), *rdb = ta_floats(s->OC);
+    float *aref = ta_floats(no), *adinp = ta_floats(ni), *adw = ta_floats(nw);
+    float *adb = ta_floats(s->OC);
     bt_fill16(inp, ni, &rng);
     bt_fill16(w, nw, &rng);
     bt_fill16(dout, no, &rng);
-    bt_fill(bias, s->OC, &rng, -1, 1);
+    ta_fill(bias, s->OC, &rng, -1, 1);
     rp_matmul_bf16_forward_ref(ref, inp, w, bias, s->N, s->IC, s->OC);
     rp_matmul_bf16_backward_ref(rdinp, rdw, rdb, dout, inp, w, s->N, s->IC, s->OC);
     rp_matmul_bf16_forward_ref_of(RP_BF16_KERNEL_AMX, aref, inp, w, bias, s->N, s->IC, s->OC);
@@ -332,7 +332,7 @@ static void test_order_is_visible(void **state) {
   rp_rng rng;
   rp_rng_seed(&rng, 24);
   uint16_t *inp = bt_halves(N * IC), *w = bt_halves(OC * IC);
-  float *ref = bt_floats(N * OC);
+  float *ref = ta_floats(N * OC);
   bt_fill16(inp, N * IC, &rng);
   bt_fill16(w, OC * IC, &rng);
   rp_matmul_bf16_forward_ref(ref, inp, w, NULL, N, IC, OC);
@@ -349,7 +349,7 @@ static void test_order_is_visible(void **state) {
     }
   assert_true(differ > 0);
   /* and the AMX order gives other bits than rp_bf16.h's */
-  float *aref = bt_floats(N * OC);
+  float *aref = ta_floats(N * OC);
   rp_matmul_bf16_forward_ref_of(RP_BF16_KERNEL_AMX, aref, inp, w, NULL, N, IC, OC);
   assert_true(bt_first_diff(aref, ref, N * OC) >= 0);
   free(inp), free(w), free(ref), free(aref);
@@ -379,26 +379,26 @@ static void to16(uint16_t *h, const float *x, long n) {
 
 static void test_within_bf16_bound_of_fp32(void **state) {
   (void)state;
-  rp_pool *p2 = bt_pool(2);
+  rp_pool *p2 = ta_pool(2);
   rp_rng rng;
   rp_rng_seed(&rng, 25);
   const shp cases[2] = {{64, 384, 96}, {33, 129, 70}};
   for (int ci = 0; ci < 2; ci++) {
     const int N = cases[ci].N, IC = cases[ci].IC, OC = cases[ci].OC;
     long ni = (long)N * IC, nw = (long)OC * IC, no = (long)N * OC;
-    float *inp = bt_floats(ni), *w = bt_floats(nw), *bias = bt_floats(OC);
-    float *dout = bt_floats(no), *g0[3] = {bt_floats(ni), bt_floats(nw), bt_floats(OC)};
-    bt_fill(inp, ni, &rng, -2, 2);
-    bt_fill(w, nw, &rng, -0.1f, 0.1f);
-    bt_fill(bias, OC, &rng, -1, 1);
-    bt_fill(dout, no, &rng, -1e-3f, 1e-3f);
-    bt_fill(g0[0], ni, &rng, -1e-3f, 1e-3f);
-    bt_fill(g0[1], nw, &rng, -1e-2f, 1e-2f);
-    bt_fill(g0[2], OC, &rng, -1e-2f, 1e-2f);
+    float *inp = ta_floats(ni), *w = ta_floats(nw), *bias = ta_floats(OC);
+    float *dout = ta_floats(no), *g0[3] = {ta_floats(ni), ta_floats(nw), ta_floats(OC)};
+    ta_fill(inp, ni, &rng, -2, 2);
+    ta_fill(w, nw, &rng, -0.1f, 0.1f);
+    ta_fill(bias, OC, &rng, -1, 1);
+    ta_fill(dout, no, &rng, -1e-3f, 1e-3f);
+    ta_fill(g0[0], ni, &rng, -1e-3f, 1e-3f);
+    ta_fill(g0[1], nw, &rng, -1e-2f, 1e-2f);
+    ta_fill(g0[2], OC, &rng, -1e-2f, 1e-2f);
     uint16_t *inp16 = bt_halves(ni), *w16 = bt_halves(nw), *dout16 = bt_halves(no);
     to16(inp16, inp, ni), to16(w16, w, nw), to16(dout16, dout, no);
 
-    float *out = bt_floats(no), *out32 = bt_floats(no);
+    float *out = ta_floats(no), *out32 = ta_floats(no);
     rp_matmul_bf16_forward(out, inp16, w16, bias, N, IC, OC, p2);
     rp_matmul_forward_ref(out32, inp, w, bias, N, IC, OC);
     double worst = 0.0;
@@ -414,8 +414,8 @@ static void test_within_bf16_bound_of_fp32(void **state) {
     fprintf(stderr, "forward N=%d IC=%d OC=%d: max |err| / bound = %.3f\n", N, IC, OC, worst);
     assert_true(worst > 0.0); /* rounding really happened: the check is not vacuous */
 
-    float *g[3] = {bt_floats(ni), bt_floats(nw), bt_floats(OC)};
-    float *r32[3] = {bt_floats(ni), bt_floats(nw), bt_floats(OC)};
+    float *g[3] = {ta_floats(ni), ta_floats(nw), ta_floats(OC)};
+    float *r32[3] = {ta_floats(ni), ta_floats(nw), ta_floats(OC)};
     const long len[3] = {ni, nw, OC};
     for (int q = 0; q < 3; q++) {
       memcpy(g[q], g0[q], sizeof(float) * (size_t)len[q]);

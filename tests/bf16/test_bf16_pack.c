@@ -100,7 +100,7 @@ static void test_f32_packers_equal_plain(void **state) {
     for (int kcontig = 0; kcontig <= 1; kcontig++) {
       /* row pairs: source rows are k (K of them), columns the packed rows */
       const long srows = kcontig ? c->rows : c->K, ld = (kcontig ? c->K : c->rows) + (ci % 2);
-      float *x = bt_floats(srows * ld);
+      float *x = ta_floats(srows * ld);
       fill_f32(x, srows * ld, &rng);
       uint16_t *h = rounded(x, srows * ld);
       const int width = kcontig ? RP_BF16_MR_DP : RP_BF16_NR;

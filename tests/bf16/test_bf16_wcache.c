@@ -47,9 +47,9 @@ static operands make_operands(uint64_t seed) {
   rp_rng_seed(&rng, seed);
   operands o = {bt_alloc(sizeof(float) * N * IC), bt_alloc(sizeof(float) * OC),
                 bt_alloc(sizeof(float) * N * OC), bt_alloc(2 * N * IC), bt_alloc(2 * OC * IC)};
-  bt_fill(o.inp, (long)N * IC, &rng, -1, 1);
-  bt_fill(o.b, OC, &rng, -1, 1);
-  bt_fill(o.dout, (long)N * OC, &rng, -1, 1);
+  ta_fill(o.inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(o.b, OC, &rng, -1, 1);
+  ta_fill(o.dout, (long)N * OC, &rng, -1, 1);
   bt_fill16(o.w, (long)OC * IC, &rng);
   rp_bf16_from_f32_array(o.inp16, o.inp, (long)N * IC, NULL);
   return o;
@@ -62,7 +62,7 @@ static void free_operands(operands *o) {
 static void test_reuse_bitwise(void **state) {
   (void)state;
   operands op = make_operands(41);
-  rp_pool *pool = bt_pool(2);
+  rp_pool *pool = ta_pool(2);
   const char *kn;
   for (int k = 0; (kn = bt_kernel_set(k)) != NULL; k++) {
     results want = run(&op, pool);

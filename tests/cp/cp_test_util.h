@@ -1,7 +1,7 @@
-/* Helpers for the context-parallel MPI tests: random tensors, pools, and the
- * agreement step that keeps every rank's cmocka verdict the same (a check that
- * failed on one rank only would leave the others waiting in the next
- * collective). */
+/* Helpers for the context-parallel MPI tests, beside test_arrays.h's arrays,
+ * pools and worst-difference check: the agreement step that keeps every
+ * rank's cmocka verdict the same (a check that failed on one rank only would
+ * leave the others waiting in the next collective). */
 #ifndef CP_TEST_UTIL_H
 #define CP_TEST_UTIL_H
 
@@ -13,48 +13,9 @@
 
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
+#include "../test_arrays.h"
 
 #define CP_ATOL 1e-5  /* cp vs single rank, fp32, absolute (the tolerance) */
-
-static inline float *cpt_floats(long n) {
-  float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-  if (!p) abort();
-  return p;
-}
-
-static inline void cpt_fill(float *x, long n, rp_rng *r, float lo, float hi) {
-  for (long i = 0; i < n; i++) x[i] = lo + (hi - lo) * rp_rng_uniform(r);
-}
-
-static inline rp_pool *cpt_pool(int n) {
-  rp_pool *p = NULL;
-  if (rp_pool_create(&p, n, 0) != RP_OK || !p) {
-    fprintf(stderr, "rp_pool_create(%d): %s\n", n, rp_errmsg());
-    abort();
-  }
-  return p;
-}
-
-/* Max |got - want|; -inf == -inf is equal, any NaN or other infinity is +inf.
- * Names the worst element when it is over tol. */
-static inline double cpt_maxdiff(const char *what, const float *got, const float *want, long n,
-                                 double tol) {
-  double worst = 0.0;
-  long wi = -1;
-  for (long i = 0; i < n; i++) {
-    double d;
-    if (isinf(got[i]) || isinf(want[i]))
-      d = got[i] == want[i] ? 0.0 : INFINITY;
-    else
-      d = fabs((double)got[i] - (double)want[i]);
-    if (isnan(d)) d = INFINITY;
-    if (wi < 0 || d > worst) worst = d, wi = i;
-  }
-  if (worst > tol && wi >= 0)
-    fprintf(stderr, "  %s: max |diff| %.3g at [%ld] (got %.9g want %.9g)\n", what, worst, wi,
-            (double)got[wi], (double)want[wi]);
-  return worst;
-}
 
 /* The largest value over the ranks of comm (NaN-safe: NaN becomes +inf). */
 static inline double cpt_agree_max(double x, MPI_Comm comm) {

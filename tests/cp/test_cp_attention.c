@@ -42,14 +42,14 @@ static void ref_init(ref_case *f, int B, int T, int C, int NH, uint64_t seed) {
   long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
   rp_rng r;
   rp_rng_seed(&r, seed);
-  f->qkv = cpt_floats(nqkv);
-  f->dout = cpt_floats(nout);
-  cpt_fill(f->qkv, nqkv, &r, -1.5f, 1.5f);
-  cpt_fill(f->dout, nout, &r, -1.0f, 1.0f);
-  f->out = cpt_floats(nout);
-  f->lse = cpt_floats((long)B * NH * T);
-  f->dqkv = cpt_floats(nqkv);
-  float *att = cpt_floats((long)B * NH * T * T);
+  f->qkv = ta_floats(nqkv);
+  f->dout = ta_floats(nout);
+  ta_fill(f->qkv, nqkv, &r, -1.5f, 1.5f);
+  ta_fill(f->dout, nout, &r, -1.0f, 1.0f);
+  f->out = ta_floats(nout);
+  f->lse = ta_floats((long)B * NH * T);
+  f->dqkv = ta_floats(nqkv);
+  float *att = ta_floats((long)B * NH * T * T);
   rp_attention_ref_forward(f->out, att, f->lse, f->qkv, B, T, C, NH, 1, NULL);
   rp_attention_ref_backward(f->dqkv, f->dout, f->qkv, att, B, T, C, NH, NULL);
   free(att);
@@ -81,11 +81,11 @@ static void shard_init(shard *s, const ref_case *f, rp_cp_layout layout) {
   const int B = f->B, T = f->T, C = f->C, P = g_P;
   s->Tl = T / P;
   long rows = (long)B * s->Tl;
-  s->qkv = cpt_floats(rows * 3 * C);
-  s->dout = cpt_floats(rows * C);
-  s->out = cpt_floats(rows * C);
-  s->lse = cpt_floats((long)B * f->NH * s->Tl);
-  s->dqkv = cpt_floats(rows * 3 * C);
+  s->qkv = ta_floats(rows * 3 * C);
+  s->dout = ta_floats(rows * C);
+  s->out = ta_floats(rows * C);
+  s->lse = ta_floats((long)B * f->NH * s->Tl);
+  s->dqkv = ta_floats(rows * 3 * C);
   for (long i = 0; i < rows * 3 * C; i++) s->dqkv[i] = DQKV_BIAS;
   assert_int_equal(rp_cp_shard_rows(s->qkv, f->qkv, sizeof(float) * 3 * C, B, layout, T, P, g_rank), RP_OK);
   assert_int_equal(rp_cp_shard_rows(s->dout, f->dout, sizeof(float) * C, B, layout, T, P, g_rank), RP_OK);
@@ -111,13 +111,13 @@ static void run_bwd(const rp_attn_backend *a, shard *s, const ref_case *f, rp_po
 /* Max |diff| of columns [c0, c0+n) of rows ld apart. */
 static double cmp_cols(const char *what, const float *got, const float *want, long rows,
                        int ld, int c0, int n) {
-  float *g = cpt_floats(rows * n), *w = cpt_floats(rows * n);
+  float *g = ta_floats(rows * n), *w = ta_floats(rows * n);
   for (long i = 0; i < rows; i++)
     for (int j = 0; j < n; j++) {
       g[i * n + j] = got[i * ld + c0 + j];
       w[i * n + j] = want[i * ld + c0 + j];
     }
-  double d = cpt_maxdiff(what, g, w, rows * n, CP_ATOL);
+  double d = ta_maxdiff(what, g, w, rows * n, CP_ATOL);
   free(g), free(w);
   return d;
 }
@@ -127,14 +127,14 @@ static double check_shard(const shard *s, const ref_case *f, rp_cp_layout layout
                           const char *label) {
   const int B = f->B, T = f->T, C = f->C, NH = f->NH;
   long rows = (long)B * T;
-  float *out = cpt_floats(rows * C), *lse = cpt_floats((long)B * NH * T);
-  float *dqkv = cpt_floats(rows * 3 * C);
+  float *out = ta_floats(rows * C), *lse = ta_floats((long)B * NH * T);
+  float *dqkv = ta_floats(rows * 3 * C);
   assert_int_equal(rp_cp_gather_rows(out, s->out, sizeof(float) * C, B, layout, T, MPI_COMM_WORLD), RP_OK);
   assert_int_equal(rp_cp_gather_rows(lse, s->lse, sizeof(float), B * NH, layout, T, MPI_COMM_WORLD), RP_OK);
   assert_int_equal(rp_cp_gather_rows(dqkv, s->dqkv, sizeof(float) * 3 * C, B, layout, T, MPI_COMM_WORLD), RP_OK);
   for (long i = 0; i < rows * 3 * C; i++) dqkv[i] -= DQKV_BIAS;
-  double e[5] = {cpt_maxdiff("out", out, f->out, rows * C, CP_ATOL),
-                 cpt_maxdiff("L", lse, f->lse, (long)B * NH * T, CP_ATOL),
+  double e[5] = {ta_maxdiff("out", out, f->out, rows * C, CP_ATOL),
+                 ta_maxdiff("L", lse, f->lse, (long)B * NH * T, CP_ATOL),
                  cmp_cols("dq", dqkv, f->dqkv, rows, 3 * C, 0, C),
                  cmp_cols("dk", dqkv, f->dqkv, rows, 3 * C, C, C),
                  cmp_cols("dv", dqkv, f->dqkv, rows, 3 * C, 2 * C, C)};
@@ -158,7 +158,7 @@ static double run_case(impl im, int overlap, int B, int T, int C, int NH, int th
   rp_attn_backend *a = NULL;
   rp_status st = make_backend(&a, im, T, NH, overlap);
   assert_int_equal(cpt_agree_min_int(st, MPI_COMM_WORLD), RP_OK);
-  rp_pool *pool = cpt_pool(threads);
+  rp_pool *pool = ta_pool(threads);
   run_fwd(a, &s, &f, pool);
   run_bwd(a, &s, &f, pool);
   char label[128];
@@ -237,7 +237,7 @@ static void test_layers_reentrant(void **state) {
     shard_init(&s2, &f2, layout_of(im));
     rp_attn_backend *a = NULL;
     assert_int_equal(cpt_agree_min_int(make_backend(&a, im, T, NH, 1), MPI_COMM_WORLD), RP_OK);
-    rp_pool *pool = cpt_pool(2);
+    rp_pool *pool = ta_pool(2);
     run_fwd(a, &s0, &f0, pool);
     run_bwd(a, &s0, &f0, pool);
     run_fwd(a, &s1, &f1, pool);
@@ -270,7 +270,7 @@ static void test_work_counts(void **state) {
     shard_init(&s, &f, layout_of(im));
     rp_attn_backend *a = NULL;
     assert_int_equal(cpt_agree_min_int(make_backend(&a, im, T, NH, 1), MPI_COMM_WORLD), RP_OK);
-    rp_pool *pool = cpt_pool(1);
+    rp_pool *pool = ta_pool(1);
     run_fwd(a, &s, &f, pool);
     run_bwd(a, &s, &f, pool);
     rp_cp_stats fw, bw;

@@ -52,15 +52,15 @@ static void ref_init(ref_case *f, const rp_docs *d) {
   rp_rng r;
   rp_rng_seed(&r, 77);
   f->T = (int)T;
-  f->qkv = cpt_floats(nqkv), f->dout = cpt_floats(nout), f->out = cpt_floats(nout);
-  f->lse = cpt_floats((long)B * NH * T), f->dqkv = cpt_floats(nqkv);
-  cpt_fill(f->qkv, nqkv, &r, -1.5f, 1.5f);
-  cpt_fill(f->dout, nout, &r, -1.0f, 1.0f);
+  f->qkv = ta_floats(nqkv), f->dout = ta_floats(nout), f->out = ta_floats(nout);
+  f->lse = ta_floats((long)B * NH * T), f->dqkv = ta_floats(nqkv);
+  ta_fill(f->qkv, nqkv, &r, -1.5f, 1.5f);
+  ta_fill(f->dout, nout, &r, -1.0f, 1.0f);
   uint8_t *mask = calloc((size_t)B * T * T, 1);
   for (int b = 0; b < B; b++)
     for (long q = 0; q < T; q++)
       for (long k = rp_docs_start(d, b, (int)q); k <= q; k++) mask[((long)b * T + q) * T + k] = 1;
-  float *att = cpt_floats((long)B * NH * T * T);
+  float *att = ta_floats((long)B * NH * T * T);
   rp_attention_ref_forward_masked(f->out, att, f->lse, f->qkv, B, (int)T, C, NH, mask, NULL);
   rp_attention_ref_backward(f->dqkv, f->dout, f->qkv, att, B, (int)T, C, NH, NULL);
   free(att);
@@ -81,9 +81,9 @@ static double run_case(const ref_case *f, rp_docs *d, rp_cp_layout base, rp_cp_p
     assert_int_equal(rp_cp_ulysses_create(&a, MPI_COMM_WORLD, base, T, NH), RP_OK);
   else
     assert_int_equal(rp_cp_ring_create(&a, MPI_COMM_WORLD, base, T, overlap), RP_OK);
-  float *qkv = cpt_floats((long)B * Tl * 3 * C), *dout = cpt_floats((long)B * Tl * C);
-  float *out = cpt_floats((long)B * Tl * C), *lse = cpt_floats((long)B * NH * Tl);
-  float *dqkv = cpt_floats((long)B * Tl * 3 * C);
+  float *qkv = ta_floats((long)B * Tl * 3 * C), *dout = ta_floats((long)B * Tl * C);
+  float *out = ta_floats((long)B * Tl * C), *lse = ta_floats((long)B * NH * Tl);
+  float *dqkv = ta_floats((long)B * Tl * 3 * C);
   rp_cp_docs_shard(qkv, f->qkv, sizeof(float) * 3 * C, d, g_rank);
   rp_cp_docs_shard(dout, f->dout, sizeof(float) * C, d, g_rank);
   rp_attn_batch ab;
@@ -91,8 +91,8 @@ static double run_case(const ref_case *f, rp_docs *d, rp_cp_layout base, rp_cp_p
   assert_int_equal(a->forward(a, &ab, out, lse, qkv, pool), RP_OK);
   assert_int_equal(a->backward(a, &ab, dqkv, dout, qkv, out, lse, pool), RP_OK);
   /* the reference's rows of this rank */
-  float *wout = cpt_floats((long)B * Tl * C), *wd = cpt_floats((long)B * Tl * 3 * C);
-  float *wl = cpt_floats((long)B * NH * Tl);
+  float *wout = ta_floats((long)B * Tl * C), *wd = ta_floats((long)B * Tl * 3 * C);
+  float *wl = ta_floats((long)B * NH * Tl);
   rp_cp_docs_shard(wout, f->out, sizeof(float) * C, d, g_rank);
   rp_cp_docs_shard(wd, f->dqkv, sizeof(float) * 3 * C, d, g_rank);
   for (int b = 0; b < B; b++)
@@ -100,9 +100,9 @@ static double run_case(const ref_case *f, rp_docs *d, rp_cp_layout base, rp_cp_p
       for (int t = 0; t < Tl; t++)
         wl[((long)b * NH + h) * Tl + t] =
             f->lse[((long)b * NH + h) * T + rp_cp_docs_rows(d, b, g_rank)[t]];
-  double w = cpt_maxdiff("out", out, wout, (long)B * Tl * C, CP_ATOL);
-  w = fmax(w, cpt_maxdiff("lse", lse, wl, (long)B * NH * Tl, CP_ATOL));
-  w = fmax(w, cpt_maxdiff("dqkv", dqkv, wd, (long)B * Tl * 3 * C, CP_ATOL));
+  double w = ta_maxdiff("out", out, wout, (long)B * Tl * C, CP_ATOL);
+  w = fmax(w, ta_maxdiff("lse", lse, wl, (long)B * NH * Tl, CP_ATOL));
+  w = fmax(w, ta_maxdiff("dqkv", dqkv, wd, (long)B * Tl * 3 * C, CP_ATOL));
   /* the work counted is the placement's visible pairs (ring: per rank) */
   rp_cp_stats fs;
   assert_int_equal(rp_cp_get_stats(a, &fs, NULL), RP_OK);
@@ -122,7 +122,7 @@ static void check_all(int T, int align, const rp_cp_place *places, int np) {
   make_docs(&d, T, align);
   ref_case f;
   ref_init(&f, &d);
-  rp_pool *pool = cpt_pool(2);
+  rp_pool *pool = ta_pool(2);
   for (int i = 0; i < np; i++)
     for (int impl = 0; impl < 3; impl++) {
       rp_cp_layout base = places[i] == RP_CP_PLACE_BALANCED ? RP_CP_CONTIGUOUS : RP_CP_ZIGZAG;

@@ -1,5 +1,5 @@
-/* Helpers for the flash attention tests: random tensors, pools, configuration
- * sweeps and an absolute-error comparison that names the worst element. */
+/* Helpers for the flash attention tests, beside test_arrays.h's arrays, pools
+ * and worst-difference check: the tests' flash configuration and its sweeps. */
 #ifndef FT_UTIL_H
 #define FT_UTIL_H
 
@@ -12,52 +12,9 @@
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
 #include "../isa_util.h"
+#include "../test_arrays.h"
 
 #define FT_ATOL 1e-5  /* flash vs reference, fp32, absolute (DESIGN.md section 5) */
-
-static inline float *ft_floats(long n) {
-  float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-  if (!p) abort();
-  return p;
-}
-
-static inline void ft_fill(float *x, long n, rp_rng *r, float lo, float hi) {
-  for (long i = 0; i < n; i++) x[i] = lo + (hi - lo) * rp_rng_uniform(r);
-}
-
-static inline rp_pool *ft_pool(int n) {
-  rp_pool *p = NULL;
-  if (rp_pool_create(&p, n, 0) != RP_OK || !p) {
-    fprintf(stderr, "rp_pool_create(%d): %s\n", n, rp_errmsg());
-    abort();
-  }
-  return p;
-}
-
-/* Max |got - want| over n values; -inf == -inf counts as equal, any NaN or
- * other infinity as a failure (returns +inf). Prints the worst element when it
- * is over tol. */
-static inline double ft_maxdiff(const char *what, const float *got, const float *want, long n,
-                                double tol) {
-  double worst = 0.0;
-  long wi = -1;
-  for (long i = 0; i < n; i++) {
-    double d;
-    if (isinf(got[i]) || isinf(want[i]))
-      d = (got[i] == want[i]) ? 0.0 : INFINITY;
-    else
-      d = fabs((double)got[i] - (double)want[i]);
-    if (isnan(d)) d = INFINITY;
-    if (wi < 0 || d > worst) {
-      worst = d;
-      wi = i;
-    }
-  }
-  if (worst > tol && wi >= 0)
-    fprintf(stderr, "  %s: max |diff| %.3g at [%ld] (got %.9g want %.9g)\n", what, worst, wi,
-            (double)got[wi], (double)want[wi]);
-  return worst;
-}
 
 /* The test's flash settings: the config every call of a test file passes (the
  * library keeps none of its own). */
@@ -91,8 +48,8 @@ static inline void ft_reset_config(void) { ft_configure(RP_FLASH_ISA_AUTO, RP_FL
 
 /* The 1- and 2-thread pools a test group shares (p[1], p[2]). */
 static inline int ft_pools_up(rp_pool **p) {
-  p[1] = ft_pool(1);
-  p[2] = ft_pool(2);
+  p[1] = ta_pool(1);
+  p[2] = ta_pool(2);
   return 0;
 }
 static inline int ft_pools_down(rp_pool **p) {

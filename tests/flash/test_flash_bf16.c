@@ -80,10 +80,10 @@ static void test_packers(void **state) {
   rp_rng_seed(&rng, 11);
   static const int ns[] = {1, 2, 7, 16, 17, 33}, ws[] = {1, 5, 16, 24, 63, 64, 200};
   const long ld = 260;
-  float *src = ft_floats(40 * ld);
+  float *src = ta_floats(40 * ld);
   uint32_t *dst = calloc(40 * 260, sizeof(uint32_t));
   assert_non_null(dst);
-  ft_fill(src, 40 * ld, &rng, -3.0f, 3.0f);
+  ta_fill(src, 40 * ld, &rng, -3.0f, 3.0f);
   plant_specials(src, 40 * ld, &rng);
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
     for (size_t b = 0; b < sizeof ws / sizeof ws[0]; b++) {
@@ -117,14 +117,14 @@ static void test_gemm(void **state) {
   rp_rng_seed(&rng, 12);
   static const int Ms[] = {1, 5, 6, 13, 24, 25}, Ns[] = {1, 16, 17, 64, 65, 130};
   static const int Ks[] = {1, 2, 3, 31, 64, 65, 192};
-  float *a = ft_floats(200 * 200), *at = ft_floats(200 * 200), *b = ft_floats(200 * 200);
-  float *c = ft_floats(32 * 200), *c0 = ft_floats(32 * 200);
+  float *a = ta_floats(200 * 200), *at = ta_floats(200 * 200), *b = ta_floats(200 * 200);
+  float *c = ta_floats(32 * 200), *c0 = ta_floats(32 * 200);
   uint32_t *ap = calloc(200 * 200, 4), *bp = calloc(200 * 200, 4);
   assert_non_null(ap);
   assert_non_null(bp);
-  ft_fill(a, 200 * 200, &rng, -2, 2);
-  ft_fill(b, 200 * 200, &rng, -2, 2);
-  ft_fill(c0, 32 * 200, &rng, -1, 1);
+  ta_fill(a, 200 * 200, &rng, -2, 2);
+  ta_fill(b, 200 * 200, &rng, -2, 2);
+  ta_fill(c0, 32 * 200, &rng, -1, 1);
   for (int i = 0; i < 200; i++)
     for (int k = 0; k < 200; k++) at[k * 200 + i] = a[i * 200 + k];  /* A^T rows */
   for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
@@ -181,21 +181,21 @@ static int check_shape(shape s, int causal) {
   const long nlse = (long)s.B * s.NH * s.T;
   rp_rng rng;
   rp_rng_seed(&rng, 300u + 7u * (unsigned)s.T + (unsigned)s.C + 13u * (unsigned)causal);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout);
-  ft_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
-  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout);
+  ta_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
+  ta_fill(dout, nout, &rng, -1.0f, 1.0f);
   for (long i = 0; i < nqkv; i++) qkv[i] = bfr(qkv[i]);
   for (long i = 0; i < nout; i++) dout[i] = bfr(dout[i]);
-  float *out_r = ft_floats(nout), *lse_r = ft_floats(nlse), *dqkv_r = ft_floats(nqkv);
-  float *att = ft_floats((long)s.B * s.NH * s.T * s.T);
+  float *out_r = ta_floats(nout), *lse_r = ta_floats(nlse), *dqkv_r = ta_floats(nqkv);
+  float *att = ta_floats((long)s.B * s.NH * s.T * s.T);
   rp_attention_ref_forward(out_r, att, lse_r, qkv, s.B, s.T, s.C, s.NH, causal, g_pool[2]);
   rp_attention_ref_backward(dqkv_r, dout, qkv, att, s.B, s.T, s.C, s.NH, g_pool[2]);
   free(att);
   const double mo = maxabs(out_r, nout), md = maxabs(dqkv_r, nqkv);
 
   static const int blocks[][2] = {{0, 0}, {24, 40}, {7, 13}};
-  float *out = ft_floats(nout), *lse = ft_floats(nlse), *dqkv = ft_floats(nqkv);
-  float *out32 = ft_floats(nout);
+  float *out = ta_floats(nout), *lse = ta_floats(nlse), *dqkv = ta_floats(nqkv);
+  float *out32 = ta_floats(nout);
   int fails = 0;
   for (int th = 1; th <= 2; th++)
     for (int sp = RP_FLASH_SPLIT_HEAD; sp <= RP_FLASH_SPLIT_KEYBLOCK; sp++)
@@ -209,9 +209,9 @@ static int check_shape(shape s, int causal) {
                                           g_pool[th]), RP_OK);
         assert_int_equal(rp_flash_backward(dqkv, dout, qkv, out, lse, s.B, s.T, s.C, s.NH,
                                            causal, &cfg, g_pool[th]), RP_OK);
-        const double eo = ft_maxdiff("out", out, out_r, nout, BF_OUT_TOL * mo) / mo;
-        const double el = ft_maxdiff("lse", lse, lse_r, nlse, BF_LSE_TOL);
-        const double ed = ft_maxdiff("dqkv", dqkv, dqkv_r, nqkv, BF_GRAD_TOL * md) / md;
+        const double eo = ta_maxdiff("out", out, out_r, nout, BF_OUT_TOL * mo) / mo;
+        const double el = ta_maxdiff("lse", lse, lse_r, nlse, BF_LSE_TOL);
+        const double ed = ta_maxdiff("dqkv", dqkv, dqkv_r, nqkv, BF_GRAD_TOL * md) / md;
         if (getenv("FT_VERBOSE"))
           fprintf(stderr, "T=%d HS=%d causal=%d th=%d split=%d bq=%d bk=%d: %.2g %.2g %.2g\n",
                   s.T, s.C / s.NH, causal, th, sp, blocks[bi][0], blocks[bi][1], eo, el, ed);
@@ -265,11 +265,11 @@ static void test_inactive_is_fp32(void **state) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
   rp_rng rng;
   rp_rng_seed(&rng, 13);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout);
-  ft_fill(qkv, nqkv, &rng, -2, 2);
-  ft_fill(dout, nout, &rng, -1, 1);
-  float *o1 = ft_floats(nout), *o2 = ft_floats(nout), *l1 = ft_floats(nlse), *l2 = ft_floats(nlse);
-  float *d1 = ft_floats(nqkv), *d2 = ft_floats(nqkv);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout);
+  ta_fill(qkv, nqkv, &rng, -2, 2);
+  ta_fill(dout, nout, &rng, -1, 1);
+  float *o1 = ta_floats(nout), *o2 = ta_floats(nout), *l1 = ta_floats(nlse), *l2 = ta_floats(nlse);
+  float *d1 = ta_floats(nqkv), *d2 = ta_floats(nqkv);
   const rp_isa ceiling = rp_isa_active();
   for (int lvl = RP_ISA_SCALAR; lvl <= RP_ISA_AVX512 && lvl <= (int)ceiling; lvl++) {
     if (!rp_isa_allows((rp_isa)lvl)) continue;

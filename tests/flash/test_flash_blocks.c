@@ -24,8 +24,8 @@ typedef struct {
 static rp_pool *g_pool1, *g_pool2;
 
 static int setup(void **state) {
-  g_pool1 = ft_pool(1);
-  g_pool2 = ft_pool(2);
+  g_pool1 = ta_pool(1);
+  g_pool2 = ta_pool(2);
   return 0;
 }
 static int teardown(void **state) {
@@ -40,13 +40,13 @@ static void problem_init(problem *p, int B, int T, int C, int NH, int causal, ui
   long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
   rp_rng r;
   rp_rng_seed(&r, seed);
-  p->qkv = ft_floats(nqkv);
-  p->dout = ft_floats(nout);
-  ft_fill(p->qkv, nqkv, &r, -2.0f, 2.0f);
-  ft_fill(p->dout, nout, &r, -1.0f, 1.0f);
-  p->out_w = ft_floats(nout);
-  p->lse_w = ft_floats((long)B * NH * T);
-  p->dqkv_w = ft_floats(nqkv);
+  p->qkv = ta_floats(nqkv);
+  p->dout = ta_floats(nout);
+  ta_fill(p->qkv, nqkv, &r, -2.0f, 2.0f);
+  ta_fill(p->dout, nout, &r, -1.0f, 1.0f);
+  p->out_w = ta_floats(nout);
+  p->lse_w = ta_floats((long)B * NH * T);
+  p->dqkv_w = ta_floats(nqkv);
   assert_int_equal(rp_flash_forward(p->out_w, p->lse_w, p->qkv, B, T, C, NH, causal, &ft_cfg, g_pool2), RP_OK);
   assert_int_equal(rp_flash_backward(p->dqkv_w, p->dout, p->qkv, p->out_w, p->lse_w, B, T, C, NH,
                                      causal, &ft_cfg, g_pool2), RP_OK);
@@ -91,8 +91,8 @@ typedef struct {
 /* kv[B, kb-ka, 2C]: the layout a ring peer sends (k then v per row). */
 static void make_piece(piece *pc, const problem *p, long qa, long qb, long ka, long kb, int force_causal) {
   const long C = p->C, C3 = 3 * C, Tk = kb - ka;
-  pc->kv = ft_floats((long)p->B * Tk * 2 * C);
-  pc->dkv = ft_floats((long)p->B * Tk * 2 * C);
+  pc->kv = ta_floats((long)p->B * Tk * 2 * C);
+  pc->dkv = ta_floats((long)p->B * Tk * 2 * C);
   for (long b = 0; b < p->B; b++)
     for (long t = 0; t < Tk; t++)
       memcpy(pc->kv + (b * Tk + t) * 2 * C, p->qkv + (b * p->T + ka + t) * C3 + C,
@@ -114,8 +114,8 @@ static void make_piece(piece *pc, const problem *p, long qa, long qb, long ka, l
 static double ring_sim(const problem *p, const long *qc, int nq, const long *kc, int nk,
                        rp_pool *pool, int async, int force_causal) {
   const long B = p->B, T = p->T, C = p->C, NH = p->NH, C3 = 3 * C;
-  float *out = ft_floats(B * T * C), *lse = ft_floats(B * NH * T), *dqkv = ft_floats(B * T * C3);
-  float *dsum = ft_floats(B * NH * T);
+  float *out = ta_floats(B * T * C), *lse = ta_floats(B * NH * T), *dqkv = ta_floats(B * T * C3);
+  float *dsum = ta_floats(B * NH * T);
   for (long i = 0; i < B * NH * T; i++) lse[i] = -INFINITY;  /* running (0, -inf) */
   piece pcs[64];
   assert_true(nq * nk <= 64);
@@ -125,7 +125,7 @@ static double ring_sim(const problem *p, const long *qc, int nq, const long *kc,
 
   for (int a = 0; a < nq; a++) {
     long qa = qc[a], Tq = qc[a + 1] - qa;
-    float *ob = ft_floats(B * Tq * C), *lb = ft_floats(B * NH * Tq);
+    float *ob = ta_floats(B * Tq * C), *lb = ta_floats(B * NH * Tq);
     for (int c = 0; c < nk; c++) {
       rp_flash_view ov = rp_flash_view_of(ob, C, Tq * C), lv = rp_flash_view_of(lb, Tq, NH * Tq);
       memset(ob, 0xff, sizeof(float) * (size_t)(B * Tq * C));  /* NaN garbage */
@@ -144,8 +144,8 @@ static double ring_sim(const problem *p, const long *qc, int nq, const long *kc,
     }
     free(ob), free(lb);
   }
-  double err = ft_maxdiff("ring out", out, p->out_w, B * T * C, FT_ATOL);
-  err = fmax(err, ft_maxdiff("ring lse", lse, p->lse_w, B * NH * T, FT_ATOL));
+  double err = ta_maxdiff("ring out", out, p->out_w, B * T * C, FT_ATOL);
+  err = fmax(err, ta_maxdiff("ring lse", lse, p->lse_w, B * NH * T, FT_ATOL));
 
   /* backward: D from the final O, then every (chunk, piece) with the final L, D */
   assert_int_equal(rp_flash_rowdot(rp_flash_view_of(dsum, T, NH * T), rp_flash_view_of(p->dout, C, T * C),
@@ -181,7 +181,7 @@ static double ring_sim(const problem *p, const long *qc, int nq, const long *kc,
             dqkv[(b * T + ka + t) * C3 + C + i] += pc->dkv[(b * Tk + t) * 2 * C + i];
       free(pc->kv), free(pc->dkv);
     }
-  err = fmax(err, ft_maxdiff("ring dqkv", dqkv, p->dqkv_w, B * T * C3, FT_ATOL));
+  err = fmax(err, ta_maxdiff("ring dqkv", dqkv, p->dqkv_w, B * T * C3, FT_ATOL));
   free(out), free(lse), free(dqkv), free(dsum);
   return err;
 }
@@ -244,7 +244,7 @@ static void test_no_visible_key(void **state) {
   make_piece(&pc, &p, 0, 10, 20, 40, 1);
   assert_int_equal(pc.pr.vis, RP_FLASH_VIS_CAUSAL);
   const long C = 32, n = 2L * 10 * C;
-  float *o = ft_floats(n), *l = ft_floats(2L * 2 * 10);
+  float *o = ta_floats(n), *l = ta_floats(2L * 2 * 10);
   memset(o, 0xff, sizeof(float) * (size_t)n);
   for (int vis = RP_FLASH_VIS_CAUSAL; vis <= RP_FLASH_VIS_NONE; vis++) {
     pc.pr.vis = (rp_flash_vis)vis;
@@ -254,7 +254,7 @@ static void test_no_visible_key(void **state) {
     for (long i = 0; i < 40; i++) assert_true(l[i] == -INFINITY);
   }
   /* backward with these rows' L = -inf: nothing added, no NaN */
-  float *d = ft_floats(40), *dq = ft_floats(2L * 40 * 3 * C);
+  float *d = ta_floats(40), *dq = ta_floats(2L * 40 * 3 * C);
   pc.pr.vis = RP_FLASH_VIS_ALL;
   assert_int_equal(rp_flash_block_backward(&pc.pr, rp_flash_view_of(p.dout, C, 40 * C),
                                            rp_flash_view_of(l, 10, 20), rp_flash_view_of(d, 10, 20),
@@ -319,7 +319,7 @@ static void test_null_grads(void **state) {
   problem p;
   problem_init(&p, 1, 50, 64, 2, 1, 17);
   const long T = 50, C = 64, C3 = 192;
-  float *d = ft_floats(2 * T), *g = ft_floats(T * C3);
+  float *d = ta_floats(2 * T), *g = ta_floats(T * C3);
   rp_flash_problem pr = {.B = 1, .NH = 2, .HS = 32, .Tq = 50, .Tk = 50, .vis = RP_FLASH_VIS_CAUSAL};
   pr.q = rp_flash_view_of(p.qkv, C3, T * C3);
   pr.k = rp_flash_view_of(p.qkv + C, C3, T * C3);

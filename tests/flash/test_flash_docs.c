@@ -36,13 +36,13 @@ static void tensors_init(tensors *t, const packed_case *pc, uint64_t seed) {
   const long rows = (long)pc->B * pc->T;
   rp_rng rng;
   rp_rng_seed(&rng, seed);
-  t->qkv = ft_floats(rows * 3 * pc->C);
-  t->dout = ft_floats(rows * pc->C);
-  t->out = ft_floats(rows * pc->C);
-  t->lse = ft_floats((long)pc->B * pc->NH * pc->T);
-  t->dqkv = ft_floats(rows * 3 * pc->C);
-  ft_fill(t->qkv, rows * 3 * pc->C, &rng, -1.5f, 1.5f);
-  ft_fill(t->dout, rows * pc->C, &rng, -1.0f, 1.0f);
+  t->qkv = ta_floats(rows * 3 * pc->C);
+  t->dout = ta_floats(rows * pc->C);
+  t->out = ta_floats(rows * pc->C);
+  t->lse = ta_floats((long)pc->B * pc->NH * pc->T);
+  t->dqkv = ta_floats(rows * 3 * pc->C);
+  ta_fill(t->qkv, rows * 3 * pc->C, &rng, -1.5f, 1.5f);
+  ta_fill(t->dout, rows * pc->C, &rng, -1.0f, 1.0f);
 }
 
 static void tensors_free(tensors *t) {
@@ -74,9 +74,9 @@ static void run_per_document(tensors *t, const packed_case *pc, const rp_docs *d
       const int L = cu[i + 1] - cu[i];
       const long r0 = (long)b * pc->T + cu[i];
       tensors one;
-      one.qkv = ft_floats((long)L * 3 * C), one.dout = ft_floats((long)L * C);
-      one.out = ft_floats((long)L * C), one.lse = ft_floats((long)NH * L);
-      one.dqkv = ft_floats((long)L * 3 * C);
+      one.qkv = ta_floats((long)L * 3 * C), one.dout = ta_floats((long)L * C);
+      one.out = ta_floats((long)L * C), one.lse = ta_floats((long)NH * L);
+      one.dqkv = ta_floats((long)L * 3 * C);
       memcpy(one.qkv, t->qkv + r0 * 3 * C, sizeof(float) * L * 3 * C);
       memcpy(one.dout, t->dout + r0 * C, sizeof(float) * L * C);
       assert_int_equal(rp_flash_forward(one.out, one.lse, one.qkv, 1, L, C, NH, 1, &ft_cfg, pool),
@@ -101,7 +101,7 @@ static void run_reference(tensors *t, const packed_case *pc, const rp_docs *d) {
     for (long q = 0; q < T; q++)
       for (long k = 0; k < T; k++)
         mask[((long)b * T + q) * T + k] = k <= q && k >= rp_docs_start(d, b, (int)q);
-  float *att = ft_floats((long)pc->B * pc->NH * T * T);
+  float *att = ta_floats((long)pc->B * pc->NH * T * T);
   rp_attention_ref_forward_masked(t->out, att, t->lse, t->qkv, pc->B, pc->T, pc->C, pc->NH, mask,
                                   NULL);
   rp_attention_ref_backward(t->dqkv, t->dout, t->qkv, att, pc->B, pc->T, pc->C, pc->NH, NULL);
@@ -115,11 +115,11 @@ static int compare(const char *what, const tensors *got, const tensors *want,
   char name[96];
   int fails = 0;
   snprintf(name, sizeof name, "%s out", what);
-  fails += ft_maxdiff(name, got->out, want->out, rows * pc->C, FT_ATOL) > FT_ATOL;
+  fails += ta_maxdiff(name, got->out, want->out, rows * pc->C, FT_ATOL) > FT_ATOL;
   snprintf(name, sizeof name, "%s lse", what);
-  fails += ft_maxdiff(name, got->lse, want->lse, (long)pc->B * pc->NH * pc->T, FT_ATOL) > FT_ATOL;
+  fails += ta_maxdiff(name, got->lse, want->lse, (long)pc->B * pc->NH * pc->T, FT_ATOL) > FT_ATOL;
   snprintf(name, sizeof name, "%s dqkv", what);
-  fails += ft_maxdiff(name, got->dqkv, want->dqkv, rows * 3 * pc->C, FT_ATOL) > FT_ATOL;
+  fails += ta_maxdiff(name, got->dqkv, want->dqkv, rows * 3 * pc->C, FT_ATOL) > FT_ATOL;
   return fails;
 }
 
@@ -176,13 +176,13 @@ static void test_invisible_tiles_skipped(void **state) {
   ft_configure(RP_FLASH_ISA_AUTO, RP_FLASH_SPLIT_AUTO, 16, 16);
   rp_rng rng;
   rp_rng_seed(&rng, 3);
-  float *q = ft_floats(Tq * HS), *k = ft_floats(Tk * HS), *v = ft_floats(Tk * HS);
-  float *o = ft_floats(Tq * HS), *lse = ft_floats(Tq), *dout = ft_floats(Tq * HS);
-  float *dsum = ft_floats(Tq), *dq = ft_floats(Tq * HS);
-  ft_fill(q, Tq * HS, &rng, -1, 1);
-  ft_fill(k, Tk * HS, &rng, -1, 1);
-  ft_fill(v, Tk * HS, &rng, -1, 1);
-  ft_fill(dout, Tq * HS, &rng, -1, 1);
+  float *q = ta_floats(Tq * HS), *k = ta_floats(Tk * HS), *v = ta_floats(Tk * HS);
+  float *o = ta_floats(Tq * HS), *lse = ta_floats(Tq), *dout = ta_floats(Tq * HS);
+  float *dsum = ta_floats(Tq), *dq = ta_floats(Tq * HS);
+  ta_fill(q, Tq * HS, &rng, -1, 1);
+  ta_fill(k, Tk * HS, &rng, -1, 1);
+  ta_fill(v, Tk * HS, &rng, -1, 1);
+  ta_fill(dout, Tq * HS, &rng, -1, 1);
   for (int i = 0; i < 16 * HS; i++) k[i] = v[i] = NAN;            /* tile 0: nobody sees it */
   for (int i = 32 * HS; i < Tk * HS; i++) k[i] = v[i] = NAN;      /* tile 2 neither */
   int32_t kr[2 * 16];
@@ -223,14 +223,14 @@ static void test_backends_with_docs(void **state) {
   tensors f, r;
   tensors_init(&f, &pc, 5);
   tensors_init(&r, &pc, 5);
-  float *sr = ft_floats((long)ra->saved_floats(ra, pc.B, pc.T, pc.C, pc.NH));
+  float *sr = ta_floats((long)ra->saved_floats(ra, pc.B, pc.T, pc.C, pc.NH));
   assert_int_equal(fa->forward(fa, &bf, f.out, f.lse, f.qkv, g_pool[2]), RP_OK);
   assert_int_equal(ra->forward(ra, &br, r.out, sr, r.qkv, g_pool[2]), RP_OK);
   assert_int_equal(fa->backward(fa, &bf, f.dqkv, f.dout, f.qkv, f.out, f.lse, g_pool[2]), RP_OK);
   assert_int_equal(ra->backward(ra, &br, r.dqkv, r.dout, r.qkv, r.out, sr, g_pool[2]), RP_OK);
   const long rows = (long)pc.B * pc.T;
-  assert_true(ft_maxdiff("backend out", f.out, r.out, rows * pc.C, FT_ATOL) <= FT_ATOL);
-  assert_true(ft_maxdiff("backend dqkv", f.dqkv, r.dqkv, rows * 3 * pc.C, FT_ATOL) <= FT_ATOL);
+  assert_true(ta_maxdiff("backend out", f.out, r.out, rows * pc.C, FT_ATOL) <= FT_ATOL);
+  assert_true(ta_maxdiff("backend dqkv", f.dqkv, r.dqkv, rows * 3 * pc.C, FT_ATOL) <= FT_ATOL);
   /* a layout of another shape, and bad lengths */
   assert_int_equal(rp_attn_prepare(fa, &bf, pc.B, pc.T + 1, pc.C, pc.NH, &d), RP_EINVAL);
   assert_null(bf.backend);

@@ -47,10 +47,10 @@ static void check_fd(int causal, rp_flash_isa isa) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
   rp_rng rng;
   rp_rng_seed(&rng, 77 + (uint64_t)causal);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout), *out = ft_floats(nout);
-  float *lse = ft_floats((long)B * NH * T), *dqkv = ft_floats(nqkv);
-  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
-  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout), *out = ta_floats(nout);
+  float *lse = ta_floats((long)B * NH * T), *dqkv = ta_floats(nqkv);
+  ta_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ta_fill(dout, nout, &rng, -1.0f, 1.0f);
   ft_configure(isa, RP_FLASH_SPLIT_AUTO, 2, 3);  /* several tiles per row */
   assert_int_equal(rp_flash_forward(out, lse, qkv, B, T, C, NH, causal, &ft_cfg, NULL), RP_OK);
   assert_int_equal(rp_flash_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, &ft_cfg, NULL), RP_OK);

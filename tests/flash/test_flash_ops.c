@@ -38,11 +38,11 @@ static double rel_err(const float *got, const float *want, long n, double floor)
 static double gemm_case(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rng *r, int M, int N,
                         int K, int trans, int acc, long lda, long ldb) {
   const long ldc = N + 2, arows = trans ? K : M;
-  float *a = ft_floats(arows * lda), *b = ft_floats(K * ldb);
-  float *c = ft_floats(M * ldc), *cr = ft_floats(M * ldc);
-  ft_fill(a, arows * lda, r, -1, 1);
-  ft_fill(b, K * ldb, r, -1, 1);
-  ft_fill(c, M * ldc, r, -1, 1);
+  float *a = ta_floats(arows * lda), *b = ta_floats(K * ldb);
+  float *c = ta_floats(M * ldc), *cr = ta_floats(M * ldc);
+  ta_fill(a, arows * lda, r, -1, 1);
+  ta_fill(b, K * ldb, r, -1, 1);
+  ta_fill(c, M * ldc, r, -1, 1);
   memcpy(cr, c, sizeof(float) * (size_t)(M * ldc));
   const long rsa = trans ? 1 : lda, csa = trans ? lda : 1;
   ops->gemm(M, N, K, a, rsa, csa, b, ldb, c, ldc, acc);
@@ -86,9 +86,9 @@ static void check_softmax(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_r
   static const int lens[] = {1, 7, 8, 15, 16, 17, 33, 192, 200};
   for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
     const int n = lens[li];
-    float *x = ft_floats(n), *y = ft_floats(n), *yr = ft_floats(n);
+    float *x = ta_floats(n), *y = ta_floats(n), *yr = ta_floats(n);
     /* scaled scores from 0 down to -100 below the row max: exp from 1 to 4e-44 */
-    ft_fill(x, n, r, -800.0f, 8.0f);
+    ta_fill(x, n, r, -800.0f, 8.0f);
     const float scale = 0.125f, m = ops->rowmax(x, n) * scale;
     assert_true(m == ref->rowmax(x, n) * scale);
     memcpy(y, x, sizeof(float) * (size_t)n);
@@ -105,8 +105,8 @@ static void check_softmax(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_r
     memcpy(y, x, sizeof(float) * (size_t)n);
     s = ops->expsum(y, n, 1.0f, 0.0f);
     assert_true(s >= 0.0f && s < 1e-30f);
-    float *ds = ft_floats(n), *dsr = ft_floats(n);
-    ft_fill(ds, n, r, -1, 1);
+    float *ds = ta_floats(n), *dsr = ta_floats(n);
+    ta_fill(ds, n, r, -1, 1);
     memcpy(dsr, ds, sizeof(float) * (size_t)n);
     ops->dsoft(ds, yr, n, 0.3f, scale);
     ref->dsoft(dsr, yr, n, 0.3f, scale);
@@ -128,7 +128,7 @@ static void check_softmax(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_r
  * floor or a coefficient in the wrong order fails by orders of magnitude. */
 static void check_exp_accuracy(const rp_flash_ops *ops, const char *isa) {
   enum { N = 4096, ROUNDS = 64 };
-  float *x = ft_floats(N), *y = ft_floats(N);
+  float *x = ta_floats(N), *y = ta_floats(N);
   double worst = 0, at = 0;
   for (int r = 0; r < ROUNDS; r++) {
     for (int i = 0; i < N; i++) x[i] = -87.0f * (float)(r * N + i) / (float)(ROUNDS * N);
@@ -158,9 +158,9 @@ static void check_pack_t(const rp_flash_ops *ops, const rp_flash_ops *ref, rp_rn
     for (size_t j = 0; j < sizeof hs / sizeof hs[0]; j++) {
       const int n = ns[i], HS = hs[j];
       const long ld = 3L * HS + 5, ldd = n + 3;
-      float *src = ft_floats(n * ld), *d = ft_floats(HS * ldd), *dr = ft_floats(HS * ldd);
-      ft_fill(src, n * ld, r, -1, 1);
-      ft_fill(d, HS * ldd, r, -1, 1);
+      float *src = ta_floats(n * ld), *d = ta_floats(HS * ldd), *dr = ta_floats(HS * ldd);
+      ta_fill(src, n * ld, r, -1, 1);
+      ta_fill(d, HS * ldd, r, -1, 1);
       memcpy(dr, d, sizeof(float) * (size_t)(HS * ldd));
       ops->pack_t(d, ldd, src, ld, n, HS);
       ref->pack_t(dr, ldd, src, ld, n, HS);

@@ -30,13 +30,13 @@ static int check_shape(shape s, int causal, int sweep) {
   const long nlse = (long)s.B * s.NH * s.T;
   rp_rng rng;
   rp_rng_seed(&rng, 1000u + 7u * (unsigned)s.T + (unsigned)s.C + 13u * (unsigned)causal);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout), *dqkv0 = ft_floats(nqkv);
-  ft_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
-  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
-  ft_fill(dqkv0, nqkv, &rng, -0.5f, 0.5f);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout), *dqkv0 = ta_floats(nqkv);
+  ta_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
+  ta_fill(dout, nout, &rng, -1.0f, 1.0f);
+  ta_fill(dqkv0, nqkv, &rng, -0.5f, 0.5f);
 
-  float *out_r = ft_floats(nout), *lse_r = ft_floats(nlse), *dqkv_r = ft_floats(nqkv);
-  float *att = ft_floats((long)s.B * s.NH * s.T * s.T);
+  float *out_r = ta_floats(nout), *lse_r = ta_floats(nlse), *dqkv_r = ta_floats(nqkv);
+  float *att = ta_floats((long)s.B * s.NH * s.T * s.T);
   rp_attention_ref_forward(out_r, att, lse_r, qkv, s.B, s.T, s.C, s.NH, causal, g_pool[2]);
   memcpy(dqkv_r, dqkv0, sizeof(float) * (size_t)nqkv);
   rp_attention_ref_backward(dqkv_r, dout, qkv, att, s.B, s.T, s.C, s.NH, g_pool[2]);
@@ -45,7 +45,7 @@ static int check_shape(shape s, int causal, int sweep) {
   static const rp_flash_isa isas[] = {RP_FLASH_ISA_AVX512, RP_FLASH_ISA_AVX2, RP_FLASH_ISA_SCALAR};
   /* (ft_report_skipped in main names the ISAs the ceiling or the CPU excludes) */
   static const int blocks[][2] = {{0, 0}, {24, 40}, {48, 16}};
-  float *out = ft_floats(nout), *lse = ft_floats(nlse), *dqkv = ft_floats(nqkv);
+  float *out = ta_floats(nout), *lse = ta_floats(nlse), *dqkv = ta_floats(nqkv);
   int fails = 0;
   for (int ii = 0; ii < 3; ii++) {
     if (!rp_flash_isa_supported(isas[ii])) continue;
@@ -61,9 +61,9 @@ static int check_shape(shape s, int causal, int sweep) {
                                             &ft_cfg, g_pool[th]), RP_OK);
           assert_int_equal(rp_flash_backward(dqkv, dout, qkv, out, lse, s.B, s.T, s.C, s.NH,
                                              causal, &ft_cfg, g_pool[th]), RP_OK);
-          double e_o = ft_maxdiff("out", out, out_r, nout, FT_ATOL);
-          double e_l = ft_maxdiff("lse", lse, lse_r, nlse, FT_ATOL);
-          double e_d = ft_maxdiff("dqkv", dqkv, dqkv_r, nqkv, FT_ATOL);
+          double e_o = ta_maxdiff("out", out, out_r, nout, FT_ATOL);
+          double e_l = ta_maxdiff("lse", lse, lse_r, nlse, FT_ATOL);
+          double e_d = ta_maxdiff("dqkv", dqkv, dqkv_r, nqkv, FT_ATOL);
           if (getenv("FT_VERBOSE"))
             fprintf(stderr, "T=%d HS=%d causal=%d %s th=%d split=%d bq=%d bk=%d: %.2g %.2g %.2g\n",
                     s.T, s.C / s.NH, causal, rp_flash_isa_name(isas[ii]), th, sp,
@@ -120,12 +120,12 @@ static void test_backend(void **state) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
   rp_rng rng;
   rp_rng_seed(&rng, 5);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout);
-  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
-  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
-  float *of = ft_floats(nout), *orf = ft_floats(nout), *df = ft_floats(nqkv), *dr = ft_floats(nqkv);
-  float *sf = ft_floats((long)fa->saved_floats(fa, B, T, C, NH));
-  float *sr = ft_floats((long)ra->saved_floats(ra, B, T, C, NH));
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout);
+  ta_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ta_fill(dout, nout, &rng, -1.0f, 1.0f);
+  float *of = ta_floats(nout), *orf = ta_floats(nout), *df = ta_floats(nqkv), *dr = ta_floats(nqkv);
+  float *sf = ta_floats((long)fa->saved_floats(fa, B, T, C, NH));
+  float *sr = ta_floats((long)ra->saved_floats(ra, B, T, C, NH));
   rp_attn_batch bf, br;
   assert_int_equal(rp_attn_prepare(fa, &bf, B, T, C, NH, NULL), RP_OK);
   assert_int_equal(rp_attn_prepare(ra, &br, B, T, C, NH, NULL), RP_OK);
@@ -133,8 +133,8 @@ static void test_backend(void **state) {
   assert_int_equal(ra->forward(ra, &br, orf, sr, qkv, g_pool[2]), RP_OK);
   assert_int_equal(fa->backward(fa, &bf, df, dout, qkv, of, sf, g_pool[2]), RP_OK);
   assert_int_equal(ra->backward(ra, &br, dr, dout, qkv, orf, sr, g_pool[2]), RP_OK);
-  assert_true(ft_maxdiff("backend out", of, orf, nout, FT_ATOL) <= FT_ATOL);
-  assert_true(ft_maxdiff("backend dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
+  assert_true(ta_maxdiff("backend out", of, orf, nout, FT_ATOL) <= FT_ATOL);
+  assert_true(ta_maxdiff("backend dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
   free(qkv), free(dout), free(of), free(orf), free(df), free(dr), free(sf), free(sr);
 }
 
@@ -151,10 +151,10 @@ static void test_two_configs_interleaved(void **state) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
   rp_rng rng;
   rp_rng_seed(&rng, 9);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout), *orf = ft_floats(nout);
-  float *dr = ft_floats(nqkv), *sr = ft_floats((long)ra->saved_floats(ra, B, T, C, NH));
-  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
-  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout), *orf = ta_floats(nout);
+  float *dr = ta_floats(nqkv), *sr = ta_floats((long)ra->saved_floats(ra, B, T, C, NH));
+  ta_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ta_fill(dout, nout, &rng, -1.0f, 1.0f);
   rp_attn_batch br, bf;
   assert_int_equal(rp_attn_prepare(ra, &br, B, T, C, NH, NULL), RP_OK);
   assert_int_equal(ra->forward(ra, &br, orf, sr, qkv, g_pool[2]), RP_OK);
@@ -162,12 +162,12 @@ static void test_two_configs_interleaved(void **state) {
   const rp_attn_backend *order[4] = {&a1, &a2, &a1, &a2};
   for (int i = 0; i < 4; i++) {
     const rp_attn_backend *fa = order[i];
-    float *of = ft_floats(nout), *df = ft_floats(nqkv), *sf = ft_floats((long)B * NH * T);
+    float *of = ta_floats(nout), *df = ta_floats(nqkv), *sf = ta_floats((long)B * NH * T);
     assert_int_equal(rp_attn_prepare(fa, &bf, B, T, C, NH, NULL), RP_OK);
     assert_int_equal(fa->forward(fa, &bf, of, sf, qkv, g_pool[2]), RP_OK);
     assert_int_equal(fa->backward(fa, &bf, df, dout, qkv, of, sf, g_pool[2]), RP_OK);
-    assert_true(ft_maxdiff("interleaved out", of, orf, nout, FT_ATOL) <= FT_ATOL);
-    assert_true(ft_maxdiff("interleaved dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
+    assert_true(ta_maxdiff("interleaved out", of, orf, nout, FT_ATOL) <= FT_ATOL);
+    assert_true(ta_maxdiff("interleaved dqkv", df, dr, nqkv, FT_ATOL) <= FT_ATOL);
     free(of), free(df), free(sf);
   }
   free(qkv), free(dout), free(orf), free(dr), free(sr);
@@ -181,18 +181,18 @@ static void test_keyblock_dq_deterministic(void **state) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C;
   rp_rng rng;
   rp_rng_seed(&rng, 21);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout), *out = ft_floats(nout);
-  float *lse = ft_floats((long)B * NH * T), *d[3];
-  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
-  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
-  rp_pool *p3 = ft_pool(3);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout), *out = ta_floats(nout);
+  float *lse = ta_floats((long)B * NH * T), *d[3];
+  ta_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ta_fill(dout, nout, &rng, -1.0f, 1.0f);
+  rp_pool *p3 = ta_pool(3);
   rp_pool *pools[3] = {g_pool[1], g_pool[2], p3};
   for (int causal = 0; causal <= 1; causal++) {
     rp_flash_config cfg = {.bq = 16, .bk = 24, .split = RP_FLASH_SPLIT_KEYBLOCK};
     assert_int_equal(rp_flash_forward(out, lse, qkv, B, T, C, NH, causal, &cfg, g_pool[1]),
                      RP_OK);
     for (int i = 0; i < 3; i++) {
-      d[i] = ft_floats(nqkv);
+      d[i] = ta_floats(nqkv);
       for (int rep = 0; rep < 2; rep++) /* twice: += onto the first result */
         assert_int_equal(rp_flash_backward(d[i], dout, qkv, out, lse, B, T, C, NH, causal,
                                            &cfg, pools[i]), RP_OK);
@@ -225,21 +225,21 @@ static void head_slots_case(int B, int NH) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
   rp_rng rng;
   rp_rng_seed(&rng, 33);
-  float *qkv = ft_floats(nqkv), *att = ft_floats((long)B * NH * T * T);
-  float *out_r = ft_floats(nout), *lse_r = ft_floats(nlse), *out[3], *lse[3];
-  ft_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
-  rp_pool *p3 = ft_pool(3);
+  float *qkv = ta_floats(nqkv), *att = ta_floats((long)B * NH * T * T);
+  float *out_r = ta_floats(nout), *lse_r = ta_floats(nlse), *out[3], *lse[3];
+  ta_fill(qkv, nqkv, &rng, -2.0f, 2.0f);
+  rp_pool *p3 = ta_pool(3);
   rp_pool *pools[3] = {g_pool[1], g_pool[2], p3};
   for (int causal = 0; causal <= 1; causal++) {
     rp_attention_ref_forward(out_r, att, lse_r, qkv, B, T, C, NH, causal, g_pool[2]);
     rp_flash_config cfg = {.bq = 16, .bk = 24};
     for (int i = 0; i < 3; i++) {
-      out[i] = ft_floats(nout), lse[i] = ft_floats(nlse);
+      out[i] = ta_floats(nout), lse[i] = ta_floats(nlse);
       assert_int_equal(rp_flash_forward(out[i], lse[i], qkv, B, T, C, NH, causal, &cfg,
                                         pools[i]), RP_OK);
     }
-    assert_true(ft_maxdiff("out", out[0], out_r, nout, FT_ATOL) <= FT_ATOL);
-    assert_true(ft_maxdiff("lse", lse[0], lse_r, nlse, FT_ATOL) <= FT_ATOL);
+    assert_true(ta_maxdiff("out", out[0], out_r, nout, FT_ATOL) <= FT_ATOL);
+    assert_true(ta_maxdiff("lse", lse[0], lse_r, nlse, FT_ATOL) <= FT_ATOL);
     for (int i = 1; i < 3; i++) {
       assert_memory_equal(out[0], out[i], sizeof(float) * (size_t)nout);
       assert_memory_equal(lse[0], lse[i], sizeof(float) * (size_t)nlse);
@@ -261,13 +261,13 @@ static void test_own_heads_straggler(void **state) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
   rp_rng rng;
   rp_rng_seed(&rng, 44);
-  float *qkv = ft_floats(nqkv), *dout = ft_floats(nout);
-  ft_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
-  ft_fill(dout, nout, &rng, -1.0f, 1.0f);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout);
+  ta_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ta_fill(dout, nout, &rng, -1.0f, 1.0f);
   for (int late = 0; late < 2; late++) {
     float *out[2], *lse[2], *d[2];
     for (int i = 0; i < 2; i++) {
-      out[i] = ft_floats(nout), lse[i] = ft_floats(nlse), d[i] = ft_floats(nqkv);
+      out[i] = ta_floats(nout), lse[i] = ta_floats(nlse), d[i] = ta_floats(nqkv);
       const long before = rp_work_units_taken();
       rp_work_set_straggler(late, i ? RP_WORK_TEST_HOLD_S : 0.0);
       assert_int_equal(rp_flash_forward(out[i], lse[i], qkv, B, T, C, NH, 1, NULL, g_pool[i + 1]),

@@ -1,5 +1,6 @@
-/* Helpers for the kernel tests: random fills, pools, and the finite-difference
- * comparison used by every backward test.
+/* Helpers for the kernel tests (the arrays, fills and pools of every suite come
+ * from test_arrays.h): the finite-difference comparison used by every backward
+ * test.
  *
  * Finite differences are taken of a double-precision forward written in the test
  * itself (central, h = 1e-5), so they are accurate to ~1e-10 and the only error
@@ -19,25 +20,16 @@
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_util.h"
+#include "../test_arrays.h"
 
 #define KT_FD_H 1e-5
 #define KT_FD_RTOL 1e-3
 #define KT_FD_ATOL_FRAC 1e-5
 
-static inline float *kt_floats(long n) {
-  float *p = calloc((size_t)n, sizeof(float));
-  if (!p) abort();
-  return p;
-}
-
 static inline double *kt_doubles(long n) {
   double *p = calloc((size_t)n, sizeof(double));
   if (!p) abort();
   return p;
-}
-
-static inline void kt_fill(float *x, long n, rp_rng *r, float lo, float hi) {
-  for (long i = 0; i < n; i++) x[i] = lo + (hi - lo) * rp_rng_uniform(r);
 }
 
 static inline void kt_to_double(double *d, const float *x, long n) {
@@ -47,15 +39,6 @@ static inline void kt_to_double(double *d, const float *x, long n) {
 static inline void kt_sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&t, NULL);
-}
-
-static inline rp_pool *kt_pool(int n) {
-  rp_pool *p = NULL;
-  if (rp_pool_create(&p, n, 0) != RP_OK || !p) {
-    fprintf(stderr, "rp_pool_create(%d): %s\n", n, rp_errmsg());
-    abort();
-  }
-  return p;
 }
 
 /* Largest |a - b| relative to tol; returns count of elements over tol and
@@ -75,13 +58,23 @@ static inline int kt_check_close(const char *what, const float *got, const doubl
   return bad;
 }
 
+/* |got - want| <= 1e-5 * K * (1 + |want|) over n floats: sums of K float
+ * terms in any order (a GEMM's K, a blocked or threaded order). */
+static inline int kt_close_k(const char *what, const float *got, const float *want, long n, int K) {
+  double *wd = kt_doubles(n);
+  kt_to_double(wd, want, n);
+  int bad = kt_check_close(what, got, wd, n, 1e-5 * K, 1e-5 * K);
+  free(wd);
+  return bad;
+}
+
 /* Compare an analytic gradient (grad - grad0, because kernels accumulate) with
  * the finite-difference gradient fd of the same length. */
 static inline int kt_check_grad(const char *what, const float *grad, const float *grad0,
                                 const double *fd, long n) {
   double maxfd = 0.0;
   for (long i = 0; i < n; i++) maxfd = fmax(maxfd, fabs(fd[i]));
-  float *delta = kt_floats(n);
+  float *delta = ta_floats(n);
   for (long i = 0; i < n; i++) delta[i] = grad[i] - (grad0 ? grad0[i] : 0.0f);
   int bad = kt_check_close(what, delta, fd, n, KT_FD_RTOL, KT_FD_ATOL_FRAC * maxfd + 1e-7);
   free(delta);

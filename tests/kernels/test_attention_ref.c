@@ -60,10 +60,10 @@ static void check_attention(int causal) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, natt = (long)B * NH * T * T;
   rp_rng rng;
   rp_rng_seed(&rng, 61 + (uint64_t)causal);
-  float *qkv = kt_floats(nqkv), *dout = kt_floats(nout), *out = kt_floats(nout);
-  float *att = kt_floats(natt), *lse = kt_floats((long)B * NH * T);
-  kt_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
-  kt_fill(dout, nout, &rng, -1, 1);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout), *out = ta_floats(nout);
+  float *att = ta_floats(natt), *lse = ta_floats((long)B * NH * T);
+  ta_fill(qkv, nqkv, &rng, -1.5f, 1.5f);
+  ta_fill(dout, nout, &rng, -1, 1);
   rp_attention_ref_forward(out, att, lse, qkv, B, T, C, NH, causal, NULL);
 
   double *qd = kt_doubles(nqkv), *rd = kt_doubles(nout), *od = kt_doubles(nout);
@@ -85,8 +85,8 @@ static void check_attention(int causal) {
     kt_assert_near(s, 1.0, 1e-5);
   }
 
-  float *dqkv = kt_floats(nqkv), *dqkv0 = kt_floats(nqkv);
-  kt_fill(dqkv0, nqkv, &rng, -1, 1);
+  float *dqkv = ta_floats(nqkv), *dqkv0 = ta_floats(nqkv);
+  ta_fill(dqkv0, nqkv, &rng, -1, 1);
   memcpy(dqkv, dqkv0, sizeof(float) * (size_t)nqkv);
   rp_attention_ref_backward(dqkv, dout, qkv, att, B, T, C, NH, NULL);
   double *fd = kt_doubles(nqkv);
@@ -113,14 +113,14 @@ static void test_attention_threads_bitwise(void **state) {
   const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, natt = (long)B * NH * T * T;
   rp_rng rng;
   rp_rng_seed(&rng, 63);
-  float *qkv = kt_floats(nqkv), *dout = kt_floats(nout);
-  kt_fill(qkv, nqkv, &rng, -1, 1);
-  kt_fill(dout, nout, &rng, -1, 1);
+  float *qkv = ta_floats(nqkv), *dout = ta_floats(nout);
+  ta_fill(qkv, nqkv, &rng, -1, 1);
+  ta_fill(dout, nout, &rng, -1, 1);
   float *out[2], *att[2], *lse[2], *dqkv[2];
   for (int t = 0; t < 2; t++) {
-    rp_pool *pool = kt_pool(t + 1);
-    out[t] = kt_floats(nout), att[t] = kt_floats(natt), lse[t] = kt_floats((long)B * NH * T);
-    dqkv[t] = kt_floats(nqkv);
+    rp_pool *pool = ta_pool(t + 1);
+    out[t] = ta_floats(nout), att[t] = ta_floats(natt), lse[t] = ta_floats((long)B * NH * T);
+    dqkv[t] = ta_floats(nqkv);
     rp_attention_ref_forward(out[t], att[t], lse[t], qkv, B, T, C, NH, 1, pool);
     rp_attention_ref_backward(dqkv[t], dout, qkv, att[t], B, T, C, NH, pool);
     rp_pool_destroy(pool);

@@ -12,36 +12,27 @@
 
 #include "kt_util.h"
 
-/* |got - want| <= 1e-5 * K * (1 + |want|): float sums of K terms in any order. */
-static int close_k(const char *what, const float *got, const float *want, long n, int K) {
-  double *wd = kt_doubles(n);
-  kt_to_double(wd, want, n);
-  int bad = kt_check_close(what, got, wd, n, 1e-5 * K, 1e-5 * K);
-  free(wd);
-  return bad;
-}
-
 static void residual_case(rp_gemm_mode mode, int nthreads, int N, int IC, int OC, int with_bias) {
   rp_rng rng;
   rp_rng_seed(&rng, 200 + (uint64_t)(mode * 10 + nthreads));
-  rp_pool *pool = kt_pool(nthreads);
+  rp_pool *pool = ta_pool(nthreads);
   rp_gemm_set_mode(pool, mode);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
-  float *res = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(b, OC, &rng, -1, 1);
-  kt_fill(res, (long)N * OC, &rng, -3, 3);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *res = ta_floats((long)N * OC);
+  ta_fill(inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(b, OC, &rng, -1, 1);
+  ta_fill(res, (long)N * OC, &rng, -3, 3);
   const float *bias = with_bias ? b : NULL;
-  float *want = kt_floats((long)N * OC), *out = kt_floats((long)N * OC);
+  float *want = ta_floats((long)N * OC), *out = ta_floats((long)N * OC);
   rp_matmul_forward_ref(want, inp, w, bias, N, IC, OC);
   for (long i = 0; i < (long)N * OC; i++) want[i] += res[i];
 
-  kt_fill(out, (long)N * OC, &rng, -5, 5); /* overwritten, never read */
+  ta_fill(out, (long)N * OC, &rng, -5, 5); /* overwritten, never read */
   rp_matmul_forward_residual(out, inp, w, bias, res, N, IC, OC, pool);
-  assert_int_equal(close_k("residual matmul", out, want, (long)N * OC, IC), 0);
+  assert_int_equal(kt_close_k("residual matmul", out, want, (long)N * OC, IC), 0);
   /* in place: the residual stream accumulates the projection */
-  float *acc = kt_floats((long)N * OC);
+  float *acc = ta_floats((long)N * OC);
   memcpy(acc, res, sizeof(float) * (size_t)N * OC);
   rp_matmul_forward_residual(acc, inp, w, bias, acc, N, IC, OC, pool);
   assert_true(kt_bitwise_equal(acc, out, (long)N * OC));
@@ -66,33 +57,33 @@ static void test_matmul_forward_residual(void **state) {
 static void backward_set_case(rp_gemm_mode mode, int nthreads, int N, int IC, int OC) {
   rp_rng rng;
   rp_rng_seed(&rng, 300 + (uint64_t)(mode * 10 + nthreads));
-  rp_pool *pool = kt_pool(nthreads);
+  rp_pool *pool = ta_pool(nthreads);
   rp_gemm_set_mode(pool, mode);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-  float *dout = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(dout, (long)N * OC, &rng, -1, 1);
-  float *dinp_a = kt_floats((long)N * IC), *dinp_s = kt_floats((long)N * IC);
-  float *dw_a = kt_floats((long)OC * IC), *dw_s = kt_floats((long)OC * IC);
-  float *db_a = kt_floats(OC), *db_s = kt_floats(OC);
-  kt_fill(dw_a, (long)OC * IC, &rng, -1, 1);
-  kt_fill(db_a, OC, &rng, -1, 1);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC);
+  float *dout = ta_floats((long)N * OC);
+  ta_fill(inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(dout, (long)N * OC, &rng, -1, 1);
+  float *dinp_a = ta_floats((long)N * IC), *dinp_s = ta_floats((long)N * IC);
+  float *dw_a = ta_floats((long)OC * IC), *dw_s = ta_floats((long)OC * IC);
+  float *db_a = ta_floats(OC), *db_s = ta_floats(OC);
+  ta_fill(dw_a, (long)OC * IC, &rng, -1, 1);
+  ta_fill(db_a, OC, &rng, -1, 1);
   memcpy(dw_s, dw_a, sizeof(float) * (size_t)OC * IC);
   memcpy(db_s, db_a, sizeof(float) * (size_t)OC);
-  kt_fill(dinp_s, (long)N * IC, &rng, -9, 9); /* garbage: must be overwritten */
+  ta_fill(dinp_s, (long)N * IC, &rng, -9, 9); /* garbage: must be overwritten */
   rp_matmul_backward(dinp_a, dw_a, db_a, dout, inp, w, N, IC, OC, pool); /* into zeros */
   rp_matmul_backward_set(dinp_s, dw_s, db_s, dout, inp, w, N, IC, OC, pool);
   assert_true(kt_bitwise_equal(dinp_s, dinp_a, (long)N * IC));
   assert_true(kt_bitwise_equal(dw_s, dw_a, (long)OC * IC));
   assert_true(kt_bitwise_equal(db_s, db_a, OC));
   /* dinp alone, and against the reference */
-  float *dinp_r = kt_floats((long)N * IC);
+  float *dinp_r = ta_floats((long)N * IC);
   rp_matmul_backward_ref(dinp_r, NULL, NULL, dout, inp, w, N, IC, OC);
-  kt_fill(dinp_s, (long)N * IC, &rng, -9, 9);
+  ta_fill(dinp_s, (long)N * IC, &rng, -9, 9);
   rp_matmul_backward_set(dinp_s, NULL, NULL, dout, inp, w, N, IC, OC, pool);
   assert_true(kt_bitwise_equal(dinp_s, dinp_a, (long)N * IC));
-  assert_int_equal(close_k("dinp set", dinp_s, dinp_r, (long)N * IC, OC), 0);
+  assert_int_equal(kt_close_k("dinp set", dinp_s, dinp_r, (long)N * IC, OC), 0);
   free(inp), free(w), free(dout), free(dinp_a), free(dinp_s), free(dw_a), free(dw_s);
   free(db_a), free(db_s), free(dinp_r);
   rp_pool_destroy(pool);
@@ -116,13 +107,13 @@ static void test_matmul_repeatable(void **state) {
   const int N = 300, IC = 64, OC = 96;
   rp_rng rng;
   rp_rng_seed(&rng, 400);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
-  float *res = kt_floats((long)N * OC), *o1 = kt_floats((long)N * OC), *o2 = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(b, OC, &rng, -1, 1);
-  kt_fill(res, (long)N * OC, &rng, -1, 1);
-  rp_pool *pool = kt_pool(2);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *res = ta_floats((long)N * OC), *o1 = ta_floats((long)N * OC), *o2 = ta_floats((long)N * OC);
+  ta_fill(inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(b, OC, &rng, -1, 1);
+  ta_fill(res, (long)N * OC, &rng, -1, 1);
+  rp_pool *pool = ta_pool(2);
   for (int m = 0; m < 2; m++) {
     rp_gemm_set_mode(pool, m ? RP_GEMM_POOL_SPLIT : RP_GEMM_BLAS_THREADS);
     rp_matmul_forward_residual(o1, inp, w, b, res, N, IC, OC, pool);
@@ -140,15 +131,15 @@ static void test_gelu_backward_set(void **state) {
   const long n = 40009;
   rp_rng rng;
   rp_rng_seed(&rng, 33);
-  float *x = kt_floats(n), *dy = kt_floats(n), *acc = kt_floats(n);
-  kt_fill(x, n, &rng, -6, 6);
-  kt_fill(dy, n, &rng, -1, 1);
+  float *x = ta_floats(n), *dy = ta_floats(n), *acc = ta_floats(n);
+  ta_fill(x, n, &rng, -6, 6);
+  ta_fill(dy, n, &rng, -1, 1);
   rp_gelu_backward(acc, x, dy, n, NULL);
   float *set[2];
   for (int t = 0; t < 2; t++) {
-    rp_pool *pool = kt_pool(t + 1);
-    set[t] = kt_floats(n);
-    kt_fill(set[t], n, &rng, -9, 9);
+    rp_pool *pool = ta_pool(t + 1);
+    set[t] = ta_floats(n);
+    ta_fill(set[t], n, &rng, -9, 9);
     rp_gelu_backward_set(set[t], x, dy, n, pool);
     rp_pool_destroy(pool);
     assert_true(kt_bitwise_equal(set[t], acc, n));
@@ -166,13 +157,13 @@ static void test_adamw_scaled(void **state) {
   rp_rng_seed(&rng, 35);
   rp_adamw_hparams h = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                         .weight_decay = 0.1f};
-  float *g = kt_floats(n), *g0 = kt_floats(n), *p0 = kt_floats(n);
-  kt_fill(g0, n, &rng, -1, 1);
-  kt_fill(p0, n, &rng, -1, 1);
+  float *g = ta_floats(n), *g0 = ta_floats(n), *p0 = ta_floats(n);
+  ta_fill(g0, n, &rng, -1, 1);
+  ta_fill(p0, n, &rng, -1, 1);
   for (int t = 1; t <= 2; t++) {
-    rp_pool *pool = kt_pool(t);
-    float *pa = kt_floats(n), *ma = kt_floats(n), *va = kt_floats(n);
-    float *pb = kt_floats(n), *mb = kt_floats(n), *vb = kt_floats(n);
+    rp_pool *pool = ta_pool(t);
+    float *pa = ta_floats(n), *ma = ta_floats(n), *va = ta_floats(n);
+    float *pb = ta_floats(n), *mb = ta_floats(n), *vb = ta_floats(n);
     memcpy(pa, p0, sizeof(float) * n);
     memcpy(pb, p0, sizeof(float) * n);
     for (int step = 1; step <= 3; step++) {
@@ -204,9 +195,9 @@ static void zero_case_with(void (*zero)(float *, long, rp_pool *), long n, int o
   rp_rng rng;
   rp_rng_seed(&rng, seed);
   for (int t = 1; t <= 2; t++) {
-    rp_pool *pool = kt_pool(t);
-    float *buf = kt_floats(n + offset + 2);
-    kt_fill(buf, n + offset + 2, &rng, 1, 2);
+    rp_pool *pool = ta_pool(t);
+    float *buf = ta_floats(n + offset + 2);
+    ta_fill(buf, n + offset + 2, &rng, 1, 2);
     float *x = buf + offset;
     zero(x, n, pool);
     long nonzero = 0;

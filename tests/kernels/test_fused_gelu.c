@@ -42,19 +42,19 @@ static void forward_case(rp_gemm_mode mode, int nthreads, shape s) {
   const long nin = (long)s.N * s.IC, nout = (long)s.N * s.OC;
   rp_rng rng;
   rp_rng_seed(&rng, 500 + (uint64_t)(mode * 10 + nthreads));
-  rp_pool *pool = kt_pool(nthreads);
+  rp_pool *pool = ta_pool(nthreads);
   rp_gemm_set_mode(pool, mode);
-  float *inp = kt_floats(nin), *w = kt_floats((long)s.OC * s.IC), *b = kt_floats(s.OC);
-  kt_fill(inp, nin, &rng, -1, 1);
-  kt_fill(w, (long)s.OC * s.IC, &rng, -1, 1);
-  kt_fill(b, s.OC, &rng, -1, 1);
-  float *pre_u = kt_floats(nout), *post_u = kt_floats(nout);
+  float *inp = ta_floats(nin), *w = ta_floats((long)s.OC * s.IC), *b = ta_floats(s.OC);
+  ta_fill(inp, nin, &rng, -1, 1);
+  ta_fill(w, (long)s.OC * s.IC, &rng, -1, 1);
+  ta_fill(b, s.OC, &rng, -1, 1);
+  float *pre_u = ta_floats(nout), *post_u = ta_floats(nout);
   rp_matmul_forward(pre_u, inp, w, b, s.N, s.IC, s.OC, pool);
   rp_gelu_forward(post_u, pre_u, nout, pool);
 
-  float *pre_f = kt_floats(nout), *post_f = kt_floats(nout);
-  kt_fill(pre_f, nout, &rng, -9, 9); /* garbage: both are written */
-  kt_fill(post_f, nout, &rng, -9, 9);
+  float *pre_f = ta_floats(nout), *post_f = ta_floats(nout);
+  ta_fill(pre_f, nout, &rng, -9, 9); /* garbage: both are written */
+  ta_fill(post_f, nout, &rng, -9, 9);
   double epi = -1.0;
   rp_matmul_forward_gelu(pre_f, post_f, inp, w, b, s.N, s.IC, s.OC, pool, &epi);
   assert_true(kt_bitwise_equal(pre_f, pre_u, nout));
@@ -64,7 +64,7 @@ static void forward_case(rp_gemm_mode mode, int nthreads, shape s) {
   assert_true(kt_bitwise_equal(post_f, post_u, nout));
 
   /* the composition against doubles */
-  float *pre_r = kt_floats(nout);
+  float *pre_r = ta_floats(nout);
   rp_matmul_forward_ref(pre_r, inp, w, b, s.N, s.IC, s.OC);
   double *want = kt_doubles(nout);
   kt_to_double(want, pre_r, nout);
@@ -82,22 +82,22 @@ static void gelu_dbias_case(int nthreads, int N, int C) {
   const long n = (long)N * C;
   rp_rng rng;
   rp_rng_seed(&rng, 600 + (uint64_t)(nthreads * 1000 + C));
-  rp_pool *pool = kt_pool(nthreads);
-  float *pre = kt_floats(n), *dout = kt_floats(n), *dinp_u = kt_floats(n), *dinp_f = kt_floats(n);
-  float *db_u = kt_floats(C), *db_f = kt_floats(C);
-  kt_fill(pre, n, &rng, -5, 5);
-  kt_fill(dout, n, &rng, -1, 1);
-  kt_fill(db_u, C, &rng, -1, 1);
+  rp_pool *pool = ta_pool(nthreads);
+  float *pre = ta_floats(n), *dout = ta_floats(n), *dinp_u = ta_floats(n), *dinp_f = ta_floats(n);
+  float *db_u = ta_floats(C), *db_f = ta_floats(C);
+  ta_fill(pre, n, &rng, -5, 5);
+  ta_fill(dout, n, &rng, -1, 1);
+  ta_fill(db_u, C, &rng, -1, 1);
   memcpy(db_f, db_u, sizeof(float) * (size_t)C);
   rp_gelu_backward_set(dinp_u, pre, dout, n, pool);
   /* the bias sums of the next matmul's backward (its dinp and dweight skipped) */
   rp_matmul_backward(NULL, NULL, db_u, dinp_u, NULL, NULL, N, 1, C, pool);
 
-  kt_fill(dinp_f, n, &rng, -9, 9); /* garbage: written */
+  ta_fill(dinp_f, n, &rng, -9, 9); /* garbage: written */
   rp_gelu_backward_set_dbias(dinp_f, db_f, pre, dout, N, C, pool);
   assert_true(kt_bitwise_equal(dinp_f, dinp_u, n));
   assert_true(kt_bitwise_equal(db_f, db_u, C));
-  kt_fill(dinp_f, n, &rng, -9, 9);
+  ta_fill(dinp_f, n, &rng, -9, 9);
   rp_gelu_backward_set_dbias(dinp_f, NULL, pre, dout, N, C, pool); /* no bias: the I pass */
   assert_true(kt_bitwise_equal(dinp_f, dinp_u, n));
 
@@ -105,7 +105,7 @@ static void gelu_dbias_case(int nthreads, int N, int C) {
   double *want = kt_doubles(n > C ? n : C);
   for (long i = 0; i < n; i++) want[i] = gelu_grad_ref(pre[i]) * dout[i];
   assert_int_equal(kt_check_close("dinp", dinp_f, want, n, 1e-5, 1e-5), 0);
-  float *db0 = kt_floats(C);
+  float *db0 = ta_floats(C);
   memcpy(db0, db_f, sizeof(float) * (size_t)C);
   memset(db_f, 0, sizeof(float) * (size_t)C);
   rp_gelu_backward_set_dbias(dinp_f, db_f, pre, dout, N, C, pool);
@@ -125,28 +125,28 @@ static void backward_gelu_case(rp_gemm_mode mode, int nthreads, shape s) {
   const long nin = (long)s.N * s.IC, nout = (long)s.N * s.OC, nw = (long)s.OC * s.IC;
   rp_rng rng;
   rp_rng_seed(&rng, 700 + (uint64_t)(mode * 10 + nthreads));
-  rp_pool *pool = kt_pool(nthreads);
+  rp_pool *pool = ta_pool(nthreads);
   rp_gemm_set_mode(pool, mode);
-  float *pre = kt_floats(nin), *post = kt_floats(nin), *dout = kt_floats(nout), *w = kt_floats(nw);
-  kt_fill(pre, nin, &rng, -4, 4);
+  float *pre = ta_floats(nin), *post = ta_floats(nin), *dout = ta_floats(nout), *w = ta_floats(nw);
+  ta_fill(pre, nin, &rng, -4, 4);
   rp_gelu_forward(post, pre, nin, pool);
-  kt_fill(dout, nout, &rng, -1, 1);
-  kt_fill(w, nw, &rng, -1, 1);
+  ta_fill(dout, nout, &rng, -1, 1);
+  ta_fill(w, nw, &rng, -1, 1);
   float *acc[2][3]; /* [unfused, fused][dw, db, dbp] */
   const long len[3] = {nw, s.OC, s.IC};
   for (int j = 0; j < 3; j++) {
-    acc[0][j] = kt_floats(len[j]);
-    kt_fill(acc[0][j], len[j], &rng, -1, 1);
-    acc[1][j] = kt_floats(len[j]);
+    acc[0][j] = ta_floats(len[j]);
+    ta_fill(acc[0][j], len[j], &rng, -1, 1);
+    acc[1][j] = ta_floats(len[j]);
     memcpy(acc[1][j], acc[0][j], sizeof(float) * (size_t)len[j]);
   }
-  float *dpost_u = kt_floats(nin), *dpre_u = kt_floats(nin);
+  float *dpost_u = ta_floats(nin), *dpre_u = ta_floats(nin);
   rp_matmul_backward_set(dpost_u, acc[0][0], acc[0][1], dout, post, w, s.N, s.IC, s.OC, pool);
   rp_gelu_backward_set_dbias(dpre_u, acc[0][2], pre, dpost_u, s.N, s.IC, pool);
 
-  float *dpost_f = kt_floats(nin), *dpre_f = kt_floats(nin);
-  kt_fill(dpost_f, nin, &rng, -9, 9); /* garbage: both are written */
-  kt_fill(dpre_f, nin, &rng, -9, 9);
+  float *dpost_f = ta_floats(nin), *dpre_f = ta_floats(nin);
+  ta_fill(dpost_f, nin, &rng, -9, 9); /* garbage: both are written */
+  ta_fill(dpre_f, nin, &rng, -9, 9);
   double epi = -1.0;
   rp_matmul_backward_gelu(dpre_f, dpost_f, acc[1][2], acc[1][0], acc[1][1], dout, post, pre, w,
                           s.N, s.IC, s.OC, pool, &epi);
@@ -155,7 +155,7 @@ static void backward_gelu_case(rp_gemm_mode mode, int nthreads, shape s) {
   for (int j = 0; j < 3; j++) assert_true(kt_bitwise_equal(acc[1][j], acc[0][j], len[j]));
   assert_true(epi >= 0.0);
   /* the input-gradient pass alone (zero-bubble I): no weight or bias sums */
-  kt_fill(dpre_f, nin, &rng, -9, 9);
+  ta_fill(dpre_f, nin, &rng, -9, 9);
   rp_matmul_backward_gelu(dpre_f, dpost_f, NULL, NULL, NULL, dout, post, pre, w, s.N, s.IC,
                           s.OC, pool, NULL);
   assert_true(kt_bitwise_equal(dpre_f, dpre_u, nin));

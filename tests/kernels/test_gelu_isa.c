@@ -30,7 +30,7 @@ static const long lens[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 61, 83, 100, 1536};
 /* random values in [-12, 12] (|x| > 10 drives the exp past its clamps),
  * the first few replaced by the special values */
 static void fill_inputs(float *x, long n, rp_rng *r) {
-  kt_fill(x, n, r, -12.0f, 12.0f);
+  ta_fill(x, n, r, -12.0f, 12.0f);
   const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f,
                            100.0f, -100.0f, -9.3f};
   for (size_t i = 0; i < sizeof special / sizeof special[0] && (long)i < n; i++)
@@ -90,9 +90,9 @@ static void test_backward(void **state) {
       long n = lens[li];
       const int set = mode & 1, bias = mode >> 1;
       fill_inputs(x, n, &r);
-      kt_fill(dy, n, &r, -2.0f, 2.0f);
-      kt_fill(dx, n, &r, -1.0f, 1.0f);
-      kt_fill(db, n, &r, -1.0f, 1.0f);
+      ta_fill(dy, n, &r, -2.0f, 2.0f);
+      ta_fill(dx, n, &r, -1.0f, 1.0f);
+      ta_fill(db, n, &r, -1.0f, 1.0f);
       memcpy(dxr, dx, sizeof(float) * (size_t)n);
       memcpy(dbr, db, sizeof(float) * (size_t)n);
       ops->backward(dx, bias ? db : NULL, x, dy, n, set);

@@ -75,7 +75,7 @@ static void test_sigmoid_special(void **state) {
 static void test_expf_accuracy(void **state) {
   (void)state;
   enum { N = 200001 };
-  float *x = kt_floats(N), *y = kt_floats(N);
+  float *x = ta_floats(N), *y = ta_floats(N);
   for (long i = 0; i < N; i++) x[i] = -87.3f + (float)((87.0 + 87.3) * i / (N - 1));
   for (long i = 0; i < N; i++) y[i] = rp_kern_expf(x[i]);
   double worst = 0;

@@ -37,18 +37,18 @@ static void test_matmul_ref_fd(void **state) {
   const int N = 7, IC = 9, OC = 5;
   rp_rng rng;
   rp_rng_seed(&rng, 11);
-  float *inp = kt_floats(N * IC), *w = kt_floats(OC * IC), *b = kt_floats(OC);
-  float *dout = kt_floats(N * OC);
-  kt_fill(inp, N * IC, &rng, -1, 1);
-  kt_fill(w, OC * IC, &rng, -1, 1);
-  kt_fill(b, OC, &rng, -1, 1);
-  kt_fill(dout, N * OC, &rng, -1, 1);
+  float *inp = ta_floats(N * IC), *w = ta_floats(OC * IC), *b = ta_floats(OC);
+  float *dout = ta_floats(N * OC);
+  ta_fill(inp, N * IC, &rng, -1, 1);
+  ta_fill(w, OC * IC, &rng, -1, 1);
+  ta_fill(b, OC, &rng, -1, 1);
+  ta_fill(dout, N * OC, &rng, -1, 1);
   /* nonzero starting gradients: backward must add to them */
-  float *dinp = kt_floats(N * IC), *dw = kt_floats(OC * IC), *db = kt_floats(OC);
-  float *dinp0 = kt_floats(N * IC), *dw0 = kt_floats(OC * IC), *db0 = kt_floats(OC);
-  kt_fill(dinp0, N * IC, &rng, -1, 1);
-  kt_fill(dw0, OC * IC, &rng, -1, 1);
-  kt_fill(db0, OC, &rng, -1, 1);
+  float *dinp = ta_floats(N * IC), *dw = ta_floats(OC * IC), *db = ta_floats(OC);
+  float *dinp0 = ta_floats(N * IC), *dw0 = ta_floats(OC * IC), *db0 = ta_floats(OC);
+  ta_fill(dinp0, N * IC, &rng, -1, 1);
+  ta_fill(dw0, OC * IC, &rng, -1, 1);
+  ta_fill(db0, OC, &rng, -1, 1);
   memcpy(dinp, dinp0, sizeof(float) * N * IC);
   memcpy(dw, dw0, sizeof(float) * OC * IC);
   memcpy(db, db0, sizeof(float) * OC);
@@ -82,66 +82,57 @@ static void test_matmul_ref_fd(void **state) {
   free(fd), free(x);
 }
 
-/* |got - want| <= 1e-5 * K * (1 + |want|): float sums of K terms in any order. */
-static int close_k(const char *what, const float *got, const float *want, long n, int K) {
-  double *wd = kt_doubles(n);
-  kt_to_double(wd, want, n);
-  int bad = kt_check_close(what, got, wd, n, 1e-5 * K, 1e-5 * K);
-  free(wd);
-  return bad;
-}
-
 static void run_mode(rp_gemm_mode mode, int nthreads, int N, int IC, int OC, int with_bias) {
   rp_rng rng;
   rp_rng_seed(&rng, 100 + (uint64_t)(mode * 10 + nthreads));
-  rp_pool *pool = kt_pool(nthreads);
+  rp_pool *pool = ta_pool(nthreads);
   rp_gemm_set_mode(pool, mode);
   assert_int_equal(rp_gemm_get_mode(pool), mode);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
-  float *dout = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(b, OC, &rng, -1, 1);
-  kt_fill(dout, (long)N * OC, &rng, -1, 1);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *dout = ta_floats((long)N * OC);
+  ta_fill(inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(b, OC, &rng, -1, 1);
+  ta_fill(dout, (long)N * OC, &rng, -1, 1);
   const float *bias = with_bias ? b : NULL;
 
-  float *out = kt_floats((long)N * OC), *out_ref = kt_floats((long)N * OC);
-  kt_fill(out, (long)N * OC, &rng, -5, 5); /* forward overwrites, never adds */
+  float *out = ta_floats((long)N * OC), *out_ref = ta_floats((long)N * OC);
+  ta_fill(out, (long)N * OC, &rng, -5, 5); /* forward overwrites, never adds */
   rp_matmul_forward(out, inp, w, bias, N, IC, OC, pool);
   rp_matmul_forward_ref(out_ref, inp, w, bias, N, IC, OC);
-  assert_int_equal(close_k("out", out, out_ref, (long)N * OC, IC), 0);
+  assert_int_equal(kt_close_k("out", out, out_ref, (long)N * OC, IC), 0);
 
-  float *dinp = kt_floats((long)N * IC), *dw = kt_floats((long)OC * IC), *db = kt_floats(OC);
-  float *dinp_r = kt_floats((long)N * IC), *dw_r = kt_floats((long)OC * IC);
-  float *db_r = kt_floats(OC);
-  kt_fill(dinp, (long)N * IC, &rng, -1, 1);
-  kt_fill(dw, (long)OC * IC, &rng, -1, 1);
-  kt_fill(db, OC, &rng, -1, 1);
+  float *dinp = ta_floats((long)N * IC), *dw = ta_floats((long)OC * IC), *db = ta_floats(OC);
+  float *dinp_r = ta_floats((long)N * IC), *dw_r = ta_floats((long)OC * IC);
+  float *db_r = ta_floats(OC);
+  ta_fill(dinp, (long)N * IC, &rng, -1, 1);
+  ta_fill(dw, (long)OC * IC, &rng, -1, 1);
+  ta_fill(db, OC, &rng, -1, 1);
   memcpy(dinp_r, dinp, sizeof(float) * (size_t)N * IC);
   memcpy(dw_r, dw, sizeof(float) * (size_t)OC * IC);
   memcpy(db_r, db, sizeof(float) * (size_t)OC);
   rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, pool);
   rp_matmul_backward_ref(dinp_r, dw_r, db_r, dout, inp, w, N, IC, OC);
-  assert_int_equal(close_k("dinp", dinp, dinp_r, (long)N * IC, OC), 0);
-  assert_int_equal(close_k("dweight", dw, dw_r, (long)OC * IC, N), 0);
-  assert_int_equal(close_k("dbias", db, db_r, OC, N), 0);
+  assert_int_equal(kt_close_k("dinp", dinp, dinp_r, (long)N * IC, OC), 0);
+  assert_int_equal(kt_close_k("dweight", dw, dw_r, (long)OC * IC, N), 0);
+  assert_int_equal(kt_close_k("dbias", db, db_r, OC, N), 0);
 
   /* NULL skips: each gradient alone must equal its value from the full call, and
    * skipped ones stay untouched */
-  float *g1 = kt_floats((long)N * IC), *g2 = kt_floats((long)OC * IC), *g3 = kt_floats(OC);
+  float *g1 = ta_floats((long)N * IC), *g2 = ta_floats((long)OC * IC), *g3 = ta_floats(OC);
   memcpy(g1, dinp_r, sizeof(float) * (size_t)N * IC); /* sentinel content */
   rp_matmul_backward(NULL, g2, NULL, dout, inp, w, N, IC, OC, pool);
   rp_matmul_backward(NULL, NULL, g3, dout, inp, w, N, IC, OC, pool);
-  float *g2r = kt_floats((long)OC * IC), *g3r = kt_floats(OC);
+  float *g2r = ta_floats((long)OC * IC), *g3r = ta_floats(OC);
   rp_matmul_backward_ref(NULL, g2r, g3r, dout, inp, w, N, IC, OC);
-  assert_int_equal(close_k("dweight only", g2, g2r, (long)OC * IC, N), 0);
-  assert_int_equal(close_k("dbias only", g3, g3r, OC, N), 0);
+  assert_int_equal(kt_close_k("dweight only", g2, g2r, (long)OC * IC, N), 0);
+  assert_int_equal(kt_close_k("dbias only", g3, g3r, OC, N), 0);
   assert_true(kt_bitwise_equal(g1, dinp_r, (long)N * IC));
   memset(g1, 0, sizeof(float) * (size_t)N * IC);
   rp_matmul_backward(g1, NULL, NULL, dout, inp, w, N, IC, OC, pool);
-  float *g1r = kt_floats((long)N * IC);
+  float *g1r = ta_floats((long)N * IC);
   rp_matmul_backward_ref(g1r, NULL, NULL, dout, inp, w, N, IC, OC);
-  assert_int_equal(close_k("dinp only", g1, g1r, (long)N * IC, OC), 0);
+  assert_int_equal(kt_close_k("dinp only", g1, g1r, (long)N * IC, OC), 0);
 
   free(inp), free(w), free(b), free(dout), free(out), free(out_ref);
   free(dinp), free(dw), free(db), free(dinp_r), free(dw_r), free(db_r);

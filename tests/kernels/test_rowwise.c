@@ -42,19 +42,19 @@ static void test_layernorm_fd(void **state) {
   const int N = 5, C = 19;
   rp_rng rng;
   rp_rng_seed(&rng, 21);
-  float *inp = kt_floats(N * C), *w = kt_floats(C), *b = kt_floats(C), *dout = kt_floats(N * C);
-  float *out = kt_floats(N * C), *mean = kt_floats(N), *rstd = kt_floats(N);
-  kt_fill(inp, N * C, &rng, -2, 3);
-  kt_fill(w, C, &rng, 0.5f, 1.5f);
-  kt_fill(b, C, &rng, -1, 1);
-  kt_fill(dout, N * C, &rng, -1, 1);
+  float *inp = ta_floats(N * C), *w = ta_floats(C), *b = ta_floats(C), *dout = ta_floats(N * C);
+  float *out = ta_floats(N * C), *mean = ta_floats(N), *rstd = ta_floats(N);
+  ta_fill(inp, N * C, &rng, -2, 3);
+  ta_fill(w, C, &rng, 0.5f, 1.5f);
+  ta_fill(b, C, &rng, -1, 1);
+  ta_fill(dout, N * C, &rng, -1, 1);
   rp_layernorm_forward(out, mean, rstd, inp, w, b, N, C, NULL);
 
-  float *dinp = kt_floats(N * C), *dw = kt_floats(C), *db = kt_floats(C);
-  float *dinp0 = kt_floats(N * C), *dw0 = kt_floats(C), *db0 = kt_floats(C);
-  kt_fill(dinp0, N * C, &rng, -1, 1);
-  kt_fill(dw0, C, &rng, -1, 1);
-  kt_fill(db0, C, &rng, -1, 1);
+  float *dinp = ta_floats(N * C), *dw = ta_floats(C), *db = ta_floats(C);
+  float *dinp0 = ta_floats(N * C), *dw0 = ta_floats(C), *db0 = ta_floats(C);
+  ta_fill(dinp0, N * C, &rng, -1, 1);
+  ta_fill(dw0, C, &rng, -1, 1);
+  ta_fill(db0, C, &rng, -1, 1);
   memcpy(dinp, dinp0, sizeof(float) * N * C);
   memcpy(dw, dw0, sizeof(float) * C);
   memcpy(db, db0, sizeof(float) * C);
@@ -96,7 +96,7 @@ static void test_layernorm_fd(void **state) {
   assert_int_equal(kt_check_grad("ln db", db, db0, fd, C), 0);
 
   /* NULL skip: dinp alone, then dw/db alone, equal the full call bitwise */
-  float *g = kt_floats(N * C), *gw = kt_floats(C), *gb = kt_floats(C);
+  float *g = ta_floats(N * C), *gw = ta_floats(C), *gb = ta_floats(C);
   memcpy(g, dinp0, sizeof(float) * N * C);
   rp_layernorm_backward(g, NULL, NULL, dout, inp, w, mean, rstd, N, C, NULL);
   assert_true(kt_bitwise_equal(g, dinp, N * C));
@@ -116,16 +116,16 @@ static void test_layernorm_threads_bitwise(void **state) {
   const int N = 70, C = 100; /* C not a multiple of 16: ragged column split */
   rp_rng rng;
   rp_rng_seed(&rng, 22);
-  float *inp = kt_floats(N * C), *w = kt_floats(C), *b = kt_floats(C), *dout = kt_floats(N * C);
-  kt_fill(inp, N * C, &rng, -2, 3);
-  kt_fill(w, C, &rng, 0.5f, 1.5f);
-  kt_fill(b, C, &rng, -1, 1);
-  kt_fill(dout, N * C, &rng, -1, 1);
+  float *inp = ta_floats(N * C), *w = ta_floats(C), *b = ta_floats(C), *dout = ta_floats(N * C);
+  ta_fill(inp, N * C, &rng, -2, 3);
+  ta_fill(w, C, &rng, 0.5f, 1.5f);
+  ta_fill(b, C, &rng, -1, 1);
+  ta_fill(dout, N * C, &rng, -1, 1);
   float *res[2][6];
   for (int t = 0; t < 2; t++) {
-    rp_pool *pool = kt_pool(t + 1);
-    float *out = kt_floats(N * C), *mean = kt_floats(N), *rstd = kt_floats(N);
-    float *dinp = kt_floats(N * C), *dw = kt_floats(C), *db = kt_floats(C);
+    rp_pool *pool = ta_pool(t + 1);
+    float *out = ta_floats(N * C), *mean = ta_floats(N), *rstd = ta_floats(N);
+    float *dinp = ta_floats(N * C), *dw = ta_floats(C), *db = ta_floats(C);
     rp_layernorm_forward(out, mean, rstd, inp, w, b, N, C, pool);
     rp_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, pool);
     float *r[6] = {out, mean, rstd, dinp, dw, db};
@@ -163,12 +163,12 @@ static void test_gelu_fd(void **state) {
   const long n = 203;
   rp_rng rng;
   rp_rng_seed(&rng, 31);
-  float *x = kt_floats(n), *y = kt_floats(n), *dy = kt_floats(n), *dx = kt_floats(n);
-  float *dx0 = kt_floats(n);
-  kt_fill(x, n, &rng, -6, 6);
+  float *x = ta_floats(n), *y = ta_floats(n), *dy = ta_floats(n), *dx = ta_floats(n);
+  float *dx0 = ta_floats(n);
+  ta_fill(x, n, &rng, -6, 6);
   x[0] = 0.0f, x[1] = 1e-4f, x[2] = -1e-4f, x[3] = 20.0f, x[4] = -20.0f; /* edges */
-  kt_fill(dy, n, &rng, -1, 1);
-  kt_fill(dx0, n, &rng, -1, 1);
+  ta_fill(dy, n, &rng, -1, 1);
+  ta_fill(dx0, n, &rng, -1, 1);
   memcpy(dx, dx0, sizeof(float) * n);
   rp_gelu_forward(y, x, n, NULL);
   rp_gelu_backward(dx, x, dy, n, NULL);
@@ -192,13 +192,13 @@ static void test_gelu_threads_bitwise(void **state) {
   const long n = 40009;
   rp_rng rng;
   rp_rng_seed(&rng, 32);
-  float *x = kt_floats(n), *dy = kt_floats(n);
-  kt_fill(x, n, &rng, -5, 5);
-  kt_fill(dy, n, &rng, -1, 1);
+  float *x = ta_floats(n), *dy = ta_floats(n);
+  ta_fill(x, n, &rng, -5, 5);
+  ta_fill(dy, n, &rng, -1, 1);
   float *y[2], *dx[2];
   for (int t = 0; t < 2; t++) {
-    rp_pool *pool = kt_pool(t + 1);
-    y[t] = kt_floats(n), dx[t] = kt_floats(n);
+    rp_pool *pool = ta_pool(t + 1);
+    y[t] = ta_floats(n), dx[t] = ta_floats(n);
     rp_gelu_forward(y[t], x, n, pool);
     rp_gelu_backward(dx[t], x, dy, n, pool);
     rp_pool_destroy(pool);
@@ -215,10 +215,10 @@ static void test_residual(void **state) {
   const long n = 10007;
   rp_rng rng;
   rp_rng_seed(&rng, 41);
-  float *a = kt_floats(n), *b = kt_floats(n), *o = kt_floats(n), *acc = kt_floats(n);
-  kt_fill(a, n, &rng, -1, 1);
-  kt_fill(b, n, &rng, -1, 1);
-  rp_pool *pool = kt_pool(2);
+  float *a = ta_floats(n), *b = ta_floats(n), *o = ta_floats(n), *acc = ta_floats(n);
+  ta_fill(a, n, &rng, -1, 1);
+  ta_fill(b, n, &rng, -1, 1);
+  rp_pool *pool = ta_pool(2);
   rp_residual_forward(o, a, b, n, pool);
   memcpy(acc, a, sizeof(float) * n);
   rp_add_inplace(acc, b, n, pool);
@@ -240,12 +240,12 @@ static void test_embedding(void **state) {
   rp_rng_seed(&rng, 51);
   int32_t tok[96], pos[96];
   for (int i = 0; i < N; i++) tok[i] = (int32_t)rp_rng_below(&rng, V), pos[i] = i % P;
-  float *wte = kt_floats(V * C), *wpe = kt_floats(P * C), *dout = kt_floats(N * C);
-  kt_fill(wte, V * C, &rng, -1, 1);
-  kt_fill(wpe, P * C, &rng, -1, 1);
-  kt_fill(dout, N * C, &rng, -1, 1);
+  float *wte = ta_floats(V * C), *wpe = ta_floats(P * C), *dout = ta_floats(N * C);
+  ta_fill(wte, V * C, &rng, -1, 1);
+  ta_fill(wpe, P * C, &rng, -1, 1);
+  ta_fill(dout, N * C, &rng, -1, 1);
 
-  float *out = kt_floats(N * C);
+  float *out = ta_floats(N * C);
   rp_embed_forward(out, tok, pos, wte, wpe, N, C, NULL);
   for (int n = 0; n < N; n++)
     for (int k = 0; k < C; k++)
@@ -258,13 +258,13 @@ static void test_embedding(void **state) {
       gte[tok[n] * C + k] += dout[n * C + k];
       gpe[pos[n] * C + k] += dout[n * C + k];
     }
-  float *d0te = kt_floats(V * C), *d0pe = kt_floats(P * C);
-  kt_fill(d0te, V * C, &rng, -1, 1);
-  kt_fill(d0pe, P * C, &rng, -1, 1);
+  float *d0te = ta_floats(V * C), *d0pe = ta_floats(P * C);
+  ta_fill(d0te, V * C, &rng, -1, 1);
+  ta_fill(d0pe, P * C, &rng, -1, 1);
   float *dte[2], *dpe[2];
   for (int t = 0; t < 2; t++) {
-    rp_pool *pool = kt_pool(t + 1);
-    dte[t] = kt_floats(V * C), dpe[t] = kt_floats(P * C);
+    rp_pool *pool = ta_pool(t + 1);
+    dte[t] = ta_floats(V * C), dpe[t] = ta_floats(P * C);
     memcpy(dte[t], d0te, sizeof(float) * V * C);
     memcpy(dpe[t], d0pe, sizeof(float) * P * C);
     rp_embed_backward(dte[t], dpe[t], dout, tok, pos, N, C, pool);
@@ -276,7 +276,7 @@ static void test_embedding(void **state) {
   assert_true(kt_bitwise_equal(dpe[0], dpe[1], P * C));
 
   /* NULL skip of one table leaves the other identical */
-  float *only = kt_floats(P * C);
+  float *only = ta_floats(P * C);
   memcpy(only, d0pe, sizeof(float) * P * C);
   rp_embed_backward(NULL, only, dout, tok, pos, N, C, NULL);
   assert_true(kt_bitwise_equal(only, dpe[0], P * C));

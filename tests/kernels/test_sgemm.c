@@ -64,12 +64,12 @@ static int close_to(const char *what, const float *got, const double *want, long
 
 static void check_forward(rp_sgemm_kernel k, const shape *s, rp_pool *pool, rp_rng *rng) {
   const int N = s->N, IC = s->IC, OC = s->OC;
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
-  float *out = kt_floats((long)N * OC), *res = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, rng, -1, 1);
-  kt_fill(w, (long)OC * IC, rng, -1, 1);
-  kt_fill(b, OC, rng, -1, 1);
-  kt_fill(res, (long)N * OC, rng, -1, 1);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *out = ta_floats((long)N * OC), *res = ta_floats((long)N * OC);
+  ta_fill(inp, (long)N * IC, rng, -1, 1);
+  ta_fill(w, (long)OC * IC, rng, -1, 1);
+  ta_fill(b, OC, rng, -1, 1);
+  ta_fill(res, (long)N * OC, rng, -1, 1);
   double *want = fwd_want(inp, w, b, NULL, N, IC, OC);
   rp_sgemm_forward(k, out, inp, w, b, NULL, N, IC, OC, pool);
   assert_int_equal(close_to("forward+bias", out, want, (long)N * OC, IC), 0);
@@ -91,16 +91,16 @@ static void check_forward(rp_sgemm_kernel k, const shape *s, rp_pool *pool, rp_r
 
 static void check_backward(rp_sgemm_kernel k, const shape *s, rp_pool *pool, rp_rng *rng) {
   const int N = s->N, IC = s->IC, OC = s->OC;
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-  float *dout = kt_floats((long)N * OC);
-  float *dinp = kt_floats((long)N * IC), *dw = kt_floats((long)OC * IC), *db = kt_floats(OC);
-  float *dinp0 = kt_floats((long)N * IC), *dw0 = kt_floats((long)OC * IC), *db0 = kt_floats(OC);
-  kt_fill(inp, (long)N * IC, rng, -1, 1);
-  kt_fill(w, (long)OC * IC, rng, -1, 1);
-  kt_fill(dout, (long)N * OC, rng, -1, 1);
-  kt_fill(dinp0, (long)N * IC, rng, -1, 1);
-  kt_fill(dw0, (long)OC * IC, rng, -1, 1);
-  kt_fill(db0, OC, rng, -1, 1);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC);
+  float *dout = ta_floats((long)N * OC);
+  float *dinp = ta_floats((long)N * IC), *dw = ta_floats((long)OC * IC), *db = ta_floats(OC);
+  float *dinp0 = ta_floats((long)N * IC), *dw0 = ta_floats((long)OC * IC), *db0 = ta_floats(OC);
+  ta_fill(inp, (long)N * IC, rng, -1, 1);
+  ta_fill(w, (long)OC * IC, rng, -1, 1);
+  ta_fill(dout, (long)N * OC, rng, -1, 1);
+  ta_fill(dinp0, (long)N * IC, rng, -1, 1);
+  ta_fill(dw0, (long)OC * IC, rng, -1, 1);
+  ta_fill(db0, OC, rng, -1, 1);
   double *wdi = kt_doubles((long)N * IC), *wdw = kt_doubles((long)OC * IC);
   double *wdb = kt_doubles(OC);
   for (long n = 0; n < N; n++)
@@ -138,7 +138,7 @@ static void check_backward(rp_sgemm_kernel k, const shape *s, rp_pool *pool, rp_
 
 static void test_sgemm_against_reference(void **state) {
   (void)state;
-  rp_pool *pools[2] = {NULL, kt_pool(2)};
+  rp_pool *pools[2] = {NULL, ta_pool(2)};
   int tested = 0;
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) {
@@ -182,19 +182,19 @@ static void test_sgemm_thread_invariance(void **state) {
   const int N = 203, IC = 389, OC = 171;
   rp_rng rng;
   rp_rng_seed(&rng, 7);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
-  float *dout = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(b, OC, &rng, -1, 1);
-  kt_fill(dout, (long)N * OC, &rng, -1, 1);
-  rp_pool *pools[3] = {NULL, kt_pool(2), kt_pool(3)};
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *dout = ta_floats((long)N * OC);
+  ta_fill(inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(b, OC, &rng, -1, 1);
+  ta_fill(dout, (long)N * OC, &rng, -1, 1);
+  rp_pool *pools[3] = {NULL, ta_pool(2), ta_pool(3)};
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
     float *out[3], *dinp[3], *dw[3], *db[3];
     for (int p = 0; p < 3; p++) {
-      out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
-      dw[p] = kt_floats((long)OC * IC), db[p] = kt_floats(OC);
+      out[p] = ta_floats((long)N * OC), dinp[p] = ta_floats((long)N * IC);
+      dw[p] = ta_floats((long)OC * IC), db[p] = ta_floats(OC);
       rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, b, NULL, N, IC, OC, pools[p]);
       rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], dw[p], db[p], dout, inp, w, N, IC, OC, 1,
                         pools[p]);
@@ -206,7 +206,7 @@ static void test_sgemm_thread_invariance(void **state) {
       assert_memory_equal(db[0], db[p], sizeof(float) * (size_t)OC);
     }
     /* rows 50.. alone (as a rank holding part of the batch would compute them) */
-    float *part = kt_floats((long)N * OC);
+    float *part = ta_floats((long)N * OC);
     rp_sgemm_forward((rp_sgemm_kernel)k, part, inp + 50L * IC, w, b, NULL, N - 50, IC, OC,
                      pools[1]);
     assert_memory_equal(part, out[0] + 50L * OC, sizeof(float) * (size_t)(N - 50) * OC);
@@ -229,7 +229,7 @@ static void test_sgemm_thread_invariance(void **state) {
 static void test_sgemm_big_operands(void **state) {
   (void)state;
   const shape big = {37, 1030, 4100};
-  rp_pool *pools[3] = {NULL, kt_pool(2), kt_pool(3)};
+  rp_pool *pools[3] = {NULL, ta_pool(2), ta_pool(3)};
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
     rp_rng rng;
@@ -237,15 +237,15 @@ static void test_sgemm_big_operands(void **state) {
     check_forward((rp_sgemm_kernel)k, &big, pools[1], &rng);
     check_backward((rp_sgemm_kernel)k, &big, pools[1], &rng);
     const int N = big.N, IC = big.IC, OC = big.OC;
-    float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-    float *dout = kt_floats((long)N * OC);
-    kt_fill(inp, (long)N * IC, &rng, -1, 1);
-    kt_fill(w, (long)OC * IC, &rng, -1, 1);
-    kt_fill(dout, (long)N * OC, &rng, -1, 1);
+    float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC);
+    float *dout = ta_floats((long)N * OC);
+    ta_fill(inp, (long)N * IC, &rng, -1, 1);
+    ta_fill(w, (long)OC * IC, &rng, -1, 1);
+    ta_fill(dout, (long)N * OC, &rng, -1, 1);
     float *out[3], *dw[3], *dinp[3];
     for (int p = 0; p < 3; p++) {
-      out[p] = kt_floats((long)N * OC), dw[p] = kt_floats((long)OC * IC);
-      dinp[p] = kt_floats((long)N * IC);
+      out[p] = ta_floats((long)N * OC), dw[p] = ta_floats((long)OC * IC);
+      dinp[p] = ta_floats((long)N * IC);
       rp_sgemm_forward((rp_sgemm_kernel)k, out[p], inp, w, NULL, NULL, N, IC, OC, pools[p]);
       rp_sgemm_backward((rp_sgemm_kernel)k, dinp[p], dw[p], NULL, dout, inp, w, N, IC, OC, 1,
                         pools[p]);
@@ -291,12 +291,12 @@ static void test_sgemm_epilogue_blocks(void **state) {
       const int N = dims[s][0], IC = dims[s][1], OC = dims[s][2];
       rp_rng rng;
       rp_rng_seed(&rng, 3);
-      float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-      float *out = kt_floats((long)N * OC), *ref = kt_floats((long)N * OC);
+      float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC);
+      float *out = ta_floats((long)N * OC), *ref = ta_floats((long)N * OC);
       int *seen = calloc((size_t)N * OC, sizeof(int));
-      kt_fill(inp, (long)N * IC, &rng, -1, 1);
-      kt_fill(w, (long)OC * IC, &rng, -1, 1);
-      rp_pool *pool = kt_pool(nth);
+      ta_fill(inp, (long)N * IC, &rng, -1, 1);
+      ta_fill(w, (long)OC * IC, &rng, -1, 1);
+      rp_pool *pool = ta_pool(nth);
       for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
         if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
         memset(seen, 0, sizeof(int) * (size_t)N * OC);
@@ -322,10 +322,10 @@ typedef struct {
 static operands random_operands(int N, int IC, int OC, uint64_t seed) {
   rp_rng rng;
   rp_rng_seed(&rng, seed);
-  operands o = {kt_floats((long)N * IC), kt_floats((long)OC * IC), kt_floats((long)N * OC)};
-  kt_fill(o.inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(o.w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(o.dout, (long)N * OC, &rng, -1, 1);
+  operands o = {ta_floats((long)N * IC), ta_floats((long)OC * IC), ta_floats((long)N * OC)};
+  ta_fill(o.inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(o.w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(o.dout, (long)N * OC, &rng, -1, 1);
   return o;
 }
 
@@ -344,7 +344,7 @@ static void test_sgemm_straggler(void **state) {
   (void)state;
   const shape cases[5] = {{1000, 96, 200}, {100, 64, 1200}, {900, 40, 300}, {64, 1200, 100},
                           {37, 1030, 4100}};
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
     for (int s = 0; s < 5; s++)
@@ -354,8 +354,8 @@ static void test_sgemm_straggler(void **state) {
         const float *inp = op.inp, *w = op.w, *dout = op.dout;
         float *out[2], *dinp[2], *dw[2];
         for (int p = 0; p < 2; p++) {
-          out[p] = kt_floats((long)N * OC), dinp[p] = kt_floats((long)N * IC);
-          dw[p] = kt_floats((long)OC * IC);
+          out[p] = ta_floats((long)N * OC), dinp[p] = ta_floats((long)N * IC);
+          dw[p] = ta_floats((long)OC * IC);
           const double hold = p ? RP_WORK_TEST_HOLD_S : 0.0; /* each product's own hold */
           long before = rp_work_units_taken();
           rp_work_set_straggler(late, hold);
@@ -460,15 +460,15 @@ static void run_ordered(rp_sgemm_kernel k, rp_pool *pool, const operands *op, in
 static void test_sgemm_ordered_epilogue_straggler(void **state) {
   (void)state;
   const int N = 700, IC = 256, OC = 96;
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   operands op = random_operands(N, IC, OC, 29);
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
     for (int late = 0; late < 2; late++) {
       float *dinp[2], *half[2], *colsum[2];
       for (int p = 0; p < 2; p++) {
-        dinp[p] = kt_floats((long)N * IC), half[p] = kt_floats((long)N * IC);
-        colsum[p] = kt_floats(IC);
+        dinp[p] = ta_floats((long)N * IC), half[p] = ta_floats((long)N * IC);
+        colsum[p] = ta_floats(IC);
         const long before = rp_work_units_taken();
         const order_out o = {dinp[p], half[p], colsum[p]};
         run_ordered((rp_sgemm_kernel)k, p ? pool : NULL, &op, N, IC, OC, &o, late,
@@ -498,12 +498,12 @@ static void test_sgemm_ordered_epilogue_three_owners(void **state) {
   const int N = 700, IC = 256, OC = 96;
   const rp_sgemm_kernel k = (rp_sgemm_kernel)rp_sgemm_kernel_best();
   if ((int)k < 0) return;
-  rp_pool *pool = kt_pool(3);
+  rp_pool *pool = ta_pool(3);
   operands op = random_operands(N, IC, OC, 31);
   float *dinp[2], *half[2], *colsum[2];
   for (int p = 0; p < 2; p++) {
-    dinp[p] = kt_floats((long)N * IC), half[p] = kt_floats((long)N * IC);
-    colsum[p] = kt_floats(IC);
+    dinp[p] = ta_floats((long)N * IC), half[p] = ta_floats((long)N * IC);
+    colsum[p] = ta_floats(IC);
     for (long i = 0; i < (long)N * IC; i++) half[p][i] = NAN;
     const order_out o = {dinp[p], half[p], colsum[p]};
     run_ordered(k, p ? pool : NULL, &op, N, IC, OC, &o, 1, p ? RP_WORK_TEST_HOLD_S : 0.0,
@@ -526,16 +526,16 @@ static void test_matmul_own_mode(void **state) {
   const int N = 96, IC = 70, OC = 90;
   rp_rng rng;
   rp_rng_seed(&rng, 5);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC), *b = kt_floats(OC);
-  float *dout = kt_floats((long)N * OC);
-  float *o1 = kt_floats((long)N * OC), *o2 = kt_floats((long)N * OC);
-  float *d1 = kt_floats((long)N * IC), *d2 = kt_floats((long)N * IC);
-  float *w1 = kt_floats((long)OC * IC), *w2 = kt_floats((long)OC * IC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(b, OC, &rng, -1, 1);
-  kt_fill(dout, (long)N * OC, &rng, -1, 1);
-  rp_pool *pool = kt_pool(2);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *dout = ta_floats((long)N * OC);
+  float *o1 = ta_floats((long)N * OC), *o2 = ta_floats((long)N * OC);
+  float *d1 = ta_floats((long)N * IC), *d2 = ta_floats((long)N * IC);
+  float *w1 = ta_floats((long)OC * IC), *w2 = ta_floats((long)OC * IC);
+  ta_fill(inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(b, OC, &rng, -1, 1);
+  ta_fill(dout, (long)N * OC, &rng, -1, 1);
+  rp_pool *pool = ta_pool(2);
   rp_gemm_set_mode(pool, RP_GEMM_OWN);
   assert_int_equal(rp_gemm_get_mode(pool), RP_GEMM_OWN);
   rp_matmul_forward(o1, inp, w, b, N, IC, OC, pool);
@@ -595,7 +595,7 @@ static void test_auto_rule_cases(void **state) {
 static void test_auto_mode_holds_to_ceiling(void **state) {
   (void)state;
   const rp_isa ceiling = rp_isa_active();
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   const int N = 2048, IC = 768, OC = 3072; /* c_fc of the 124M shape: 9 MiB */
   int above_checked = 0;
   for (int l = RP_ISA_SCALAR; l <= (int)ceiling; l++) {
@@ -655,13 +655,13 @@ static void test_a_inplace_rule(void **state) {
 static void test_a_inplace_same_bits(void **state) {
   (void)state;
   const int N = 301, IC = 700, OC = 97;
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   operands op = random_operands(N, IC, OC, 37);
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
     float *out[2], *dinp[2];
     for (int on = 0; on < 2; on++) {
-      out[on] = kt_floats((long)N * OC), dinp[on] = kt_floats((long)N * IC);
+      out[on] = ta_floats((long)N * OC), dinp[on] = ta_floats((long)N * IC);
       rp_sgemm_force_a_inplace(on);
       rp_sgemm_forward((rp_sgemm_kernel)k, out[on], op.inp, op.w, NULL, op.dout, N, IC, OC,
                        pool);
@@ -690,10 +690,10 @@ static void test_sgemm_blockings_differ(void **state) {
   const int N = 24, IC = 600, OC = 64;
   rp_rng rng;
   rp_rng_seed(&rng, 9);
-  float *inp = kt_floats((long)N * IC), *w = kt_floats((long)OC * IC);
-  float *o1 = kt_floats((long)N * OC), *o2 = kt_floats((long)N * OC);
-  kt_fill(inp, (long)N * IC, &rng, -1, 1);
-  kt_fill(w, (long)OC * IC, &rng, -1, 1);
+  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC);
+  float *o1 = ta_floats((long)N * OC), *o2 = ta_floats((long)N * OC);
+  ta_fill(inp, (long)N * IC, &rng, -1, 1);
+  ta_fill(w, (long)OC * IC, &rng, -1, 1);
   rp_sgemm_force_blocks(0);
   rp_sgemm_forward(RP_SGEMM_AVX512, o1, inp, w, NULL, NULL, N, IC, OC, NULL);
   rp_sgemm_force_blocks(1);
@@ -727,8 +727,8 @@ static void test_packs_every_width(void **state) {
   const long kcs[] = {1, 7, 8, 9, 16, 33}, ld = 80, rows = 80;
   rp_rng rng;
   rp_rng_seed(&rng, 11);
-  float *src = kt_floats(rows * ld), *out = kt_floats(4 * 64 * 33);
-  kt_fill(src, rows * ld, &rng, -1, 1);
+  float *src = ta_floats(rows * ld), *out = ta_floats(4 * 64 * 33);
+  ta_fill(src, rows * ld, &rng, -1, 1);
   for (int w = 1; w <= 16; w++)
     for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
       for (int have = 0; have <= w + 3; have++) {

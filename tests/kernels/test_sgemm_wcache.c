@@ -22,7 +22,7 @@ typedef struct {
 
 static results run(rp_sgemm_kernel k, const float *inp, const float *w, const float *b,
                    const float *dout, int ic, int oc, rp_pool *pool) {
-  results r = {kt_floats((long)N * oc), kt_floats((long)N * ic), kt_floats((long)oc * ic)};
+  results r = {ta_floats((long)N * oc), ta_floats((long)N * ic), ta_floats((long)oc * ic)};
   rp_sgemm_forward(k, r.out, inp, w, b, NULL, N, ic, oc, pool);
   rp_sgemm_backward(k, r.dinp, r.dw, NULL, dout, inp, w, N, ic, oc, 1, pool);
   return r;
@@ -43,12 +43,12 @@ typedef struct {
 static operands make_operands(uint64_t seed) {
   rp_rng rng;
   rp_rng_seed(&rng, seed);
-  operands o = {kt_floats((long)N * WIDE), kt_floats((long)OC * IC), kt_floats(WIDE),
-                kt_floats((long)N * WIDE)};
-  kt_fill(o.inp, (long)N * WIDE, &rng, -1, 1);
-  kt_fill(o.w, (long)OC * IC, &rng, -1, 1);
-  kt_fill(o.b, WIDE, &rng, -1, 1);
-  kt_fill(o.dout, (long)N * WIDE, &rng, -1, 1);
+  operands o = {ta_floats((long)N * WIDE), ta_floats((long)OC * IC), ta_floats(WIDE),
+                ta_floats((long)N * WIDE)};
+  ta_fill(o.inp, (long)N * WIDE, &rng, -1, 1);
+  ta_fill(o.w, (long)OC * IC, &rng, -1, 1);
+  ta_fill(o.b, WIDE, &rng, -1, 1);
+  ta_fill(o.dout, (long)N * WIDE, &rng, -1, 1);
   return o;
 }
 
@@ -59,7 +59,7 @@ static void test_wcache_reuse_bitwise(void **state) {
   operands op = make_operands(11);
   const float *inp = op.inp, *b = op.b, *dout = op.dout;
   float *w = op.w;
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
     if (!rp_sgemm_kernel_supported((rp_sgemm_kernel)k)) continue;
     results want = run((rp_sgemm_kernel)k, inp, w, b, dout, IC, OC, pool);
@@ -77,7 +77,7 @@ static void test_wcache_reuse_bitwise(void **state) {
       assert_true(s.bytes >= 2 * sizeof(float) * IC * OC);
     }
     /* the weight changes; until invalidated the GEMM multiplies the old pack */
-    float *w_old = kt_floats((long)OC * IC);
+    float *w_old = ta_floats((long)OC * IC);
     memcpy(w_old, w, sizeof(float) * (size_t)OC * IC);
     for (long i = 0; i < (long)OC * IC; i++) w[i] = -0.5f * w[i];
     results stale = run((rp_sgemm_kernel)k, inp, w, b, dout, IC, OC, pool);
@@ -112,7 +112,7 @@ static void test_wcache_size_limit(void **state) {
   if (k < 0) k = RP_SGEMM_PORTABLE;
   operands op = make_operands(12);
   const float *inp = op.inp, *w = op.w, *b = op.b, *dout = op.dout;
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   results want = run((rp_sgemm_kernel)k, inp, w, b, dout, IC, OC, pool);
   rp_sgemm_wcache *c;
   assert_int_equal(rp_sgemm_wcache_create(&c, 1024), RP_OK);

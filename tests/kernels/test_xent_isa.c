@@ -28,7 +28,7 @@ static const long lens[] = {1, 5, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 100, 
 /* logits in [-20, 20] (with a shift of 20 - 90 the exp's argument runs past
  * -87.3, with -70 past 87), the first few replaced by the special values */
 static void fill_inputs(float *x, long n, rp_rng *r, int specials) {
-  kt_fill(x, n, r, -20.0f, 20.0f);
+  ta_fill(x, n, r, -20.0f, 20.0f);
   const float special[] = {INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, 100.0f, -100.0f,
                            NAN};
   const size_t ns = sizeof special / sizeof special[0] - (specials ? 0 : 1); /* NaN last */

@@ -34,8 +34,8 @@ static void test_xent(void **state) {
   (void)state;
   rp_rng rng;
   rp_rng_seed(&rng, 71);
-  float *logits = kt_floats(XN * XVP);
-  kt_fill(logits, XN * XVP, &rng, -4, 4);
+  float *logits = ta_floats(XN * XVP);
+  ta_fill(logits, XN * XVP, &rng, -4, 4);
   logits[2 * XVP + 4] = 60.0f; /* large logit: stability needs max subtraction */
   for (int n = 0; n < XN; n++)
     for (int i = XV; i < XVP; i++) logits[n * XVP + i] = 1e4f; /* padding must be ignored */
@@ -57,8 +57,8 @@ static void test_xent(void **state) {
   }
 
   const float dscale = 0.25f;
-  float *dl = kt_floats(XN * XVP);
-  kt_fill(dl, XN * XVP, &rng, -9, 9); /* written, not accumulated */
+  float *dl = ta_floats(XN * XVP);
+  ta_fill(dl, XN * XVP, &rng, -9, 9); /* written, not accumulated */
   rp_xent_backward(dl, losses_b, logits, xtargets, dscale, XN, XV, XVP, NULL);
   assert_true(kt_bitwise_equal(losses, losses_b, XN));
   for (int n = 0; n < XN; n++) {
@@ -72,7 +72,7 @@ static void test_xent(void **state) {
   assert_int_equal(kt_check_grad("dlogits", dl, NULL, fd, XN * XVP), 0);
 
   /* in place (dlogits == logits) gives the same bits; losses may be NULL */
-  float *inplace = kt_floats(XN * XVP);
+  float *inplace = ta_floats(XN * XVP);
   memcpy(inplace, logits, sizeof(float) * XN * XVP);
   rp_xent_backward(inplace, NULL, inplace, xtargets, dscale, XN, XV, XVP, NULL);
   assert_true(kt_bitwise_equal(inplace, dl, XN * XVP));
@@ -84,14 +84,14 @@ static void test_xent_threads_bitwise(void **state) {
   const int N = 64, V = 250, Vp = 256;
   rp_rng rng;
   rp_rng_seed(&rng, 72);
-  float *logits = kt_floats((long)N * Vp);
+  float *logits = ta_floats((long)N * Vp);
   int32_t tg[64];
-  kt_fill(logits, (long)N * Vp, &rng, -5, 5);
+  ta_fill(logits, (long)N * Vp, &rng, -5, 5);
   for (int n = 0; n < N; n++) tg[n] = n % 9 == 0 ? -1 : (int32_t)rp_rng_below(&rng, V);
   float *dl[2], *ls[2];
   for (int t = 0; t < 2; t++) {
-    rp_pool *pool = kt_pool(t + 1);
-    dl[t] = kt_floats((long)N * Vp), ls[t] = kt_floats(N);
+    rp_pool *pool = ta_pool(t + 1);
+    dl[t] = ta_floats((long)N * Vp), ls[t] = ta_floats(N);
     rp_xent_backward(dl[t], ls[t], logits, tg, 1.0f / N, N, V, Vp, pool);
     rp_pool_destroy(pool);
   }
@@ -124,14 +124,14 @@ static void test_xent_vocab_parallel(void **state) {
   (void)state;
   rp_rng rng;
   rp_rng_seed(&rng, 73);
-  float *logits = kt_floats(XN * XVP), *dl = kt_floats(XN * XVP), *d = kt_floats(XN * XVP);
-  kt_fill(logits, XN * XVP, &rng, -6, 6);
+  float *logits = ta_floats(XN * XVP), *dl = ta_floats(XN * XVP), *d = ta_floats(XN * XVP);
+  ta_fill(logits, XN * XVP, &rng, -6, 6);
   const float dscale = 0.5f;
   float losses[XN], mx[XN], se[XN], tl[XN], loss[XN], shift[XN];
   rp_xent_forward(losses, logits, xtargets, XN, XV, XVP, NULL);
   rp_xent_backward(dl, NULL, logits, xtargets, dscale, XN, XV, XVP, NULL);
 
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   rp_xent_vp_max(mx, logits, xtargets, XN, XVP, XV, pool);
   rp_xent_vp_sums(se, tl, logits, xtargets, mx, XN, XVP, XV, 0, pool);
   vp_losses_shift(loss, shift, mx, se, tl, xtargets, XN);
@@ -200,15 +200,15 @@ static void test_adamw_threads_bitwise(void **state) {
   rp_rng_seed(&rng, 81);
   rp_adamw_hparams h = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                         .weight_decay = 0.1f};
-  float *g = kt_floats(n), *p0 = kt_floats(n);
-  kt_fill(g, n, &rng, -1, 1);
-  kt_fill(p0, n, &rng, -1, 1);
+  float *g = ta_floats(n), *p0 = ta_floats(n);
+  ta_fill(g, n, &rng, -1, 1);
+  ta_fill(p0, n, &rng, -1, 1);
   /* 1 thread, 2, and 3 with one held back so that the others take its
    * units (the updates and the scaling are shared, rp_kern_run_shared) */
   float *p[3], *m[3], *v[3], *gs[3];
   for (int t = 0; t < 3; t++) {
-    rp_pool *pool = kt_pool(t + 1);
-    p[t] = kt_floats(n), m[t] = kt_floats(n), v[t] = kt_floats(n), gs[t] = kt_floats(n);
+    rp_pool *pool = ta_pool(t + 1);
+    p[t] = ta_floats(n), m[t] = ta_floats(n), v[t] = ta_floats(n), gs[t] = ta_floats(n);
     memcpy(p[t], p0, sizeof(float) * n);
     memcpy(gs[t], g, sizeof(float) * n);
     const long before = rp_work_units_taken();
@@ -240,14 +240,14 @@ static void test_adamw_bf16_copies(void **state) {
   rp_rng_seed(&rng, 82);
   rp_adamw_hparams h = {.lr = 3e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                         .weight_decay = 0.1f};
-  float *g = kt_floats(n), *p0 = kt_floats(n);
-  kt_fill(g, n, &rng, -1, 1);
-  kt_fill(p0, n, &rng, -3, 3);
+  float *g = ta_floats(n), *p0 = ta_floats(n);
+  ta_fill(g, n, &rng, -1, 1);
+  ta_fill(p0, n, &rng, -3, 3);
   for (int th = 1; th <= 3; th++) {
-    rp_pool *pool = kt_pool(th);
+    rp_pool *pool = ta_pool(th);
     float *p[2], *m[2], *v[2];
     for (int u = 0; u < 2; u++) {
-      p[u] = kt_floats(n), m[u] = kt_floats(n), v[u] = kt_floats(n);
+      p[u] = ta_floats(n), m[u] = ta_floats(n), v[u] = ta_floats(n);
       memcpy(p[u], p0, sizeof(float) * n);
       memset(m[u], 0, sizeof(float) * n), memset(v[u], 0, sizeof(float) * n);
     }
@@ -296,12 +296,12 @@ static double sumsq_in_order(const float *x, long n) {
 static void test_sumsq_order(void **state) {
   (void)state;
   const long ns[] = {1, 9, 255, 257, 2048 + 5, 4096 * 8 + 13, 100003};
-  float *x = kt_floats(100003);
+  float *x = ta_floats(100003);
   rp_rng rng;
   rp_rng_seed(&rng, 92);
-  kt_fill(x, 100003, &rng, -3, 3);
+  ta_fill(x, 100003, &rng, -3, 3);
   for (int t = 1; t <= 3; t++) {
-    rp_pool *pool = kt_pool(t);
+    rp_pool *pool = ta_pool(t);
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
       double want = sumsq_in_order(x, ns[i]), got = rp_sumsq(x, ns[i], pool);
       assert_memory_equal(&got, &want, sizeof(double));
@@ -316,13 +316,13 @@ static void test_sumsq_scale(void **state) {
   const long n = 100003;
   rp_rng rng;
   rp_rng_seed(&rng, 91);
-  float *x = kt_floats(n);
-  kt_fill(x, n, &rng, -2, 2);
+  float *x = ta_floats(n);
+  ta_fill(x, n, &rng, -2, 2);
   double want = 0.0;
   for (long i = 0; i < n; i++) want += (double)x[i] * x[i];
   double got[2];
   for (int t = 0; t < 2; t++) {
-    rp_pool *pool = kt_pool(t + 1);
+    rp_pool *pool = ta_pool(t + 1);
     got[t] = rp_sumsq(x, n, pool);
     rp_pool_destroy(pool);
   }
@@ -331,9 +331,9 @@ static void test_sumsq_scale(void **state) {
   assert_true(rp_sumsq(x, 0, NULL) == 0.0);
   assert_true(rp_sumsq(x, 3, NULL) == (double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2]);
 
-  float *y = kt_floats(n);
+  float *y = ta_floats(n);
   memcpy(y, x, sizeof(float) * n);
-  rp_pool *pool = kt_pool(2);
+  rp_pool *pool = ta_pool(2);
   rp_scale(y, 0.5f, n, pool);
   rp_pool_destroy(pool);
   for (long i = 0; i < n; i++) assert_true(y[i] == x[i] * 0.5f);

@@ -83,7 +83,7 @@ static void model_free(model *d) {
  * largest value. */
 static double tensor_rel_diff(const rp_chunk *local, const float *lbuf, const rp_chunk *whole,
                               const float *wbuf, int i) {
-  float *slice = cpt_floats((long)local->num_params);
+  float *slice = ta_floats((long)local->num_params);
   rp_chunk_shard_from(local, slice, whole, wbuf);
   const rp_tensor *t = &local->tensors[i];
   double worst = 0, big = 1e-30;
@@ -103,7 +103,7 @@ static int replicated_grads_agree(const rp_chunk *m) {
   for (int i = 0; i < m->num_tensors; i++) {
     const rp_tensor *t = &m->tensors[i];
     if (t->tp_split != RP_TP_REPLICATED) continue;
-    float *lo = cpt_floats((long)t->numel), *hi = cpt_floats((long)t->numel);
+    float *lo = ta_floats((long)t->numel), *hi = ta_floats((long)t->numel);
     MPI_Allreduce(m->grads + t->offset, lo, (int)t->numel, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(m->grads + t->offset, hi, (int)t->numel, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
     if (memcmp(lo, hi, t->numel * sizeof(float)) != 0) {
@@ -125,11 +125,11 @@ static void test_init_is_a_slice(void **state) {
   for (int i = 0; i < s.m.num_tensors; i++)
     assert_true(tensor_rel_diff(&s.m, s.m.params, &w.m, w.m.params, i) == 0.0);
   /* unshard every rank's slice: the whole model again */
-  float *back = cpt_floats((long)w.m.num_params);
+  float *back = ta_floats((long)w.m.num_params);
   for (int r = 0; r < g_tp; r++) {
     rp_chunk view = s.m;
     view.tp_rank = r;
-    float *mine = cpt_floats((long)s.m.num_params);
+    float *mine = ta_floats((long)s.m.num_params);
     rp_chunk_shard_from(&view, mine, &w.m, w.m.params);
     rp_chunk_unshard_into(&view, mine, &w.m, back);
     free(mine);
@@ -241,7 +241,7 @@ int main(int argc, char **argv) {
   }
   g_tp = rp_mpi_world_size();
   g_rank = rp_mpi_world_rank();
-  g_pool = cpt_pool(1);
+  g_pool = ta_pool(1);
   if (rp_tp_create(&g_tpc, MPI_COMM_WORLD, 1) != RP_OK) return 1;
   if (rp_tp_create(&g_tpc_blocking, MPI_COMM_WORLD, 0) != RP_OK) return 1;
   const struct CMUnitTest tests[] = {
