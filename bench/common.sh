@@ -18,3 +18,27 @@ RINGPIPE=${RINGPIPE:+$(bench_abs "$RINGPIPE")}
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/bench/results}
 RINGPIPE=${RINGPIPE:-$PWD/build/ringpipe}
+
+# The checks and set-up the MPI bench scripts share. OPENBLAS_CORETYPE is left
+# as the environment has it: forcing a core type the CPU lacks (SkylakeX on an
+# AVX2 machine) would end OpenBLAS with an illegal instruction, and ringpipe
+# refuses such a setting at start-up with the fix.
+bench_need_ringpipe() { # exits 2 with the fix when RINGPIPE is not built
+  if [ ! -x "$RINGPIPE" ]; then
+    echo "$(basename "$0"): no ringpipe binary at '$RINGPIPE'; build it (meson setup build &&" \
+         "ninja -C build) or set RINGPIPE=path/to/ringpipe" >&2
+    exit 2
+  fi
+}
+bench_mpi_as_root() { # mpirun refuses root unless told
+  if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+}
+# OUT made, and any subfolders of it named as arguments; what it holds is
+# machine-specific output, never committed.
+# shellcheck disable=SC2120 # the subfolders are optional
+bench_out_dir() {
+  local d
+  mkdir -p "$OUT"
+  for d in "$@"; do mkdir -p "$OUT/$d"; done
+  [ -f "$OUT/.gitignore" ] || printf '*\n' >"$OUT/.gitignore"
+}

@@ -32,18 +32,9 @@ STEPS=${STEPS:-10}
 THREADS=${THREADS:-1}
 MPIRUN=${MPIRUN:-mpirun}
 
-if [ ! -x "$RINGPIPE" ]; then
-  echo "dp_overlap.sh: no ringpipe binary at '$RINGPIPE'; build it (meson setup build &&" \
-       "ninja -C build) or set RINGPIPE=path/to/ringpipe" >&2
-  exit 2
-fi
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-# OPENBLAS_CORETYPE is left as the environment has it: forcing a core type
-# the CPU lacks (SKYLAKEX on an AVX2 machine) kills OpenBLAS with an illegal
-# instruction. ringpipe prints a note at start-up when OpenBLAS fell back to
-# its generic kernels.
-mkdir -p "$OUT"
-[ -f "$OUT/.gitignore" ] || printf '*\n' >"$OUT/.gitignore"
+bench_need_ringpipe
+bench_mpi_as_root
+bench_out_dir
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 read -r -a model <<<"$MODEL"

@@ -29,14 +29,7 @@
 #   PLOT        1: draw bubble.png (installs matplotlib if missing), 0: skip [1]
 #   MPIRUN      launcher [mpirun]
 set -euo pipefail
-# paths the caller gives are relative to the caller's directory; defaults to the repository
-caller=$(pwd)
-abs() { case $1 in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
-OUT=$(abs "${1:-}")
-[ -n "${1:-}" ] || OUT=bench/results
-RINGPIPE=$(abs "${RINGPIPE:-}")
-[ "$RINGPIPE" != "$caller/" ] || RINGPIPE=build/ringpipe
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh" "$@"
 COSTS=${COSTS:-40,80,40}
 MBS=${MBS:-4 8 16}
 REPEATS=${REPEATS:-3}
@@ -52,26 +45,14 @@ SCHEDULES=${SCHEDULES:-gpipe 1f1b interleaved zb-h1 zb-h2 zb-v zb-v-half zb-v-mi
 # which the real model has, but on 2 busy cores the comparison is noise; see the docs)
 REAL_SCHEDULES=${REAL_SCHEDULES:-gpipe 1f1b interleaved zb-h1}
 
-if [ ! -x "$RINGPIPE" ]; then
-  echo "pipeline_bubble: no ringpipe binary at '$RINGPIPE'; build it (meson setup build &&" \
-       "ninja -C build) or set RINGPIPE=path/to/ringpipe" >&2
-  exit 2
-fi
-if [ "$(id -u)" = 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-# OPENBLAS_CORETYPE is left as the environment has it: forcing a core type
-# the CPU lacks (SKYLAKEX on an AVX2 machine) kills OpenBLAS with an illegal
-# instruction. ringpipe prints a note at start-up when OpenBLAS fell back to
-# its generic kernels.
+bench_need_ringpipe
+bench_mpi_as_root
 cores=$(nproc)
 if [ "$REAL" = auto ]; then
   if [ "$cores" -ge 2 ]; then REAL=1; else REAL=0; fi
 fi
 
-mkdir -p "$OUT/runs"
-# results are machine-specific output, never committed
-[ -f "$OUT/.gitignore" ] || printf '*\n' >"$OUT/.gitignore"
+bench_out_dir runs
 rm -rf "$OUT"/runs/*
 fails=0
 start=$(date +%s)
