@@ -177,6 +177,7 @@ fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/setup.txt"
 
 python3 tools/plot_bubble.py table "$OUT"
+rm -f "$OUT/bubble.png"  # only this run's plot, if it draws one
 if [ "$PLOT" = 1 ]; then
   if ! python3 -c 'import matplotlib' 2>/dev/null; then
     echo "installing matplotlib for the plot"
@@ -195,7 +196,9 @@ if [ "$PLOT" = 1 ]; then
     echo "pipeline_bubble: matplotlib unavailable, no plot (table is in $OUT/bubble.md)" >&2
   fi
 fi
-echo "done in $(($(date +%s) - start)) s; results in $OUT (bubble.md, bubble.csv, bubble.png)"
+drawn=""
+if [ -f "$OUT/bubble.png" ]; then drawn=", bubble.png"; fi
+echo "done in $(($(date +%s) - start)) s; results in $OUT (bubble.md, bubble.csv$drawn)"
 if [ "$fails" -gt 0 ]; then
   echo "pipeline_bubble: $fails run(s) failed" >&2
   exit 1
