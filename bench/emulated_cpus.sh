@@ -26,8 +26,13 @@
 #
 # With FULL=1, the first model of CPUS (the Zen 3 by default) also runs,
 # with ringpipe wrapped in the emulator, three of the suite's training tests
-# (bf16_vs_fp32, thread_invariance, loss_falls) and three 2-rank layouts
-# against one rank (dp 2, pp 2, cp 2; 4 steps): some 10 minutes more.
+# (bf16_vs_fp32, thread_invariance, loss_falls) and seven 2-rank layouts
+# against one rank, 4 steps each: dp 2, ZeRO-1 over dp 2, pp 2 under 1F1B and
+# under ZB-H1 (whose split backward runs dinp and dweight apart), ring and
+# Ulysses cp 2, and tp 2 with sequence parallelism (each GEMM on half the
+# heads or features); then the context- and tensor-parallel MPI unit tests
+# (cp_layout, cp_attention, cp_docs, tp_model) on 2 ranks: some 20 minutes
+# more.
 #
 # Usage: bench/emulated_cpus.sh
 # Knobs: CPUS ["EPYC-Milan Haswell Westmere"], BUILD [build-portable], QEMU [qemu-x86_64], FULL [0]
@@ -61,7 +66,12 @@ fi
 echo "emulated_cpus: building what it runs in $BUILD"
 targets=(ringpipe)
 for t in $TESTS; do targets+=("tests/$t"); done
-[ "${FULL:-0}" = 1 ] && targets+=(tests/pipeline/compare_runs)
+# FULL=1: the MPI unit tests it runs under the emulator, 2 ranks each
+MPI_TESTS="cp/test_cp_layout cp/test_cp_attention cp/test_cp_docs tp/test_tp_model"
+if [ "${FULL:-0}" = 1 ]; then
+  targets+=(tests/pipeline/compare_runs)
+  for t in $MPI_TESTS; do targets+=("tests/$t"); done
+fi
 ninja -C "$BUILD" "${targets[@]}" >/dev/null || exit 1
 
 work=$(mktemp -d)
@@ -145,6 +155,26 @@ EOW
   if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
   export OMPI_MCA_rmaps_base_oversubscribe=1 LAYOUT_STEPS=4
   compare="$build_abs/tests/pipeline/compare_runs"
+  full_detail() { # log: the largest differences the check measured, or its loss
+    awk '/worst relative difference/ {
+           for (i = 1; i < NF; i++) if ($i == "difference") v = $(i + 1) + 0
+           k = ($1 == "parameters:") ? "parameters" : ($1 == "first") ? "first 20 steps" : "losses"
+           if (!(k in w) || v > w[k]) w[k] = v
+         }
+         /relative difference of the last-10 means/ { v = $7 + 0; if (v > m) m = v; seen = 1 }
+         /^final validation loss/ { f = $4 }
+         /\[  PASSED  \] [0-9]+ test/ { if ($4 + 0 > t) t = $4 + 0 }
+         END {
+           out = ""
+           if ("first 20 steps" in w) out = sprintf("first 20 steps %.2g apart", w["first 20 steps"])
+           if (seen) out = out sprintf(", last-10 means %.2g apart", m)
+           if ("losses" in w) out = sprintf("losses %.2g apart", w["losses"])
+           if ("parameters" in w) out = out sprintf(", parameters %.2g", w["parameters"])
+           if (f != "") out = sprintf("validation loss %.4f", f)
+           if (t > 0) out = t " cmocka tests on each rank"
+           print out
+         }' "$1"
+  }
   full_check() { # name, then the script and its arguments
     local name=$1 t0 rc
     shift
@@ -152,17 +182,23 @@ EOW
     t0=$(date +%s)
     "$@" >"$work/$name.log" 2>&1
     rc=$?
-    full_rows="$full_rows| $name | $([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)") | $(($(date +%s) - t0)) s |
+    full_rows="$full_rows| $name | $([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)") | $(full_detail "$work/$name.log") | $(($(date +%s) - t0)) s |
 "
     [ "$rc" -eq 0 ] || fail "$cpu: $name: $(tail -3 "$work/$name.log" | tr '\n' ' ')"
   }
   full_check bf16_vs_fp32 sh tests/train/bf16_loss.sh "$wrap" "$work/bf16"
   full_check thread_invariance sh tests/train/thread_invariance.sh "$wrap" "$compare" "$work/ti"
   full_check loss_falls sh tests/train/loss_falls.sh "$wrap" "$work/lf"
-  for l in "dp2:--microbatches 4" "pp2:--pp 2" "cp2:--cp 2"; do
+  for l in "dp2:--microbatches 4" "dp2_zero1:--microbatches 4 --zero 1" "pp2:--pp 2" \
+    "pp2_zbh1:--pp 2 --schedule zb-h1" "cp2:--cp 2" "cp2_ulysses:--cp 2 --cp-impl ulysses" \
+    "tp2_sp:--tp 2 --sp"; do
     # shellcheck disable=SC2086 # the layout's flags, split on purpose
     full_check "${l%%:*}" sh tests/pipeline/run_layout.sh "$wrap" "$compare" "$work/${l%%:*}" 2 \
       1e-5 1e-3 "" -- ${l#*:}
+  done
+  for t in $MPI_TESTS; do
+    full_check "${t#*/test_}" mpirun -n 2 --oversubscribe --bind-to none --mca btl self,vader,tcp \
+      env -u OPENBLAS_CORETYPE -u RINGPIPE_ISA "$QEMU" -cpu "$cpu" "$build_abs/tests/$t"
   done
 fi
 
@@ -172,8 +208,8 @@ echo "| --- | --- | --- | --- | --- | --- |"
 printf "%s" "$rows"
 if [ -n "$full_rows" ]; then
   echo
-  echo "| under ${CPUS%% *} | result | time |"
-  echo "| --- | --- | --- |"
+  echo "| under ${CPUS%% *} | result | largest relative differences (or the loss) | time |"
+  echo "| --- | --- | --- | --- |"
   printf "%s" "$full_rows"
 fi
 if [ "$failed" -ne 0 ]; then
