@@ -58,6 +58,18 @@ static inline int kt_check_close(const char *what, const float *got, const doubl
   return bad;
 }
 
+/* A linear layer's operands for a GEMM test, allocated and drawn uniform in
+ * [-1, 1) in this order from r: inp [N, IC], w [OC, IC], b [OC]. */
+static inline void kt_linear_operands(rp_rng *r, int N, int IC, int OC, float **inp, float **w,
+                                      float **b) {
+  *inp = ta_floats((long)N * IC);
+  *w = ta_floats((long)OC * IC);
+  *b = ta_floats(OC);
+  ta_fill(*inp, (long)N * IC, r, -1, 1);
+  ta_fill(*w, (long)OC * IC, r, -1, 1);
+  ta_fill(*b, OC, r, -1, 1);
+}
+
 /* |got - want| <= 1e-5 * K * (1 + |want|) over n floats: sums of K float
  * terms in any order (a GEMM's K, a blocked or threaded order). */
 static inline int kt_close_k(const char *what, const float *got, const float *want, long n, int K) {

@@ -17,11 +17,9 @@ static void residual_case(rp_gemm_mode mode, int nthreads, int N, int IC, int OC
   rp_rng_seed(&rng, 200 + (uint64_t)(mode * 10 + nthreads));
   rp_pool *pool = ta_pool(nthreads);
   rp_gemm_set_mode(pool, mode);
-  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *inp, *w, *b;
+  kt_linear_operands(&rng, N, IC, OC, &inp, &w, &b);
   float *res = ta_floats((long)N * OC);
-  ta_fill(inp, (long)N * IC, &rng, -1, 1);
-  ta_fill(w, (long)OC * IC, &rng, -1, 1);
-  ta_fill(b, OC, &rng, -1, 1);
   ta_fill(res, (long)N * OC, &rng, -3, 3);
   const float *bias = with_bias ? b : NULL;
   float *want = ta_floats((long)N * OC), *out = ta_floats((long)N * OC);
@@ -107,11 +105,9 @@ static void test_matmul_repeatable(void **state) {
   const int N = 300, IC = 64, OC = 96;
   rp_rng rng;
   rp_rng_seed(&rng, 400);
-  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *inp, *w, *b;
+  kt_linear_operands(&rng, N, IC, OC, &inp, &w, &b);
   float *res = ta_floats((long)N * OC), *o1 = ta_floats((long)N * OC), *o2 = ta_floats((long)N * OC);
-  ta_fill(inp, (long)N * IC, &rng, -1, 1);
-  ta_fill(w, (long)OC * IC, &rng, -1, 1);
-  ta_fill(b, OC, &rng, -1, 1);
   ta_fill(res, (long)N * OC, &rng, -1, 1);
   rp_pool *pool = ta_pool(2);
   for (int m = 0; m < 2; m++) {

@@ -88,11 +88,9 @@ static void run_mode(rp_gemm_mode mode, int nthreads, int N, int IC, int OC, int
   rp_pool *pool = ta_pool(nthreads);
   rp_gemm_set_mode(pool, mode);
   assert_int_equal(rp_gemm_get_mode(pool), mode);
-  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *inp, *w, *b;
+  kt_linear_operands(&rng, N, IC, OC, &inp, &w, &b);
   float *dout = ta_floats((long)N * OC);
-  ta_fill(inp, (long)N * IC, &rng, -1, 1);
-  ta_fill(w, (long)OC * IC, &rng, -1, 1);
-  ta_fill(b, OC, &rng, -1, 1);
   ta_fill(dout, (long)N * OC, &rng, -1, 1);
   const float *bias = with_bias ? b : NULL;
 

@@ -182,11 +182,9 @@ static void test_sgemm_thread_invariance(void **state) {
   const int N = 203, IC = 389, OC = 171;
   rp_rng rng;
   rp_rng_seed(&rng, 7);
-  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *inp, *w, *b;
+  kt_linear_operands(&rng, N, IC, OC, &inp, &w, &b);
   float *dout = ta_floats((long)N * OC);
-  ta_fill(inp, (long)N * IC, &rng, -1, 1);
-  ta_fill(w, (long)OC * IC, &rng, -1, 1);
-  ta_fill(b, OC, &rng, -1, 1);
   ta_fill(dout, (long)N * OC, &rng, -1, 1);
   rp_pool *pools[3] = {NULL, ta_pool(2), ta_pool(3)};
   for (int k = 0; k < RP_SGEMM_KERNELS; k++) {
@@ -526,14 +524,12 @@ static void test_matmul_own_mode(void **state) {
   const int N = 96, IC = 70, OC = 90;
   rp_rng rng;
   rp_rng_seed(&rng, 5);
-  float *inp = ta_floats((long)N * IC), *w = ta_floats((long)OC * IC), *b = ta_floats(OC);
+  float *inp, *w, *b;
+  kt_linear_operands(&rng, N, IC, OC, &inp, &w, &b);
   float *dout = ta_floats((long)N * OC);
   float *o1 = ta_floats((long)N * OC), *o2 = ta_floats((long)N * OC);
   float *d1 = ta_floats((long)N * IC), *d2 = ta_floats((long)N * IC);
   float *w1 = ta_floats((long)OC * IC), *w2 = ta_floats((long)OC * IC);
-  ta_fill(inp, (long)N * IC, &rng, -1, 1);
-  ta_fill(w, (long)OC * IC, &rng, -1, 1);
-  ta_fill(b, OC, &rng, -1, 1);
   ta_fill(dout, (long)N * OC, &rng, -1, 1);
   rp_pool *pool = ta_pool(2);
   rp_gemm_set_mode(pool, RP_GEMM_OWN);
