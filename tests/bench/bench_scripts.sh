@@ -9,10 +9,8 @@
 # usage: bench_scripts.sh SOURCE_ROOT WORKDIR
 set -u
 root=$1 work=$2
-rm -rf "$work"
-mkdir -p "$work"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/cli_prelude.sh
+. "$(dirname "$0")/../cli_prelude.sh"
 
 # shellcheck disable=SC2016 # the line as the scripts have it, not expanded
 scripts=$(grep -l '^\. "$(dirname "$0")/common.sh" "$@"' "$root"/bench/*.sh)
@@ -23,15 +21,15 @@ for s in $scripts; do
   rc=$?
   # the header's first line, as the script's own second line has it
   first=$(sed -n '2s/^# \{0,1\}//p' "$s")
-  [ "$rc" -eq 0 ] || fail "$name --help: status $rc"
-  printf '%s\n' "$out" | grep -qF -- "$first" || fail "$name --help: its header's first line '$first' not printed"
-  printf '%s\n' "$out" | grep -q '^set -\|^\. "' && fail "$name --help: printed code past the header"
+  [ "$rc" -eq 0 ] || bad "$name --help: status $rc"
+  printf '%s\n' "$out" | grep -qF -- "$first" || bad "$name --help: its header's first line '$first' not printed"
+  printf '%s\n' "$out" | grep -q '^set -\|^\. "' && bad "$name --help: printed code past the header"
 
   out=$(bash "$s" --bogus 2>&1)
   rc=$?
-  [ "$rc" -eq 2 ] || fail "$name --bogus: status $rc, want 2"
+  [ "$rc" -eq 2 ] || bad "$name --bogus: status $rc, want 2"
   printf '%s\n' "$out" | grep -q "$name: unknown option --bogus.*--help" \
-    || fail "$name --bogus: no message naming the option and --help: $out"
+    || bad "$name --bogus: no message naming the option and --help: $out"
 done
 
 # the scripts that call bench_need_ringpipe
@@ -40,13 +38,13 @@ for s in $(grep -lx 'bench_need_ringpipe' "$root"/bench/*.sh); do
   name=$(basename "$s")
   out=$(RINGPIPE="$work/no_such_ringpipe" bash "$s" "$work/out_$name" 2>&1)
   rc=$?
-  [ "$rc" -eq 2 ] || fail "$name without ringpipe: status $rc, want 2"
+  [ "$rc" -eq 2 ] || bad "$name without ringpipe: status $rc, want 2"
   printf '%s\n' "$out" | grep -q "$name: no ringpipe binary at '$work/no_such_ringpipe'; build it (meson setup build && ninja -C build)" \
-    || fail "$name without ringpipe: message: $out"
-  [ -e "$work/out_$name" ] && fail "$name without ringpipe: made its output directory"
+    || bad "$name without ringpipe: message: $out"
+  [ -e "$work/out_$name" ] && bad "$name without ringpipe: made its output directory"
   checked=$((${checked:-0} + 1))
 done
-[ "${checked:-0}" -ge 4 ] || fail "only ${checked:-0} scripts call bench_need_ringpipe (want cp_longest_seq, dp_overlap, memory, pipeline_bubble)"
+[ "${checked:-0}" -ge 4 ] || bad "only ${checked:-0} scripts call bench_need_ringpipe (want cp_longest_seq, dp_overlap, memory, pipeline_bubble)"
 
-[ "$fails" -eq 0 ] || { echo "bench_scripts: $fails failures"; exit 1; }
-echo "bench_scripts: $(echo "$scripts" | wc -w) scripts' --help and bad options, ${checked} missing-binary stops: ok"
+echo "$(echo "$scripts" | wc -w) scripts' --help and bad options, ${checked:-0} missing-binary stops checked"
+finish bench_scripts
