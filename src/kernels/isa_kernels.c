@@ -169,8 +169,8 @@ void rp_isa_kernel_summary(char *buf, size_t n) {
   char blocks[64] = ""; /* the own AVX-512 GEMM's k blocks, which set its bits */
   if (rp_sgemm_kernel_best() == RP_SGEMM_AVX512)
     snprintf(blocks, sizeof blocks, " (k blocks of %d%s)", rp_sgemm_kernel_kc(RP_SGEMM_AVX512),
-             rp_sgemm_a_inplace() ? ", A read in place" : "");
-  else if (rp_sgemm_kernel_best() == RP_SGEMM_AVX2 && rp_sgemm_a_inplace())
+             rp_sgemm_a_inplace(RP_ISA_AVX512) ? ", A read in place" : "");
+  else if (rp_sgemm_kernel_best() == RP_SGEMM_AVX2 && rp_sgemm_a_inplace(RP_ISA_AVX2))
     snprintf(blocks, sizeof blocks, " (A read in place)");
   snprintf(buf, n,
            "cpu %s, ceiling %s (%s): own fp32 GEMM kernel %s%s, flash attention %s%s, bf16 GEMM %s, "

@@ -104,20 +104,26 @@ void rp_sgemm_force_a_inplace(int on) {
 }
 
 /* A k-contiguous A read in place by the kernels' direct-A variants, not
- * packed, on AMD cores with a 48 KiB L1d (Zen 5): there a default step took
- * 0.91-0.98 of the time (5 pairs; held to AVX2 0.97-0.98, 4 pairs) and the
- * products one at a time ran at 0.90-0.94 of the FMA probe against
- * 0.84-0.89. On Zen 4 (32 KiB L1d) the same variant bought nothing in a
- * step (tokens/s 0.985x, 8 pairs; the GEMMs' quiet time 0.996x: the pack's
- * time moved into the kernel's loads) nor on the Intel VM (the step's GEMM
- * row 0.5 %; docs/performance-log.md), so they pack. Either way the
- * same bits: the rule may read anything. */
-int rp_sgemm_a_inplace_rule(int amd, long l1d_bytes) { return amd && l1d_bytes >= (48L << 10); }
+ * packed, on cores with a 48 KiB L1d: AMD's (Zen 5) with either kernel and
+ * Intel's with the AVX-512 one. On Zen 5 a default step took 0.91-0.98 of
+ * the time (5 pairs; held to AVX2 0.97-0.98, 4 pairs) and the products one
+ * at a time ran at 0.90-0.94 of the FMA probe against 0.84-0.89. On an
+ * Emerald Rapids VM (48 KiB L1d, 2 MiB L2) a default step ran 1.02x (median
+ * of 8 pairs, 7 faster), the 124M shape's 1.01x (7 pairs, within noise),
+ * while held to AVX2 there it ran 0.98x (6 pairs), so Intel's AVX2 kernel
+ * packs; the Sapphire Rapids VM's step gained 0.5 % on its GEMM row. On Zen 4
+ * (32 KiB L1d) it bought nothing (tokens/s 0.985x, 8 pairs; the GEMMs' quiet
+ * time 0.996x: the pack's time moved into the kernel's loads), so it packs.
+ * Either way the same bits: the rule may read anything. */
+int rp_sgemm_a_inplace_rule(int amd, int avx512_kernel, long l1d_bytes) {
+  return l1d_bytes >= (48L << 10) && (amd || avx512_kernel);
+}
 
-int rp_sgemm_a_inplace(void) {
+int rp_sgemm_a_inplace(rp_isa kernel_isa) {
   const int forced = atomic_load(&g_forced_a_inplace);
   if (forced >= 0) return forced;
-  return rp_sgemm_a_inplace_rule(rp_isa_cpu_is_amd(), rp_isa_l1d_bytes());
+  return rp_sgemm_a_inplace_rule(rp_isa_cpu_is_amd(), kernel_isa >= RP_ISA_AVX512,
+                                 rp_isa_l1d_bytes());
 }
 
 static const rp_sgemm_kdesc *kdesc_of(rp_sgemm_kernel k) {

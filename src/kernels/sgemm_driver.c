@@ -486,7 +486,7 @@ void rp_sgemm_job_run(gemm_ctx *c, rp_pool *pool, long work) {
   const int nth = pool ? rp_pool_size(pool) : 1;
   struct gemm_share shape[2];
   size_t bytes = 0;
-  const int a_inplace = rp_sgemm_a_inplace();
+  const int a_inplace = rp_sgemm_a_inplace(c->kd->isa);
   for (int i = 0; i < c->nprob; i++) {
     c->prob[i].a_inplace = a_inplace;
     share_shape(&shape[i], &c->prob[i], c->kd, nth);

@@ -82,12 +82,13 @@ int rp_sgemm_deep_blocks_rule(long l1d_bytes, long l2_bytes);
 void rp_sgemm_force_blocks(int deep);
 
 /* 1 when the kernels' direct-A variants read a k-contiguous A in place on a
- * core like this one (an AMD core with a 48 KiB L1d), 0 when A is packed:
- * the same bits either way. Pure, for the tests. */
-int rp_sgemm_a_inplace_rule(int amd, long l1d_bytes);
-/* The rule on this machine, or what rp_sgemm_force_a_inplace set (1, 0; -1:
- * the rule again), so that tests run both paths anywhere. */
-int rp_sgemm_a_inplace(void);
+ * core like this one (a 48 KiB L1d, and an AMD core or the AVX-512 kernel),
+ * 0 when A is packed: the same bits either way. Pure, for the tests. */
+int rp_sgemm_a_inplace_rule(int amd, int avx512_kernel, long l1d_bytes);
+/* The rule on this machine for the kernel of that rp_isa.h level, or what
+ * rp_sgemm_force_a_inplace set (1, 0; -1: the rule again), so that tests run
+ * both paths anywhere. */
+int rp_sgemm_a_inplace(rp_isa kernel_isa);
 void rp_sgemm_force_a_inplace(int on);
 
 /* ---- operands (sgemm_pack.c) */
@@ -151,7 +152,7 @@ typedef struct {
   const float *init;  /* Nc floats (a bias) added to every row, or NULL */
   const float *resid; /* M x Nc with C's stride added to the product, or NULL */
   int load_c;         /* C accumulates (+=) */
-  int a_inplace;      /* set by rp_sgemm_job_run: rp_sgemm_a_inplace() */
+  int a_inplace;      /* set by rp_sgemm_job_run: rp_sgemm_a_inplace(kd->isa) */
   int split_cols; /* threads take column panels (all rows) instead of row tiles */
   rp_sgemm_block_fn epi; /* or NULL: called on each thread's finished parts of C */
   rp_sgemm_block_fn epi_any, epi_order; /* NULL (epi is elementwise), or epi without the part

@@ -636,14 +636,19 @@ static void test_deep_blocks_rule(void **state) {
   assert_int_equal(rp_sgemm_deep_blocks_rule(32L << 10, 2L << 20), 1);
 }
 
-/* A read in place on AMD cores with a 48 KiB L1d (Zen 5), packed on Zen 4
- * (32 KiB) and on Intel cores */
+/* A read in place on AMD cores with a 48 KiB L1d (Zen 5) by either kernel,
+ * on Intel ones (Sapphire and Emerald Rapids) by the AVX-512 kernel only;
+ * packed on Zen 4 (32 KiB) */
 static void test_a_inplace_rule(void **state) {
   (void)state;
-  assert_int_equal(rp_sgemm_a_inplace_rule(1, 48L << 10), 1);
-  assert_int_equal(rp_sgemm_a_inplace_rule(1, 64L << 10), 1);
-  assert_int_equal(rp_sgemm_a_inplace_rule(1, 32L << 10), 0);
-  assert_int_equal(rp_sgemm_a_inplace_rule(0, 48L << 10), 0);
+  for (int zmm = 0; zmm < 2; zmm++) {
+    assert_int_equal(rp_sgemm_a_inplace_rule(1, zmm, 48L << 10), 1);
+    assert_int_equal(rp_sgemm_a_inplace_rule(1, zmm, 64L << 10), 1);
+    assert_int_equal(rp_sgemm_a_inplace_rule(1, zmm, 32L << 10), 0);
+    assert_int_equal(rp_sgemm_a_inplace_rule(0, zmm, 32L << 10), 0);
+  }
+  assert_int_equal(rp_sgemm_a_inplace_rule(0, 1, 48L << 10), 1);
+  assert_int_equal(rp_sgemm_a_inplace_rule(0, 0, 48L << 10), 0);
 }
 
 /* Reading A in place or packing it: the same bits, on a shape with partial
