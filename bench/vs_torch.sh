@@ -5,7 +5,8 @@
 # flash vs PyTorch scaled_dot_product_attention). Prints per round and, per
 # comparison, the median ratio with its min..max spread over the rounds, and
 # (fp32) ringpipe's model FLOP/s over the FMA probe per round and their spread,
-# as `bench train` prints it; writes the tables to OUT_DIR/vs_torch.md. Its
+# as `bench train` prints it, both over the start-up probe and over the probe on
+# all threads at once; writes the tables to OUT_DIR/vs_torch.md. Its
 # header says how the FMA probe holds up on all the threads at once for 3 s
 # (`ringpipe bench fma`), the check on the fractions' denominator.
 #
@@ -197,11 +198,13 @@ for model in $MODELS; do
   declare -A ratios=()
   echo "## training, $model model ($flags), $PRECISION" | tee -a "$report"
   echo | tee -a "$report"
-  # the FMA column: ringpipe's model FLOP/s at its mean rate over the fp32 FMA
-  # probe, as `bench train` prints it (fp32 runs only)
-  echo "| round | ringpipe tok/s | ringpipe / FMA probe | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)" | tee -a "$report"
-  echo "|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
-  fmas=""
+  # the FMA columns: ringpipe's model FLOP/s at its mean rate over the fp32 FMA
+  # probe, as `bench train` prints it (fp32 runs only), and over the same probe
+  # run on all the threads at once after the steps (the sum of their medians):
+  # lower where one busy core clocks higher than all of them together
+  echo "| round | ringpipe tok/s | ringpipe / FMA probe | ringpipe / probe on all threads at once | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)" | tee -a "$report"
+  echo "|---|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
+  fmas="" fmas_all=""
   for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
     # a run that fails shows as "failed" (its last stderr line is printed) and the
@@ -210,9 +213,10 @@ for model in $MODELS; do
       --gemm "$GEMM" --no-measure-peak >"$OUT/last.out" 2>"$OUT/last.err" || true
     rp=$(sed -n 's/^  tokens\/s: //p' "$OUT/last.out")
     fma=$(sed -n 's/^  model FLOP\/s over the FMA probe .*): \([0-9.]*\) (mean rate).*/\1/p' "$OUT/last.out")
-    fmas="$fmas $fma"
+    fma_all=$(sed -n 's/^  model FLOP\/s over the probe on all threads at once .*): \([0-9.]*\) (mean rate).*/\1/p' "$OUT/last.out")
+    fmas="$fmas $fma" fmas_all="$fmas_all $fma_all"
     [ -n "$rp" ] || echo "vs_torch: ringpipe bench train failed: $(tail -1 "$OUT/last.err")" >&2
-    line="| $r | $rp | ${fma:--} |"
+    line="| $r | $rp | ${fma:--} | ${fma_all:--} |"
     for impl in $IMPLS; do
       # shellcheck disable=SC2086
       tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
@@ -229,6 +233,8 @@ for model in $MODELS; do
   done
   [ "$PRECISION" = fp32 ] &&
     echo "ringpipe's model FLOP/s over the FMA probe, $model, at each round's mean rate: $(echo "$fmas" | fraction_spread)" | tee -a "$report"
+  [ "$PRECISION" = fp32 ] &&
+    echo "the same over the probe on all threads at once: $(echo "$fmas_all" | fraction_spread)" | tee -a "$report"
   echo | tee -a "$report"
   unset ratios
   [ -n "$GEMMS" ] && [ "$PRECISION" = fp32 ] && gemm_rounds "$model" "$flags"

@@ -216,5 +216,12 @@ int rp_print_mfu_above_note(FILE *f, double model_flops_per_s, double gemm_peak)
  * probe (scalar builds) or a rate. Returns 1 when it wrote the line. */
 int rp_print_fma_fraction(FILE *f, double mean_flops_per_s, double median_flops_per_s,
                           double probe_flops_per_s, const char *probe_level, int threads);
+/* The same rates over together_flops_per_s, the probe run on every thread at
+ * once for seconds (the sum of their medians), with that rate's share of
+ * probe_flops_per_s. Nothing without both rates. Returns 1 when it wrote the
+ * line. */
+int rp_print_fma_fraction_together(FILE *f, double mean_flops_per_s, double median_flops_per_s,
+                                   double together_flops_per_s, double probe_flops_per_s,
+                                   double seconds);
 
 #endif

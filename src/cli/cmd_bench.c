@@ -26,16 +26,35 @@ static double print_step_spread(double *rates, int n) {
   return median;
 }
 
+/* The probe on every pool thread at once for `seconds`: the sum of their
+ * medians in FLOP/s, or 0 where it cannot run. */
+static double probe_together(rp_pool *pool, double seconds) {
+  const int n = rp_pool_size(pool);
+  rp_isa_probe_stats *st = calloc((size_t)n, sizeof *st);
+  double sum = 0;
+  if (st && rp_isa_probe_sustained(rp_isa_fp32_fma_level(), pool, seconds, st) == RP_OK)
+    for (int i = 0; i < n; i++) sum += st[i].median;
+  free(st);
+  return sum * 1e9;
+}
+
 /* fp32 runs only: a bf16 step's products run on the bf16 dot, whose rate the
- * fp32 probe does not bound. */
+ * fp32 probe does not bound. One rank alone also runs the probe on all its
+ * threads at once after the steps (1 s): with several ranks the others'
+ * threads would share the cores, or not, as they finish. */
 static void print_fma_fraction(const rp_trainer *t, double flops_per_token, double mean_tok_s,
                                double median_tok_s) {
   if (t->bf16.n) return;
   const char *level;
   const double probe = rp_step_fma_peak(t->pool, &level);
-  rp_print_fma_fraction(stdout, flops_per_token * mean_tok_s,
-                        median_tok_s > 0 ? flops_per_token * median_tok_s : -1.0, probe, level,
-                        rp_pool_size(t->pool));
+  const double mean = flops_per_token * mean_tok_s,
+               median = median_tok_s > 0 ? flops_per_token * median_tok_s : -1.0;
+  if (!rp_print_fma_fraction(stdout, mean, median, probe, level, rp_pool_size(t->pool))) return;
+  if (t->grid.world_size == 1) {
+    const double seconds = 1.0;
+    rp_print_fma_fraction_together(stdout, mean, median, probe_together(t->pool, seconds), probe,
+                                   seconds);
+  }
 }
 
 /* A short real training run: tokens/s, MFU and peak memory by category. */
@@ -44,7 +63,8 @@ static int bench_train(int argc, char **argv) {
   int rc = rp_cli_parse("bench train", "ringpipe bench train [train options]",
                         "Train for a few steps and report throughput (the mean, and the median,\n"
                         "slowest and fastest step; the first two of more than two are warm-up), MFU, the\n"
-                        "model's FLOP/s over the FMA probe (fp32) and memory.",
+                        "model's FLOP/s over the FMA probe (fp32; one rank alone also over the probe\n"
+                        "run on all its threads at once for 1 s after the steps) and memory.",
                         rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
   if (rc >= 0) return rc;
   rp_trainer t;

@@ -229,6 +229,27 @@ int rp_print_fma_fraction(FILE *f, double mean_flops_per_s, double median_flops_
   return 1;
 }
 
+/* The same fraction over the probe run on every thread at once (the sum of
+ * their medians, `bench fma`'s figure): where one busy core turbos higher
+ * than two (the Emerald Rapids VM: 0.83 of one thread's best times two), the
+ * start-up peak is more than the threads can reach together, and this line
+ * says how far the step is from what they do reach. */
+int rp_print_fma_fraction_together(FILE *f, double mean_flops_per_s, double median_flops_per_s,
+                                   double together_flops_per_s, double probe_flops_per_s,
+                                   double seconds) {
+  if (!(together_flops_per_s > 0) || !(probe_flops_per_s > 0) || !(mean_flops_per_s > 0))
+    return 0;
+  fprintf(f,
+          "  model FLOP/s over the probe on all threads at once (%.0f s after the steps, the sum "
+          "of their medians, %.1f GFLOP/s, %.3f of the probe above): %.3f (mean rate)",
+          seconds, together_flops_per_s / 1e9, together_flops_per_s / probe_flops_per_s,
+          mean_flops_per_s / together_flops_per_s);
+  if (median_flops_per_s > 0)
+    fprintf(f, ", %.3f (median step)", median_flops_per_s / together_flops_per_s);
+  fputc('\n', f);
+  return 1;
+}
+
 /* "12.3%", or "n/a" when the peak was not measured (--measure-peak=0). */
 const char *rp_format_mfu(char *buf, size_t cap, double mfu) {
   if (mfu < 0) snprintf(buf, cap, "  n/a");

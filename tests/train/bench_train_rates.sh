@@ -2,7 +2,8 @@
 # `bench train`'s rates are one rank's: its tokens/s counts every data-parallel
 # replica's tokens, while the MFU's GEMM peak and the FMA probe are one rank's,
 # so the model FLOP/s it prints per token halves from one rank to two, and the
-# FMA line is that rate over the probe it names.
+# FMA line is that rate over the probe it names (one rank alone also prints it
+# over the probe run on all its threads at once).
 # usage: bench_train_rates.sh RINGPIPE WORKDIR MPIRUN [MPIRUN ARGS...]
 set -u
 ringpipe=$1 work=$2
@@ -46,5 +47,20 @@ for run in one two; do
              q = r / p / f; if (q < 0.97 || q > 1.03) { printf "%g / %g != %g\n", r, p, f; exit 1 }
              print "ok" }' "$work/$run.txt" >"$work/$run.fma" || bad "$run: FMA line: $(cat "$work/$run.fma")"
 done
-echo "FLOPs per token a rank: $one (one rank), $two (two); FMA lines: $(cat "$work/one.fma") / $(cat "$work/two.fma")"
+# the line over the probe on all threads at once: one rank alone runs it after
+# its steps, beside the FMA line, and it is the model FLOP/s over the rate it
+# names; with several ranks none
+awk '/^  model FLOP\/s[^o]*: / { for (i = 1; i <= NF; i++) if ($i == "GFLOP/s") { r = $(i - 1); break } }
+     /^  model FLOP\/s over the FMA probe/ { fma = 1 }
+     /^  model FLOP\/s over the probe on all threads at once/ {
+       match($0, /medians, [0-9.]+ GFLOP/); p = substr($0, RSTART + 9, RLENGTH - 14) + 0
+       match($0, /: [0-9.]+ \(mean rate\)/); f = substr($0, RSTART + 2, RLENGTH - 2) + 0; seen = 1 }
+     END { if (!fma) { print (seen ? "a line without the FMA line" : "none"); exit seen }
+           if (!seen) { print "missing"; exit 1 }
+           if (p <= 0 || f <= 0) { print "unparsed"; exit 1 }
+           q = r / p / f; if (q < 0.97 || q > 1.03) { printf "%g / %g != %g\n", r, p, f; exit 1 }
+           print "ok" }' "$work/one.txt" >"$work/one.all" || bad "one rank: all-threads line: $(cat "$work/one.all")"
+grep -q "model FLOP/s over the probe on all threads at once" "$work/two.txt" &&
+  bad "two ranks: an all-threads probe line (only one rank alone runs it)"
+echo "FLOPs per token a rank: $one (one rank), $two (two); FMA lines: $(cat "$work/one.fma") / $(cat "$work/two.fma"); all-threads line: $(cat "$work/one.all")"
 finish "bench train rates"
