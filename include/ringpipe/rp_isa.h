@@ -127,6 +127,9 @@ typedef struct {
 } rp_isa_probe_stats;
 rp_status rp_isa_probe_sustained(rp_isa level, rp_pool *pool, double seconds,
                                  rp_isa_probe_stats *per_thread);
+/* The sum of those per-thread medians in GFLOP/s (what the threads reach
+ * together), or 0 where the probe cannot run. */
+double rp_isa_probe_together(rp_isa level, rp_pool *pool, double seconds);
 /* rates[0..n) sorted in place and summarised (nearest-rank percentiles; all 0
  * for n = 0). */
 void rp_isa_probe_summarize(double *rates, int n, rp_isa_probe_stats *st);

@@ -26,18 +26,6 @@ static double print_step_spread(double *rates, int n) {
   return median;
 }
 
-/* The probe on every pool thread at once for `seconds`: the sum of their
- * medians in FLOP/s, or 0 where it cannot run. */
-static double probe_together(rp_pool *pool, double seconds) {
-  const int n = rp_pool_size(pool);
-  rp_isa_probe_stats *st = calloc((size_t)n, sizeof *st);
-  double sum = 0;
-  if (st && rp_isa_probe_sustained(rp_isa_fp32_fma_level(), pool, seconds, st) == RP_OK)
-    for (int i = 0; i < n; i++) sum += st[i].median;
-  free(st);
-  return sum * 1e9;
-}
-
 /* fp32 runs only: a bf16 step's products run on the bf16 dot, whose rate the
  * fp32 probe does not bound. One rank alone also runs the probe on all its
  * threads at once after the steps (1 s): with several ranks the others'
@@ -52,8 +40,8 @@ static void print_fma_fraction(const rp_trainer *t, double flops_per_token, doub
   if (!rp_print_fma_fraction(stdout, mean, median, probe, level, rp_pool_size(t->pool))) return;
   if (t->grid.world_size == 1) {
     const double seconds = 1.0;
-    rp_print_fma_fraction_together(stdout, mean, median, probe_together(t->pool, seconds), probe,
-                                   seconds);
+    const double together = rp_isa_probe_together(rp_isa_fp32_fma_level(), t->pool, seconds);
+    rp_print_fma_fraction_together(stdout, mean, median, together * 1e9, probe, seconds);
   }
 }
 
@@ -145,7 +133,10 @@ int rp_cmd_bench(int argc, char **argv) {
                "         [--isa LEVEL]\n"
                "Flash vs naive attention for T from tmin to tmax (doubling): forward and\n"
                "forward+backward time ratios, attention FLOP/s as a fraction of the sgemm\n"
-               "peak measured in the same run, and peak attention memory of each.\n"
+               "peak measured in the same run, of the flash micro-kernel's GEMM peak and of\n"
+               "the FMA peak (the register-only probe x threads; after the table also over\n"
+               "that probe run on all threads at once for 1 s), and peak attention memory\n"
+               "of each.\n"
                "--isa (or RINGPIPE_ISA) caps the flash kernel: scalar|avx2|avx512|avx512bf16.\n"
                "--bf16 1: the flash products in bf16 (vdpbf16ps), as a --precision bf16\n"
                "training run uses them, where AVX512-BF16 is allowed; else fp32.\n"

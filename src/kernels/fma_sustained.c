@@ -7,6 +7,8 @@
  * rate, so that the spread (a neighbour's busy spell, a clock that drops
  * under sustained load) shows beside the median. */
 
+#include <stdlib.h>
+
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_pool.h"
@@ -76,4 +78,14 @@ rp_status rp_isa_probe_sustained(rp_isa level, rp_pool *pool, double seconds,
   rp_free(c.rates);
   rp_free(c.nruns);
   return RP_OK;
+}
+
+double rp_isa_probe_together(rp_isa level, rp_pool *pool, double seconds) {
+  const int n = rp_pool_size(pool);
+  rp_isa_probe_stats *st = calloc((size_t)n, sizeof *st);
+  double sum = 0;
+  if (st && rp_isa_probe_sustained(level, pool, seconds, st) == RP_OK)
+    for (int i = 0; i < n; i++) sum += st[i].median;
+  free(st);
+  return sum;
 }

@@ -2,8 +2,8 @@
 # `ringpipe bench attention` end to end on small T: every (T, causal) row is
 # printed, flash and naive outputs agree, the targets line names the lowest
 # FMA fraction and the row it comes from (issue #16's target holds at every T,
-# so the best row alone would overstate it), --cold 1 runs and says so, and bad
-# input is status 2.
+# so the best row alone would overstate it), the probe on all threads at once
+# is set beside it, --cold 1 runs and says so, and bad input is status 2.
 # usage: bench_attention_cli.sh RINGPIPE WORKDIR
 set -eu
 ringpipe=$1 work=$2
@@ -32,6 +32,23 @@ while read -r t causal fma; do
   [ "$named" = "$want" ] && found=1
 done <"$work/rows"
 [ "$found" -eq 1 ] || bad "targets line names '$named', not a row at the lowest FMA fraction $low"
+
+# the probe on all threads at once: where there is an FMA probe (not under the
+# scalar ceiling) a line after the targets gives its rate's share of the FMA
+# peak and the best f+b fraction over it, which is the targets line's over that
+# share (to the rounding of 3 decimals)
+best=$(grep '^targets:' "$work/out" | sed -n 's/.*of FMA peak \([0-9.]*\) (lowest.*/\1/p')
+all=$(grep '^FMA probe on all' "$work/out" || true)
+if awk -v b="${best:-0}" 'BEGIN { exit !(b > 0) }'; then
+  [ -n "$all" ] || bad "no 'FMA probe on all threads at once' line beside an FMA fraction of $best"
+  share=$(echo "$all" | sed -n 's/.* GFLOP\/s, \([0-9.]*\) of the FMA peak;.*/\1/p')
+  over=$(echo "$all" | sed -n 's/.*f+b over it: best \([0-9.]*\),.*/\1/p')
+  awk -v b="$best" -v s="${share:-0}" -v o="${over:-0}" \
+    'BEGIN { exit !(s > 0 && o > 0 && (b / s - o) ^ 2 <= (0.002 + 0.002 * o / s) ^ 2) }' ||
+    bad "all-threads line: best $best over share '$share' is not '$over': $all"
+else
+  [ -z "$all" ] || bad "an all-threads line without an FMA probe: $all"
+fi
 
 # --cold 1: the header says the caches are evicted, and the rows still come
 grep -q '^caches: warm' "$work/out" || bad "the warm run's header does not say its caches are warm"
