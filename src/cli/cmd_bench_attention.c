@@ -225,12 +225,12 @@ static double fma_peak(const bench_opts *o) {
 }
 
 /* The same probe on every pool thread at once for 1 s (`bench fma`'s
- * figure): the sum of their medians in FLOP/s, 0 where it cannot run. Where
+ * figure): the sum of their medians in FLOP/s, 0 where it cannot run (no
+ * probe at the scalar level). Where
  * one busy core clocks higher than all of them (the Emerald Rapids VM), the
  * fma column's denominator is more than the threads reach together. */
 #define TOGETHER_SECONDS 1.0
 static double fma_together(const bench_opts *o, rp_pool *pool) {
-  if (fma_level(o) <= RP_ISA_SCALAR) return 0.0;
   return rp_isa_probe_together(fma_level(o), pool, TOGETHER_SECONDS) * 1e9;
 }
 
