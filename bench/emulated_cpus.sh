@@ -34,8 +34,18 @@
 # (cp_layout, cp_attention, cp_docs, tp_model) on 2 ranks: some 20 minutes
 # more.
 #
+# With UNITS=1, the first model of CPUS also runs every other one-process
+# test binary of the suite (the cmocka unit tests and the fuzz corpus
+# replays: every test whose command is an executable of BUILD, with the
+# suite's arguments and environment; the MPI ones are FULL's) under the
+# emulator, each within UNIT_TIMEOUT seconds, and prints each one's result
+# and time: more than an hour on 2 cores (kernels_fused_gelu alone runs past
+# 20 minutes emulated, its OpenBLAS modes with threads). UNIT_SKIP names
+# tests to leave out. It reads the suite's list with python3.
+#
 # Usage: bench/emulated_cpus.sh
-# Knobs: CPUS ["EPYC-Milan Haswell Westmere"], BUILD [build-portable], QEMU [qemu-x86_64], FULL [0]
+# Knobs: CPUS ["EPYC-Milan Haswell Westmere"], BUILD [build-portable], QEMU [qemu-x86_64], FULL [0],
+#        UNITS [0], UNIT_TIMEOUT [1800], UNIT_SKIP [""]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -71,6 +81,13 @@ MPI_TESTS="cp/test_cp_layout cp/test_cp_attention cp/test_cp_docs tp/test_tp_mod
 if [ "${FULL:-0}" = 1 ]; then
   targets+=(tests/pipeline/compare_runs)
   for t in $MPI_TESTS; do targets+=("tests/$t"); done
+fi
+if [ "${UNITS:-0}" = 1 ]; then
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "emulated_cpus: UNITS=1 reads the suite's test list with python3, which is missing: install python3 and rerun" >&2
+    exit 2
+  fi
+  targets=() # every test binary: the whole build
 fi
 ninja -C "$BUILD" "${targets[@]}" >/dev/null || exit 1
 
@@ -202,6 +219,54 @@ EOW
   done
 fi
 
+# UNITS=1: the suite's one-process test binaries, each under the emulator
+# as `meson test` would run it (its arguments and environment, in BUILD)
+unit_rows=""
+if [ "${UNITS:-0}" = 1 ]; then
+  cpu=${CPUS%% *}
+  build_abs=$(cd "$BUILD" && pwd)
+  skip=" "
+  for t in $TESTS $MPI_TESTS; do skip="$skip$build_abs/tests/$t "; done
+  # name, then the command line shell-quoted: its environment, the binary and its arguments
+  meson introspect "$BUILD" --tests | python3 -c '
+import json, shlex, sys
+build, skip, names = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+for t in json.load(sys.stdin):
+    exe = t["cmd"][0]
+    if not exe.startswith(build + "/") or exe in skip or t["name"] in names:
+        continue
+    with open(exe, "rb") as f:
+        if f.read(4) != b"\x7fELF":
+            continue
+    env = [k + "=" + v for k, v in sorted(t["env"].items())]
+    print(t["name"] + "\t" + shlex.join(env) + "\t" + shlex.join(t["cmd"]))
+' "$build_abs" "$skip" "${UNIT_SKIP:-}" >"$work/units.tsv" || exit 1
+  nunits=$(wc -l <"$work/units.tsv")
+  upassed=0
+  i=0
+  while IFS=$'\t' read -r name envs cmd; do
+    i=$((i + 1))
+    t0=$(date +%s)
+    # shellcheck disable=SC2086 # envs and cmd are shell-quoted by python's shlex.join
+    (cd "$build_abs" && eval "exec env -u OPENBLAS_CORETYPE -u RINGPIPE_ISA $envs timeout \
+      ${UNIT_TIMEOUT:-1800} $QEMU -cpu $cpu $cmd") >"$work/unit.log" 2>&1 </dev/null
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    if [ "$rc" -eq 0 ]; then
+      upassed=$((upassed + 1))
+      echo "== $cpu, unit $i/$nunits $name: passed in $secs s"
+    else
+      why="exit $rc"
+      [ "$rc" -eq 124 ] && why="timed out after ${UNIT_TIMEOUT:-1800} s"
+      echo "== $cpu, unit $i/$nunits $name: FAILED ($why) in $secs s"
+      fail "$cpu: unit $name: $why: $(grep -E "FAILED|ERROR|signal|Assert" "$work/unit.log" | grep -v "^qemu-x86_64: warning" | head -3 | tr '\n' ' ')"
+      unit_rows="$unit_rows| $name | FAILED ($why) | $secs s |
+"
+    fi
+  done <"$work/units.tsv"
+  unit_summary="under $cpu: $upassed of $nunits one-process test binaries passed${UNIT_SKIP:+ (left out: $UNIT_SKIP)}"
+fi
+
 echo
 echo "| QEMU CPU model | glibc's x86-64 level | ringpipe's cpu level | 3-step loss | dispatch tests | OpenBLAS core above the CPU |"
 echo "| --- | --- | --- | --- | --- | --- |"
@@ -211,6 +276,15 @@ if [ -n "$full_rows" ]; then
   echo "| under ${CPUS%% *} | result | largest relative differences (or the loss) | time |"
   echo "| --- | --- | --- | --- |"
   printf "%s" "$full_rows"
+fi
+if [ "${UNITS:-0}" = 1 ]; then
+  echo
+  echo "$unit_summary"
+  if [ -n "$unit_rows" ]; then
+    echo "| test | result | time |"
+    echo "| --- | --- | --- |"
+    printf "%s" "$unit_rows"
+  fi
 fi
 if [ "$failed" -ne 0 ]; then
   echo "emulated_cpus: some checks failed (above)"
