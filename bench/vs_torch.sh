@@ -3,7 +3,9 @@
 # training tokens/s (ringpipe `bench train` vs PyTorch eager and torch.compile,
 # bench/vs_torch.py) and causal / non-causal attention forward+backward (ringpipe
 # flash vs PyTorch scaled_dot_product_attention). Prints per round and, per
-# comparison, the median ratio with its min..max spread over the rounds, and
+# comparison, the median ratio with its min..max spread over the rounds and the
+# ratio of each side's best round (on a VM whose neighbours slow some rounds,
+# the one neither side's noise is in), and
 # (fp32) ringpipe's model FLOP/s over the FMA probe per round and their spread,
 # as `bench train` prints it, both over the start-up probe and over the probe on
 # all threads at once; writes the tables to OUT_DIR/vs_torch.md. Its
@@ -142,6 +144,19 @@ spread() { median_spread; }
 # fractions -> "0.812 (0.790..0.830)"
 fraction_spread() { median_spread "%.3f (%.3f..%.3f)" "n/a (no round printed one)"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print 0 }'; }
+# values -> the largest / the smallest ("" when there is none)
+list_max() { tr ' ' '\n' | { grep . || true; } | sort -g | tail -1; }
+list_min() { tr ' ' '\n' | { grep . || true; } | sort -g | head -1; }
+# "A B UNIT NAME_A NAME_B" -> "1.23x (NAME_A A / NAME_B B UNIT)": the ratio of
+# each side's best round, the one noise (which only ever slows a round) touched
+# least on that side; n/a without both
+best_pair() {
+  if [ -n "$1" ] && [ -n "$2" ]; then
+    printf '%.2fx (%s %s / %s %s %s)' "$(ratio "$1" "$2")" "$4" "$1" "$5" "$2" "$3"
+  else
+    printf 'n/a (no round gave both)'
+  fi
+}
 
 model_flags() {
   case $1 in
@@ -195,7 +210,8 @@ gemm_rounds() {
 # ---- training
 for model in $MODELS; do
   flags=$(model_flags "$model")
-  declare -A ratios=()
+  declare -A ratios=() torch_rates=()
+  rps=""
   echo "## training, $model model ($flags), $PRECISION" | tee -a "$report"
   echo | tee -a "$report"
   # the FMA columns: ringpipe's model FLOP/s at its mean rate over the fp32 FMA
@@ -214,7 +230,7 @@ for model in $MODELS; do
     rp=$(sed -n 's/^  tokens\/s: //p' "$OUT/last.out")
     fma=$(sed -n 's/^  model FLOP\/s over the FMA probe .*): \([0-9.]*\) (mean rate).*/\1/p' "$OUT/last.out")
     fma_all=$(sed -n 's/^  model FLOP\/s over the probe on all threads at once .*): \([0-9.]*\) (mean rate).*/\1/p' "$OUT/last.out")
-    fmas="$fmas $fma" fmas_all="$fmas_all $fma_all"
+    fmas="$fmas $fma" fmas_all="$fmas_all $fma_all" rps="$rps $rp"
     [ -n "$rp" ] || echo "vs_torch: ringpipe bench train failed: $(tail -1 "$OUT/last.err")" >&2
     line="| $r | $rp | ${fma:--} | ${fma_all:--} |"
     for impl in $IMPLS; do
@@ -224,12 +240,18 @@ for model in $MODELS; do
       [ -n "$tt" ] || echo "vs_torch: torch $impl failed: $(tail -1 "$OUT/last.err")" >&2
       line="$line ${tt:-failed} |"
       [ -n "$tt" ] && [ -n "$rp" ] && ratios[$impl]="${ratios[$impl]:-} $(ratio "$rp" "$tt")"
+      [ -n "$tt" ] && torch_rates[$impl]="${torch_rates[$impl]:-} $tt"
     done
     echo "$line" | tee -a "$report"
   done
   echo | tee -a "$report"
   for impl in $IMPLS; do
     echo "ringpipe / torch $impl, $model, $PRECISION: $(echo "${ratios[$impl]:-}" | spread)" | tee -a "$report"
+  done
+  for impl in $IMPLS; do
+    echo "  best round of each side: $(best_pair "$(echo "$rps" | list_max)" \
+      "$(echo "${torch_rates[$impl]:-}" | list_max)" tokens/s ringpipe "torch $impl")" |
+      tee -a "$report"
   done
   [ "$PRECISION" = fp32 ] &&
     echo "ringpipe's model FLOP/s over the FMA probe, $model, at each round's mean rate: $(echo "$fmas" | fraction_spread)" | tee -a "$report"
@@ -249,7 +271,7 @@ if [ -n "$ATTN_T" ]; then
   summary=""
   for T in $ATTN_T; do
     for causal in 1 0; do
-      rs=""
+      rs="" fls="" sds=""
       cz=$([ $causal = 1 ] && echo yes || echo no)
       for r in $(seq "$ROUNDS"); do
         if [ "$ATTN_CLOCK" = cpu ]; then
@@ -270,10 +292,12 @@ if [ -n "$ATTN_T" ]; then
              --head-size 64 --threads "$THREADS" $tclock 2>/dev/null | sed -n 's/^fb_ms: //p') || true
         x=$(ratio "${sd:-0}" "${fl:-0}")
         if [ -n "$sd" ] && [ -n "$fl" ]; then rs="$rs $x"; fi
+        fls="$fls $fl" sds="$sds $sd"
         echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x |" | tee -a "$report"
       done
       summary="$summary
-flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)"
+flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)
+  best round of each side: $(best_pair "$(echo "$sds" | list_min)" "$(echo "$fls" | list_min)" ms SDPA flash)"
     done
   done
   echo "$summary" | tee -a "$report"
