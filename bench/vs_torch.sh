@@ -5,7 +5,7 @@
 # flash vs PyTorch scaled_dot_product_attention). Prints per round and, per
 # comparison, the median ratio with its min..max spread over the rounds and the
 # ratio of each side's best round (on a VM whose neighbours slow some rounds,
-# the one neither side's noise is in), and
+# the reading their noise touches least on either side), and
 # (fp32) ringpipe's model FLOP/s over the FMA probe per round and their spread,
 # as `bench train` prints it, both over the start-up probe and over the probe on
 # all threads at once; writes the tables to OUT_DIR/vs_torch.md. Its
