@@ -131,11 +131,13 @@ fma_check=$("$RINGPIPE" bench fma --seconds 3 --threads "$THREADS" 2>&1 |
   echo
 } | tee "$report"
 
+# space-separated values (empty ones dropped) -> one a line, smallest first
+sorted_values() { tr ' ' '\n' | { grep . || true; } | sort -g; }
 # values -> "median (min..max)" in printf format FMT (default: ratios "a/b" of
 # paired columns, as 1.23x (1.10..1.40)); EMPTY when there is none
 median_spread() {
   local fmt=${1:-"%.2fx (%.2f..%.2f)"} empty=${2:-"n/a (no round gave both rates)"}
-  tr ' ' '\n' | { grep . || true; } | sort -g | awk -v fmt="$fmt" -v empty="$empty" '
+  sorted_values | awk -v fmt="$fmt" -v empty="$empty" '
     { v[NR] = $1 } END {
       if (NR == 0) { printf "%s", empty; exit }
       m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
@@ -145,8 +147,8 @@ spread() { median_spread; }
 fraction_spread() { median_spread "%.3f (%.3f..%.3f)" "n/a (no round printed one)"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print 0 }'; }
 # values -> the largest / the smallest ("" when there is none)
-list_max() { tr ' ' '\n' | { grep . || true; } | sort -g | tail -1; }
-list_min() { tr ' ' '\n' | { grep . || true; } | sort -g | head -1; }
+list_max() { sorted_values | tail -1; }
+list_min() { sorted_values | head -1; }
 # "A B UNIT NAME_A NAME_B" -> "1.23x (NAME_A A / NAME_B B UNIT)": the ratio of
 # each side's best round, the one noise (which only ever slows a round) touched
 # least on that side; n/a without both
