@@ -8,7 +8,10 @@
 # the reading their noise touches least on either side), and
 # (fp32) ringpipe's model FLOP/s over the FMA probe per round and their spread,
 # as `bench train` prints it, both over the start-up probe and over the probe on
-# all threads at once; writes the tables to OUT_DIR/vs_torch.md. Its
+# all threads at once. Each round also gives the CPU time the hypervisor took
+# during each side's run (/proc/stat's steal count, where the kernel has it):
+# on a shared VM the side that lost time reads slow in that round, and the
+# last line gives the whole run's. Writes the tables to OUT_DIR/vs_torch.md. Its
 # header says how the FMA probe holds up on all the threads at once for 3 s
 # (`ringpipe bench fma`), the check on the fractions' denominator.
 #
@@ -131,6 +134,22 @@ fma_check=$("$RINGPIPE" bench fma --seconds 3 --threads "$THREADS" 2>&1 |
   echo
 } | tee "$report"
 
+# The hypervisor's steal count: the 8th number of /proc/stat's "cpu" line, in
+# ticks of CLK_TCK, summed over the machine's CPUs (proc(5)); empty where there
+# is none. stolen_since TICKS: the seconds stolen since then, "-" without it.
+HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
+steal_ticks() { awk '$1 == "cpu" && NF >= 9 { print $9; exit }' /proc/stat 2>/dev/null || true; }
+stolen_since() {
+  local now
+  now=$(steal_ticks)
+  if [ -n "$1" ] && [ -n "$now" ]; then
+    awk -v a="$1" -v b="$now" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }'
+  else
+    printf -- '-'
+  fi
+}
+run_steal0=$(steal_ticks) run_t0=$(date +%s)
+
 # space-separated values (empty ones dropped) -> one a line, smallest first
 sorted_values() { tr ' ' '\n' | { grep . || true; } | sort -g; }
 # values -> "median (min..max)" in printf format FMT (default: ratios "a/b" of
@@ -220,10 +239,11 @@ for model in $MODELS; do
   # probe, as `bench train` prints it (fp32 runs only), and over the same probe
   # run on all the threads at once after the steps (the sum of their medians):
   # lower where one busy core clocks higher than all of them together
-  echo "| round | ringpipe tok/s | ringpipe / FMA probe | ringpipe / probe on all threads at once | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)" | tee -a "$report"
-  echo "|---|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)" | tee -a "$report"
+  echo "| round | ringpipe tok/s | ringpipe / FMA probe | ringpipe / probe on all threads at once | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)CPU s stolen: ringpipe$(for i in $IMPLS; do printf ' / torch %s' "$i"; done) |" | tee -a "$report"
+  echo "|---|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)---|" | tee -a "$report"
   fmas="" fmas_all=""
   for r in $(seq "$ROUNDS"); do
+    s0=$(steal_ticks)
     # shellcheck disable=SC2086
     # a run that fails shows as "failed" (its last stderr line is printed) and the
     # rounds go on: pipefail must not end the script here
@@ -235,7 +255,9 @@ for model in $MODELS; do
     fmas="$fmas $fma" fmas_all="$fmas_all $fma_all" rps="$rps $rp"
     [ -n "$rp" ] || echo "vs_torch: ringpipe bench train failed: $(tail -1 "$OUT/last.err")" >&2
     line="| $r | $rp | ${fma:--} | ${fma_all:--} |"
+    stolen=$(stolen_since "$s0")
     for impl in $IMPLS; do
+      s0=$(steal_ticks)
       # shellcheck disable=SC2086
       tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
            --threads "$THREADS" 2>"$OUT/last.err" | sed -n 's/^tokens\/s: //p') || true
@@ -243,8 +265,9 @@ for model in $MODELS; do
       line="$line ${tt:-failed} |"
       [ -n "$tt" ] && [ -n "$rp" ] && ratios[$impl]="${ratios[$impl]:-} $(ratio "$rp" "$tt")"
       [ -n "$tt" ] && torch_rates[$impl]="${torch_rates[$impl]:-} $tt"
+      stolen="$stolen / $(stolen_since "$s0")"
     done
-    echo "$line" | tee -a "$report"
+    echo "$line $stolen |" | tee -a "$report"
   done
   echo | tee -a "$report"
   for impl in $IMPLS; do
@@ -268,14 +291,15 @@ done
 if [ -n "$ATTN_T" ]; then
   echo "## attention forward+backward, B=1 NH=6 HS=64 (ms, best of repetitions, $ATTN_CLOCK clock)" | tee -a "$report"
   echo | tee -a "$report"
-  echo "| T | causal | round | ringpipe flash | fraction of FMA peak | torch SDPA | SDPA / flash |" | tee -a "$report"
-  echo "|---|---|---|---|---|---|---|" | tee -a "$report"
+  echo "| T | causal | round | ringpipe flash | fraction of FMA peak | torch SDPA | SDPA / flash | CPU s stolen: flash / SDPA |" | tee -a "$report"
+  echo "|---|---|---|---|---|---|---|---|" | tee -a "$report"
   summary=""
   for T in $ATTN_T; do
     for causal in 1 0; do
       rs="" fls="" sds=""
       cz=$([ $causal = 1 ] && echo yes || echo no)
       for r in $(seq "$ROUNDS"); do
+        s0=$(steal_ticks)
         if [ "$ATTN_CLOCK" = cpu ]; then
           row=$("$FLASH_CPU" "$T" "$causal" 3 2>/dev/null |
                 sed -n 's/.*f+b \([0-9.]*\) ms.* = \([0-9.]*\) of the FMA peak.*/\1 \2/p') || true
@@ -287,6 +311,8 @@ if [ -n "$ATTN_T" ]; then
         fi
         fl=${row%% *}
         fma=${row##* }
+        stolen=$(stolen_since "$s0")
+        s0=$(steal_ticks)
         tclock=""
         if [ "$ATTN_CLOCK" = cpu ]; then tclock=--cpu-time; fi
         # shellcheck disable=SC2086
@@ -295,7 +321,7 @@ if [ -n "$ATTN_T" ]; then
         x=$(ratio "${sd:-0}" "${fl:-0}")
         if [ -n "$sd" ] && [ -n "$fl" ]; then rs="$rs $x"; fi
         fls="$fls $fl" sds="$sds $sd"
-        echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x |" | tee -a "$report"
+        echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x | $stolen / $(stolen_since "$s0") |" | tee -a "$report"
       done
       summary="$summary
 flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)
@@ -305,5 +331,14 @@ flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)
   echo "$summary" | tee -a "$report"
 fi
 rm -f "$OUT/last.err"
+# the whole run's steal, over what the machine's CPUs had in its wall time
+ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+wall=$(($(date +%s) - run_t0))
+stolen=$(stolen_since "$run_steal0")
+if [ "$stolen" != - ] && [ "$wall" -gt 0 ]; then
+  echo "Hypervisor steal over this run: $stolen s of this machine's $ncpu CPUs x $wall s ($(awk -v s="$stolen" -v n="$ncpu" -v w="$wall" 'BEGIN { printf "%.1f", 100 * s / (n * w) }') %; /proc/stat)." | tee -a "$report"
+else
+  echo "Hypervisor steal over this run: not known (no steal count in /proc/stat)." | tee -a "$report"
+fi
 echo
 echo "vs_torch: report in $report"

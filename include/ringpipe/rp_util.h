@@ -5,6 +5,15 @@
 #include <stdint.h>
 
 double rp_now(void);               /* seconds, monotonic clock */
+/* CPU time the hypervisor gave to other guests while this machine's CPUs
+ * had work (/proc/stat's steal column, summed over all its CPUs), in seconds
+ * since boot; -1 where there is no such figure (not Linux, or an old kernel).
+ * The difference over a run says how much of it a shared VM lost to its
+ * neighbours. rp_steal_seconds_from parses the text of /proc/stat with hz
+ * ticks a second (its first line: "cpu" user nice system idle iowait irq
+ * softirq steal ...). */
+double rp_steal_seconds(void);
+double rp_steal_seconds_from(const char *proc_stat, long hz);
 /* v[0..n) in ascending order (qsort; for medians and percentiles of timings) */
 void rp_sort_doubles(double *v, long n);
 /* Ranks of this job on this node (local_ranks.c): the MPI library's count once

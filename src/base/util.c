@@ -1,7 +1,10 @@
-/* Monotonic timer and xoshiro256** random numbers. */
+/* Monotonic timer, the hypervisor's steal count and xoshiro256** random numbers. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ringpipe/rp_util.h"
 
@@ -9,6 +12,24 @@ double rp_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double rp_steal_seconds_from(const char *proc_stat, long hz) {
+  if (!proc_stat || hz <= 0 || strncmp(proc_stat, "cpu ", 4) != 0) return -1.0;
+  unsigned long long f[8]; /* user nice system idle iowait irq softirq steal */
+  if (sscanf(proc_stat + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1], &f[2],
+             &f[3], &f[4], &f[5], &f[6], &f[7]) != 8)
+    return -1.0;
+  return (double)f[7] / (double)hz;
+}
+
+double rp_steal_seconds(void) {
+  FILE *fp = fopen("/proc/stat", "r");
+  if (!fp) return -1.0;
+  char line[512];
+  const char *got = fgets(line, sizeof line, fp);
+  fclose(fp);
+  return got ? rp_steal_seconds_from(line, sysconf(_SC_CLK_TCK)) : -1.0;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ringpipe/rp_arena.h"
@@ -24,6 +25,18 @@ static double print_step_spread(double *rates, int n) {
   printf("  per step: median %.0f tokens/s, slowest %.0f, fastest %.0f\n", median, rates[0],
          rates[n - 1]);
   return median;
+}
+
+/* The CPU time the hypervisor gave other guests over the measured steps: on a
+ * shared VM the steps it fell in read slow, whatever the code did. Said only
+ * where /proc/stat has the figure. */
+static void print_steal(double stolen, double wall) {
+  if (stolen < 0 || wall <= 0) return;
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 1) return;
+  printf("  hypervisor steal over the measured steps: %.2f s of this machine's %ld CPUs x "
+         "%.2f s (%.1f %%; /proc/stat: time its CPUs waited while other guests ran)\n",
+         stolen, ncpu, wall, 100.0 * stolen / ((double)ncpu * wall));
 }
 
 /* fp32 runs only: a bf16 step's products run on the bf16 dot, whose rate the
@@ -52,7 +65,9 @@ static int bench_train(int argc, char **argv) {
                         "Train for a few steps and report throughput (the mean, and the median,\n"
                         "slowest and fastest step; the first two of more than two are warm-up), MFU, the\n"
                         "model's FLOP/s over the FMA probe (fp32; one rank alone also over the probe\n"
-                        "run on all its threads at once for 1 s after the steps) and memory.",
+                        "run on all its threads at once for 1 s after the steps), memory and, where\n"
+                        "/proc/stat has it, the CPU time the hypervisor gave other guests over the\n"
+                        "measured steps.",
                         rp_train_opt_table, rp_train_opt_count, &o, argc, argv);
   if (rc >= 0) return rc;
   rp_trainer t;
@@ -66,17 +81,22 @@ static int bench_train(int argc, char **argv) {
   double tok = 0, secs = 0;
   double *rates = calloc((size_t)o.steps, sizeof *rates); /* per measured step */
   int nrates = 0;
+  double steal0 = -1.0, wall0 = 0.0;
   for (int i = 0; i < o.steps && s == RP_OK; i++) {
     rp_step_stats st;
     if (o.profile && i == warm) rp_prof_enable(1); /* --profile times the measured steps */
+    if (i == warm) steal0 = rp_steal_seconds(), wall0 = rp_now();
     s = rp_trainer_step(&t, &st);
     if (i < warm) continue;
     tok += st.tokens_per_s * st.seconds;
     secs += st.seconds;
     if (rates) rates[nrates++] = st.tokens_per_s;
   }
+  const double stolen = steal0 >= 0 ? rp_steal_seconds() - steal0 : -1.0,
+               steps_wall = rp_now() - wall0;
   if (s != RP_OK) {
     rc = rp_cli_fail("bench", s);
+    free(rates);
     rp_trainer_free(&t);
     return rc;
   }
@@ -95,6 +115,7 @@ static int bench_train(int argc, char **argv) {
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
     const double median = print_step_spread(rates, nrates);
+    if (nrates > 0) print_steal(stolen, steps_wall);
     /* tokens count every data-parallel replica's; the peaks are one rank's:
      * the rates below are per rank, as the step's MFU is (step.c) */
     const double flops_per_token = rp_gpt_flops_per_token(&t.cfg, o.seq) / t.grid.world_size;

@@ -1,5 +1,6 @@
 /* Base: pool runs every (ith, nth) exactly once, async launch, allocation
- * accounting, huge-page advice, ranks per node, error messages, rng determinism. */
+ * accounting, huge-page advice, ranks per node, error messages, rng determinism,
+ * the hypervisor's steal count read from /proc/stat. */
 #include <setjmp.h>
 #include <stdlib.h>
 #include <stdarg.h>
@@ -221,6 +222,29 @@ static void test_rng_deterministic(void **state) {
   assert_true(fabs(sq / 100000 - 1.0) < 0.02);
 }
 
+/* The steal column is the eighth number of /proc/stat's "cpu" line (proc(5)),
+ * in ticks; a line without it, another line first, or no hz give -1. */
+static void test_steal_parse(void **state) {
+  (void)state;
+  const char *stat = "cpu  1817008 611 285413 1358307 6067 0 1745 4986 0 0\n"
+                     "cpu0 908504 305 142706 679153 3033 0 872 2493 0 0\n";
+  assert_true(fabs(rp_steal_seconds_from(stat, 100) - 49.86) < 1e-9);
+  assert_true(fabs(rp_steal_seconds_from("cpu 1 2 3 4 5 6 7 8\n", 1000) - 0.008) < 1e-12);
+  assert_true(rp_steal_seconds_from("cpu  1 2 3 4 5 6 7\n", 100) < 0);  /* no steal column */
+  assert_true(rp_steal_seconds_from("cpu0 1 2 3 4 5 6 7 8\n", 100) < 0); /* not the total */
+  assert_true(rp_steal_seconds_from("intr 1 2 3 4 5 6 7 8\n", 100) < 0);
+  assert_true(rp_steal_seconds_from(stat, 0) < 0);
+  assert_true(rp_steal_seconds_from(NULL, 100) < 0);
+  /* this machine's own: a count that never runs backwards, or none at all */
+  const double a = rp_steal_seconds(), b = rp_steal_seconds();
+  if (access("/proc/stat", R_OK) == 0) {
+    assert_true(a >= 0);
+    assert_true(b >= a);
+  } else {
+    assert_true(a < 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pool_runs_each_thread_once),
@@ -232,6 +256,7 @@ int main(void) {
       cmocka_unit_test(test_local_ranks),
       cmocka_unit_test(test_errors_carry_message),
       cmocka_unit_test(test_rng_deterministic),
+      cmocka_unit_test(test_steal_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,9 @@
 # replica's tokens, while the MFU's GEMM peak and the FMA probe are one rank's,
 # so the model FLOP/s it prints per token halves from one rank to two, and the
 # FMA line is that rate over the probe it names (one rank alone also prints it
-# over the probe run on all its threads at once).
+# over the probe run on all its threads at once). Where /proc/stat has the
+# hypervisor's steal count, the run says how much of it fell in the measured
+# steps: no more than the machine's CPUs had, and the percentage it names.
 # usage: bench_train_rates.sh RINGPIPE WORKDIR MPIRUN [MPIRUN ARGS...]
 set -u
 ringpipe=$1 work=$2
@@ -62,5 +64,18 @@ awk '/^  model FLOP\/s[^o]*: / { for (i = 1; i <= NF; i++) if ($i == "GFLOP/s") 
            print "ok" }' "$work/one.txt" >"$work/one.all" || bad "one rank: all-threads line: $(cat "$work/one.all")"
 grep -q "model FLOP/s over the probe on all threads at once" "$work/two.txt" &&
   bad "two ranks: an all-threads probe line (only one rank alone runs it)"
-echo "FLOPs per token a rank: $one (one rank), $two (two); FMA lines: $(cat "$work/one.fma") / $(cat "$work/two.fma"); all-threads line: $(cat "$work/one.all")"
+# the steal line: "S s of this machine's N CPUs x W s (P %; ...)"
+steal="no /proc/stat"
+if [ -r /proc/stat ]; then
+  steal=$(awk '/^  hypervisor steal over the measured steps: / {
+                 s = $7; n = $12; w = $15; p = $17; sub(/^\(/, "", p); seen = 1 }
+               END { if (!seen) { print "missing"; exit 1 }
+                     if (n < 1 || w <= 0 || s < 0) { print "unparsed or negative"; exit 1 }
+                     if (s > n * w + 0.05) { printf "%g s stolen, more than %d CPUs x %g s\n", s, n, w; exit 1 }
+                     q = 100 * s / (n * w); if (q - p > 0.06 || p - q > 0.06) { printf "%g %% printed, %g %% from its figures\n", p, q; exit 1 }
+                     printf "%g s of %d x %g s", s, n, w }' "$work/one.txt") || bad "one rank: steal line: $steal"
+elif grep -q "hypervisor steal" "$work/one.txt"; then
+  bad "a steal line without /proc/stat"
+fi
+echo "FLOPs per token a rank: $one (one rank), $two (two); FMA lines: $(cat "$work/one.fma") / $(cat "$work/two.fma"); all-threads line: $(cat "$work/one.all"); steal: $steal"
 finish "bench train rates"
