@@ -55,6 +55,9 @@ double rp_prof_min_seconds(rp_prof_id id);  /* sum over this component's sites *
 void rp_prof_step_end(void);
 long rp_prof_steps(void);
 double rp_prof_wall_seconds(void);
+/* CPU time the hypervisor gave other guests during the closed steps (summed
+ * over the machine's CPUs, rp_steal_seconds); -1 without a count or a step */
+double rp_prof_steal_seconds(void);
 
 double rp_prof_clock(void);        /* rp_now() */
 void rp_prof_add(rp_prof_id id, double seconds);

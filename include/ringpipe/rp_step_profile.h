@@ -74,6 +74,7 @@ typedef struct {
   long steps;
   double part[RP_PART_COUNT], quiet[RP_PART_COUNT];
   double wall, timed_quiet;
+  double steal; /* s the hypervisor gave other guests over all the steps, -1 unknown */
 } rp_step_times;
 
 /* Reads the profiler's totals into *st; 0 when no step was profiled. */

@@ -3,6 +3,7 @@
 #define RP_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 double rp_now(void);               /* seconds, monotonic clock */
 /* CPU time the hypervisor gave to other guests while this machine's CPUs
@@ -14,6 +15,10 @@ double rp_now(void);               /* seconds, monotonic clock */
  * softirq steal ...). */
 double rp_steal_seconds(void);
 double rp_steal_seconds_from(const char *proc_stat, long hz);
+/* "  hypervisor steal over WHAT: S s of this machine's N CPUs x WALL s (P %; ...)"
+ * to f, the share of the machine's CPU time over wall seconds that `stolen`
+ * seconds are; nothing when stolen < 0 (no count) or wall <= 0. */
+void rp_print_steal(FILE *f, const char *what, double stolen, double wall);
 /* v[0..n) in ascending order (qsort; for medians and percentiles of timings) */
 void rp_sort_doubles(double *v, long n);
 /* Ranks of this job on this node (local_ranks.c): the MPI library's count once

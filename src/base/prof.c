@@ -7,6 +7,9 @@ int rp_prof_enabled;
 static double prof_seconds[RP_PROF_COUNT];
 static long prof_calls[RP_PROF_COUNT];
 static double step_t0, step_wall;   /* open step's start; closed steps' total */
+/* the hypervisor's steal count at the open step's start, and over the closed
+ * steps (-1 once a step found no count) */
+static double steal_t0, steal_total;
 static long step_count;
 /* Calls count only inside a step once rp_prof_step_end has been used (the
  * trainer's evaluation forwards between steps are not step time); a caller
@@ -51,11 +54,13 @@ void rp_prof_reset(void) {
   step_wall = 0;
   step_count = 0;
   step_t0 = 0;
+  steal_t0 = steal_total = 0;
   step_open = steps_closed_seen = 0;
 }
 
 void rp_prof_step_begin(void) {
   site_next = 0;
+  steal_t0 = rp_steal_seconds(); /* read before the clock: not in the step's time */
   step_t0 = rp_now();
   step_open = 1;
 }
@@ -63,6 +68,11 @@ void rp_prof_step_begin(void) {
 void rp_prof_step_end(void) {
   if (!step_open) return;
   step_wall += rp_now() - step_t0;
+  const double steal = rp_steal_seconds();
+  if (steal < 0 || steal_t0 < 0 || steal_total < 0)
+    steal_total = -1.0;
+  else
+    steal_total += steal - steal_t0;
   step_count++;
   step_open = 0;
   steps_closed_seen = 1;
@@ -70,6 +80,7 @@ void rp_prof_step_end(void) {
 
 long rp_prof_steps(void) { return step_count; }
 double rp_prof_wall_seconds(void) { return step_wall; }
+double rp_prof_steal_seconds(void) { return step_count > 0 ? steal_total : -1.0; }
 
 double rp_prof_min_seconds(rp_prof_id id) {
   double s = 0;

@@ -32,6 +32,14 @@ double rp_steal_seconds(void) {
   return got ? rp_steal_seconds_from(line, sysconf(_SC_CLK_TCK)) : -1.0;
 }
 
+void rp_print_steal(FILE *f, const char *what, double stolen, double wall) {
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (stolen < 0 || wall <= 0 || ncpu < 1) return;
+  fprintf(f, "  hypervisor steal over %s: %.2f s of this machine's %ld CPUs x %.3f s (%.1f %%; "
+          "/proc/stat: time other guests ran while its CPUs had work)\n", what, stolen, ncpu,
+          wall, 100.0 * stolen / ((double)ncpu * wall));
+}
+
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);

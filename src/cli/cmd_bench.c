@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "ringpipe/rp_arena.h"
@@ -25,18 +24,6 @@ static double print_step_spread(double *rates, int n) {
   printf("  per step: median %.0f tokens/s, slowest %.0f, fastest %.0f\n", median, rates[0],
          rates[n - 1]);
   return median;
-}
-
-/* The CPU time the hypervisor gave other guests over the measured steps: on a
- * shared VM the steps it fell in read slow, whatever the code did. Said only
- * where /proc/stat has the figure. */
-static void print_steal(double stolen, double wall) {
-  if (stolen < 0 || wall <= 0) return;
-  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  if (ncpu < 1) return;
-  printf("  hypervisor steal over the measured steps: %.2f s of this machine's %ld CPUs x "
-         "%.2f s (%.1f %%; /proc/stat: time its CPUs waited while other guests ran)\n",
-         stolen, ncpu, wall, 100.0 * stolen / ((double)ncpu * wall));
 }
 
 /* fp32 runs only: a bf16 step's products run on the bf16 dot, whose rate the
@@ -115,7 +102,8 @@ static int bench_train(int argc, char **argv) {
     printf("  steps measured: %d (after %d warm-up)\n", o.steps - warm, warm);
     printf("  tokens/s: %.0f\n", tok / secs);
     const double median = print_step_spread(rates, nrates);
-    if (nrates > 0) print_steal(stolen, steps_wall);
+    /* on a shared VM the steps it fell in read slow, whatever the code did */
+    if (nrates > 0) rp_print_steal(stdout, "the measured steps", stolen, steps_wall);
     /* tokens count every data-parallel replica's; the peaks are one rank's:
      * the rates below are per rank, as the step's MFU is (step.c) */
     const double flops_per_token = rp_gpt_flops_per_token(&t.cfg, o.seq) / t.grid.world_size;

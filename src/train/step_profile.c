@@ -2,11 +2,13 @@
  * the parts of a step, with the work each part does and its fraction of peak. */
 #include "ringpipe/rp_step_profile.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ringpipe/rp_isa.h"
 #include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_prof.h"
+#include "ringpipe/rp_util.h"
 
 static const char *const part_names[RP_PART_COUNT] = {
     [RP_PART_GEMM] = "GEMM (matmuls, dbias)",
@@ -134,6 +136,15 @@ int rp_step_part_shown(rp_step_part p, const rp_step_times *st, const rp_step_wo
   return p == RP_PART_IDLE || st->part[p] > 0 || w->flops[p] > 0 || w->bytes[p] > 0;
 }
 
+/* What the hypervisor took over the steps: on a shared VM one reason, not the
+ * only one (a neighbour's use of the caches and memory shows in no count), why
+ * the mean step sits above the quiet one. Said where /proc/stat has it. */
+static void print_steal(FILE *f, const rp_step_times *st) {
+  char what[48];
+  snprintf(what, sizeof what, "the %ld steps", st->steps);
+  rp_print_steal(f, what, st->steal, st->wall * (double)st->steps);
+}
+
 int rp_step_times_read(rp_step_times *st) {
   memset(st, 0, sizeof *st);
   st->steps = rp_prof_steps();
@@ -148,6 +159,7 @@ int rp_step_times_read(rp_step_times *st) {
     st->timed_quiet += q;
   }
   st->wall = rp_prof_wall_seconds() / (double)st->steps;
+  st->steal = rp_prof_steal_seconds();
   st->part[RP_PART_IDLE] = st->wall > timed ? st->wall - timed : 0.0;
   st->quiet[RP_PART_IDLE] = -1.0; /* no call sites: the idle time has no minimum */
   return 1;
@@ -204,6 +216,7 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
             "them a step, %.3f of the FMA peak; the mean step is %.1f%% above\n",
             steps, timed_quiet * 1e3, total_flops / timed_quiet / pk->fma_flops,
             100.0 * (wall / timed_quiet - 1.0));
+  print_steal(f, &st);
   print_bound(f, &st, w, pk, total_flops);
   print_components(f, steps);
 }

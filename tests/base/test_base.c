@@ -235,6 +235,20 @@ static void test_steal_parse(void **state) {
   assert_true(rp_steal_seconds_from("intr 1 2 3 4 5 6 7 8\n", 100) < 0);
   assert_true(rp_steal_seconds_from(stat, 0) < 0);
   assert_true(rp_steal_seconds_from(NULL, 100) < 0);
+  /* the line: the stolen seconds over the machine's CPU time in the wall time */
+  char line[256] = {0}, want[256];
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  rp_print_steal(f, "the 4 steps", -1.0, 10.0); /* no count: nothing */
+  rp_print_steal(f, "the 4 steps", 0.5, 0.0);   /* no time: nothing */
+  rp_print_steal(f, "the 4 steps", 0.5, 10.0);
+  rewind(f);
+  assert_non_null(fgets(line, sizeof line, f));
+  fclose(f);
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  snprintf(want, sizeof want, "  hypervisor steal over the 4 steps: 0.50 s of this machine's %ld "
+           "CPUs x 10.000 s (%.1f %%; ", ncpu, 5.0 / (double)ncpu);
+  assert_memory_equal(line, want, strlen(want));
   /* this machine's own: a count that never runs backwards, or none at all */
   const double a = rp_steal_seconds(), b = rp_steal_seconds();
   if (access("/proc/stat", R_OK) == 0) {

@@ -2,7 +2,9 @@
 # `--profile` prints the step profile at the end of `train` and of `bench train`
 # (which once accepted the option and printed nothing): every part's row, the
 # step's wall row, and ms/step figures that add up to the wall within 5 % (and
-# the rounding of each row's two decimals); and the figure OUT/step_profile.svg,
+# the rounding of each row's two decimals); where /proc/stat has the
+# hypervisor's steal count, a line with what it took over the profiled steps,
+# whose seconds are the steps' wall time; and the figure OUT/step_profile.svg,
 # whole, with a bar per part and the step's, shown in the run's report.html.
 set -eu
 ringpipe=$1 work=$2
@@ -23,6 +25,18 @@ check() { # $1 = label, $2 = output file
              if (wall <= 0 || sum < wall - slack || sum > wall + slack) {
                printf "%s --profile: parts add to %.3f ms against a wall of %.3f\n", label, sum, wall; exit 1 }
              printf "%s --profile: parts %.3f ms of a %.3f ms step\n", label, sum, wall }' "$2"
+  if [ -r /proc/stat ]; then
+    awk -v label="$1" '/^step profile \(this rank, mean of/ { n = $7 }
+         /^  step \(wall\)/ { wall = $3 }
+         /^  hypervisor steal over the [0-9]+ steps: / { sn = $5; s = $7; w = $15; seen = 1 }
+         END { if (!seen) { printf "%s --profile: no hypervisor steal line\n", label; exit 1 }
+               if (sn != n || s < 0 || w < 0 || (w - n * wall / 1000) ^ 2 > (0.01 * w + 0.002) ^ 2) {
+                 printf "%s --profile: steal line over %s steps and %s s, the profile %s steps of %s ms\n",
+                   label, sn, w, n, wall; exit 1 }
+               printf "%s --profile: %s s stolen over %s s of steps\n", label, s, w }' "$2"
+  elif grep -q '^  hypervisor steal' "$2"; then
+    echo "$1 --profile: a steal line without /proc/stat"; exit 1
+  fi
 }
 figure() { # $1 = label, $2 = run directory, $3 = output file
   svg="$2/step_profile.svg"
