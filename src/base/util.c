@@ -16,11 +16,9 @@ double rp_now(void) {
 
 double rp_steal_seconds_from(const char *proc_stat, long hz) {
   if (!proc_stat || hz <= 0 || strncmp(proc_stat, "cpu ", 4) != 0) return -1.0;
-  unsigned long long f[8]; /* user nice system idle iowait irq softirq steal */
-  if (sscanf(proc_stat + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1], &f[2],
-             &f[3], &f[4], &f[5], &f[6], &f[7]) != 8)
-    return -1.0;
-  return (double)f[7] / (double)hz;
+  unsigned long long steal; /* after user nice system idle iowait irq softirq */
+  if (sscanf(proc_stat + 4, "%*llu %*llu %*llu %*llu %*llu %*llu %*llu %llu", &steal) != 1) return -1.0;
+  return (double)steal / (double)hz;
 }
 
 double rp_steal_seconds(void) {
