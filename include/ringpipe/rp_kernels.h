@@ -66,6 +66,9 @@ const char *rp_gemm_mode_name(rp_gemm_mode mode); /* "blas", "split", "own" */
  * 4 MiB, OpenBLAS split above: where each measured faster) */
 const char *rp_gemm_describe(const rp_pool *pool);
 void rp_gemm_set_mode(rp_pool *pool, rp_gemm_mode mode);  /* the pool's runs */
+/* --gemm's choice on the pool (auto leaves its measured default); RP_EINVAL,
+ * with the fix, for own where the ceiling has no own kernel. */
+rp_status rp_gemm_apply_choice(rp_pool *pool, rp_gemm_choice choice);
 /* The path rp_matmul_forward (backward = 0) or rp_matmul_backward (1) takes for
  * N rows of an IC -> OC matmul on this pool: "own", "split" or "blas" (one
  * sgemm with OpenBLAS's threads; every product on one thread). */
@@ -84,6 +87,15 @@ double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, 
  * its operands cannot be allocated
  * (`ringpipe bench gemm`'s per-shape table). */
 void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, double *bwd);
+/* One IC -> OC matmul over N rows, forward + backward, back to back for
+ * `seconds` of wall clock with the pool's threads and GEMM mode, after one
+ * warm-up (gemm_peak.c): *st gets the repeats and their best, 90th, 50th and
+ * 10th percentile rates in GFLOP/s (`ringpipe bench fma`'s GEMM check: the
+ * caches' and memory's side of a shared machine, beside the register-only
+ * probe). RP_EINVAL for a side or time that is not positive or operands of
+ * over 4 GiB; RP_ENOMEM. */
+rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seconds,
+                            rp_isa_probe_stats *st);
 /* The same through the bf16 GEMM the bf16 model runs (fp32 activations rounded
  * inside the call, bf16 weights, the kernel the rp_isa.h ceiling selects): the
  * MFU denominator of --precision bf16. */

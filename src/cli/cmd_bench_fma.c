@@ -1,6 +1,7 @@
 /* ringpipe bench fma: the FMA probe that every "of the FMA peak" figure
  * divides by, run on all the threads at once for seconds and set beside the
- * start-up probe (one thread's best of 40 ms, times the threads). */
+ * start-up probe (one thread's best of 40 ms, times the threads); then the
+ * GEMM check, one model shape's GEMM for as long, set beside the probe. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,11 +10,12 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_grid.h"
 #include "ringpipe/rp_isa.h"
+#include "ringpipe/rp_kernels.h"
 #include "ringpipe/rp_pool.h"
 #include "ringpipe/rp_train.h"
 
 typedef struct {
-  int threads, pin;
+  int threads, pin, check, gemm, rows, in, out;
   float seconds;
 } fma_opts;
 
@@ -24,6 +26,17 @@ static const rp_opt fma_table[] = {
     {"seconds", RP_OPT_FLOAT, O(seconds), "3", 0.01, 60, NULL,
      "how long every thread runs the probe, back to back"},
     {"pin", RP_OPT_BOOL, O(pin), "1", 0, 0, NULL, "pin each thread to a core, as training does"},
+    {"gemm-check", RP_OPT_BOOL, O(check), "1", 0, 0, NULL,
+     "after the probe, the GEMM check: one matmul shape's forward + backward on all the "
+     "threads, back to back for --seconds"},
+    {"gemm", RP_OPT_ENUM, O(gemm), "auto", 0, 0, "auto|blas|split|own",
+     "the GEMM check's GEMM, as training's --gemm chooses it"},
+    {"gemm-rows", RP_OPT_INT, O(rows), "1024", 1, 1 << 20, NULL,
+     "the GEMM check's rows N (the default model's B x T)"},
+    {"gemm-in", RP_OPT_INT, O(in), "384", 1, 65536, NULL,
+     "the GEMM check's input features IC (the default model's width)"},
+    {"gemm-out", RP_OPT_INT, O(out), "1536", 1, 262144, NULL,
+     "the GEMM check's output features OC (the default model's MLP, 4 x its width)"},
 };
 #undef O
 
@@ -44,10 +57,31 @@ static void print_verdict(double together, double peak) {
     printf("  within 10 %%: the FMA peak is what these threads reach together\n");
 }
 
+/* The GEMM check beside the probe: the register-only loop feels the cores'
+ * clocks and FMA units, the GEMM also the caches and memory bandwidth that a
+ * VM shares with its neighbours and that /proc/stat's steal does not count.
+ * Between two runs, a ratio that falls while the probe's line holds is the
+ * caches' and memory's doing. */
+static void print_gemm_check(const fma_opts *o, const rp_isa_probe_stats *g, double together,
+                             rp_pool *pool) {
+  printf("GEMM check: %d x %d -> %d (rows x in -> out features), forward + backward, all %d "
+         "thread%s, back to back for %.2f s\n  gemm %s\n", o->rows, o->in, o->out,
+         rp_pool_size(pool), rp_pool_size(pool) == 1 ? "" : "s", o->seconds,
+         rp_gemm_describe(pool));
+  printf("      runs     best      p90   median      p10   (GFLOP/s)\n");
+  printf("  %8d %8.1f %8.1f %8.1f %8.1f\n", g->runs, g->best, g->p90, g->median, g->p10);
+  printf("  the GEMM's median over the probe's sum of medians: %.3f (the probe runs from "
+         "registers;\n  the GEMM also from the caches and memory: where this falls between "
+         "two checks and\n  the probe's line holds, something else is using them)\n",
+         together > 0 ? g->median / together : 0.0);
+}
+
 int rp_bench_fma(int argc, char **argv) {
   fma_opts o;
   int rc = rp_cli_parse(
-      "bench fma", "ringpipe bench fma [--threads N] [--seconds S] [--isa LEVEL]",
+      "bench fma",
+      "ringpipe bench fma [--threads N] [--seconds S] [--isa LEVEL] [--no-gemm-check]\n"
+      "                   [--gemm auto|blas|split|own] [--gemm-rows N] [--gemm-in IC] [--gemm-out OC]",
       "The FMA peak that every \"of the FMA peak\" figure divides by, checked: the\n"
       "start-up probe is one thread's best run of a register-only multiply-add loop over\n"
       "40 ms, times the threads; here every thread runs that loop at once, back to back\n"
@@ -55,7 +89,13 @@ int rp_bench_fma(int argc, char **argv) {
       "and the sum of the medians over that peak. The loop is the fp32 one a run's\n"
       "fractions use: zmm under an avx512 ceiling, else ymm (--isa avx2). Each run is\n"
       "timed in its thread's CPU time, as the start-up probe is: threads that share a\n"
-      "core's units show, threads beyond the cores (taking turns) do not.",
+      "core's units show, threads beyond the cores (taking turns) do not.\n"
+      "Then (--gemm-check, on by default) the GEMM check: one matmul shape's forward and\n"
+      "backward (the default model's MLP unless --gemm-rows/-in/-out say otherwise) on\n"
+      "all the threads with training's GEMM, back to back for --seconds of wall\n"
+      "clock, its repeats' rates and its median over the probe's sum of medians. The\n"
+      "probe feels the cores' clocks and units; the GEMM also the caches and memory a\n"
+      "shared machine's other tenants use, which /proc/stat's steal does not count.",
       fma_table, (int)(sizeof fma_table / sizeof fma_table[0]), &o, argc, argv);
   if (rc >= 0) return rc;
   const rp_isa level = rp_isa_fp32_fma_level();
@@ -73,6 +113,10 @@ int rp_bench_fma(int argc, char **argv) {
                rp_isa_name(rp_isa_active()), rp_isa_source());
   else
     s = rp_isa_probe_sustained(level, pool, o.seconds, st);
+  rp_isa_probe_stats gemm = {0};
+  if (s == RP_OK && o.check) s = rp_gemm_apply_choice(pool, (rp_gemm_choice)o.gemm);
+  if (s == RP_OK && o.check)
+    s = rp_gemm_sustained(o.rows, o.in, o.out, pool, o.seconds, &gemm);
   if (s != RP_OK) {
     free(st);
     rp_pool_destroy(pool);
@@ -97,6 +141,7 @@ int rp_bench_fma(int argc, char **argv) {
       printf("  (a thread stopped at %ld runs, before --seconds ran out)\n",
              (long)RP_ISA_PROBE_MAX_RUNS);
     print_verdict(together, one * threads);
+    if (o.check) print_gemm_check(&o, &gemm, together, pool);
   }
   free(st);
   rp_pool_destroy(pool);

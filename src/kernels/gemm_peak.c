@@ -162,6 +162,51 @@ void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, d
   release_operands(&op);
 }
 
+/* The GEMM beside the FMA probe (`bench fma`): one shape's forward and
+ * backward back to back for `seconds`, every repeat's rate kept. The
+ * register-only loop feels the cores' clocks and units; this also feels the
+ * caches and memory bandwidth it shares with a VM's neighbours, which
+ * /proc/stat's steal does not count. Capped like the probe's runs. */
+#define SUSTAINED_MAX_RUNS 100000
+#define SUSTAINED_MAX_GIB 4.0
+rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seconds,
+                            rp_isa_probe_stats *st) {
+  *st = (rp_isa_probe_stats){0};
+  if (N < 1 || IC < 1 || OC < 1)
+    return rp_err(RP_EINVAL, "GEMM check shape %ld x %ld -> %ld: every side must be positive",
+                  N, IC, OC);
+  /* a check, not a stress test: refused before the allocation could pass on
+   * overcommit and the filling be killed for memory */
+  const double gib = (2.0 * N * IC + (double)N * OC + 2.0 * IC * OC) * sizeof(float) / (1 << 30);
+  if (gib > SUSTAINED_MAX_GIB)
+    return rp_err(RP_EINVAL, "GEMM check shape %ld x %ld -> %ld: %.1f GiB of operands, over "
+                  "the %g GiB a check takes; make the shape smaller", N, IC, OC, gib,
+                  SUSTAINED_MAX_GIB);
+  if (!(seconds > 0.0))
+    return rp_err(RP_EINVAL, "GEMM check seconds %g: must be positive", seconds);
+  peak_operands op;
+  double *rates = rp_alloc(SUSTAINED_MAX_RUNS * sizeof(double), RP_MEM_WORKSPACE);
+  if (!rates || !carve_operands(&op, N, IC, OC, IC * OC, 0, NULL, 0)) {
+    if (rates) release_operands(&op);
+    rp_free(rates);
+    return rp_err(RP_ENOMEM, "GEMM check operands for %ld x %ld x %ld", N, IC, OC);
+  }
+  fill_operands(&op, N, IC, IC * OC);
+  sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool); /* warms caches and BLAS threads */
+  const double gflop = 6.0 * N * IC * OC / 1e9;
+  const double start = rp_now();
+  int n = 0;
+  while (n < SUSTAINED_MAX_RUNS && (n == 0 || rp_now() - start < seconds)) {
+    const double t0 = rp_now();
+    sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool);
+    rates[n++] = gflop / (rp_now() - t0);
+  }
+  rp_isa_probe_summarize(rates, n, st);
+  release_operands(&op);
+  rp_free(rates);
+  return RP_OK;
+}
+
 double rp_gemm_peak_bf16(const long shapes[][2], int nshapes, long N, rp_pool *pool,
                          void *scratch, size_t scratch_bytes) {
   return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 1);

@@ -163,6 +163,20 @@ const char *rp_gemm_describe(const rp_pool *pool) {
   return rp_gemm_mode_name(m);
 }
 
+rp_status rp_gemm_apply_choice(rp_pool *pool, rp_gemm_choice choice) {
+  if (choice == RP_GEMM_CHOOSE_BLAS) rp_gemm_set_mode(pool, RP_GEMM_BLAS_THREADS);
+  if (choice == RP_GEMM_CHOOSE_SPLIT) rp_gemm_set_mode(pool, RP_GEMM_POOL_SPLIT);
+  if (choice == RP_GEMM_CHOOSE_OWN) {
+    if (rp_sgemm_kernel_best() < 0)
+      return rp_err(RP_EINVAL,
+                    "--gemm own needs the avx2 ISA level or above, and the ceiling is %s (%s); "
+                    "use --gemm split or auto",
+                    rp_isa_name(rp_isa_active()), rp_isa_source());
+    rp_gemm_set_mode(pool, RP_GEMM_OWN);
+  }
+  return RP_OK;
+}
+
 const char *rp_gemm_mode_name(rp_gemm_mode mode) {
   switch (mode) {
     case RP_GEMM_BLAS_THREADS: return "blas";

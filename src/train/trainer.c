@@ -185,16 +185,7 @@ static rp_status setup_compute(rp_trainer *t) {
   const rp_train_opts *o = &t->o;
   int threads = o->threads > 0 ? o->threads : rp_default_threads();
   RP_TRY(rp_pool_create(&t->pool, threads, o->pin));
-  if (o->gemm == RP_GEMM_CHOOSE_BLAS) rp_gemm_set_mode(t->pool, RP_GEMM_BLAS_THREADS);
-  if (o->gemm == RP_GEMM_CHOOSE_SPLIT) rp_gemm_set_mode(t->pool, RP_GEMM_POOL_SPLIT);
-  if (o->gemm == RP_GEMM_CHOOSE_OWN) {
-    if (rp_sgemm_kernel_best() < 0)
-      return rp_err(RP_EINVAL,
-                    "--gemm own needs the avx2 ISA level or above, and the ceiling is %s (%s); "
-                    "use --gemm split or auto",
-                    rp_isa_name(rp_isa_active()), rp_isa_source());
-    rp_gemm_set_mode(t->pool, RP_GEMM_OWN);
-  }
+  RP_TRY(rp_gemm_apply_choice(t->pool, (rp_gemm_choice)o->gemm));
   /* the packs are worth keeping only when a step uses a weight twice */
   if (o->weight_cache && rp_trainer_packs_weights(t) &&
       (o->microbatches > 1 || o->recompute != RP_RECOMPUTE_NONE))

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kt_util.h"
+#include "ringpipe/rp_arena.h"
 
 typedef struct {
   int N, IC, OC;
@@ -172,11 +173,40 @@ static void test_blas_core_above_cpu(void **state) {
   assert_int_equal(rp_blas_check_cpu(), RP_OK);
 }
 
+/* `bench fma`'s GEMM check (rp_gemm_sustained): repeats for the time asked,
+ * their rates in order, its operands given back; a side or time that is not
+ * positive and operands past its limit are refused before any allocation. */
+static void test_gemm_sustained(void **state) {
+  (void)state;
+  rp_pool *pool;
+  assert_int_equal(rp_pool_create(&pool, 2, 0), RP_OK);
+  rp_isa_probe_stats st;
+  /* the first call leaves the GEMM's own pack buffers, which it keeps */
+  assert_int_equal(rp_gemm_sustained(64, 32, 48, pool, 0.01, &st), RP_OK);
+  const size_t ws = rp_mem_current(RP_MEM_WORKSPACE);
+  const double t0 = rp_now();
+  assert_int_equal(rp_gemm_sustained(64, 32, 48, pool, 0.05, &st), RP_OK);
+  assert_true(rp_now() - t0 >= 0.05);
+  assert_true(st.runs >= 2);
+  assert_true(st.best >= st.p90 && st.p90 >= st.median && st.median >= st.p10 && st.p10 > 0);
+  assert_int_equal(rp_mem_current(RP_MEM_WORKSPACE), ws);
+  assert_int_equal(rp_gemm_sustained(0, 32, 48, pool, 0.05, &st), RP_EINVAL);
+  assert_non_null(strstr(rp_errmsg(), "0 x 32 -> 48: every side must be positive"));
+  assert_int_equal(st.runs, 0);
+  assert_int_equal(rp_gemm_sustained(64, 32, 48, pool, 0.0, &st), RP_EINVAL);
+  assert_non_null(strstr(rp_errmsg(), "must be positive"));
+  assert_int_equal(rp_gemm_sustained(1L << 20, 1L << 10, 16, pool, 0.05, &st), RP_EINVAL);
+  assert_non_null(strstr(rp_errmsg(), "make the shape smaller"));
+  assert_int_equal(rp_mem_current(RP_MEM_WORKSPACE), ws);
+  rp_pool_destroy(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_ref_fd),
       cmocka_unit_test(test_matmul_modes),
       cmocka_unit_test(test_blas_core_above_cpu),
+      cmocka_unit_test(test_gemm_sustained),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
