@@ -11,9 +11,15 @@
 # all threads at once. Each round also gives the CPU time the hypervisor took
 # during each side's run (/proc/stat's steal count, where the kernel has it):
 # on a shared VM the side that lost time reads slow in that round, and the
-# last line gives the whole run's. Writes the tables to OUT_DIR/vs_torch.md. Its
-# header says how the FMA probe holds up on all the threads at once for 3 s
-# (`ringpipe bench fma`), the check on the fractions' denominator.
+# last line gives the whole run's. Steal misses the neighbours' use of the
+# shared caches and memory, so before each side's run a GEMM check (`ringpipe
+# bench fma`: the FMA probe, then one of the model's GEMM shapes, for
+# CHECK_SECONDS each) gives both medians in GFLOP/s: a side whose checks read
+# low ran on a busier machine (the probe alone low: its cores were shared;
+# the GEMM alone: its caches and memory). Writes
+# the tables to OUT_DIR/vs_torch.md. Its header says how the FMA probe holds
+# up on all the threads at once for 3 s, the check on the fractions'
+# denominator, and the GEMM check beside it.
 #
 # PyTorch comes from a virtual environment OUTSIDE the repository, created on
 # first use (the CPU wheel index first, then PyPI). When it cannot be installed
@@ -54,6 +60,9 @@
 #                ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2 and
 #                ONEDNN_MAX_CPU_ISA=AVX2
 #   GEMM         ringpipe's --gemm [auto; own under ISA=avx2]
+#   CHECK_SECONDS  seconds of the FMA probe and of the GEMM check before each
+#                side's run (training: the model's MLP shape; attention: the
+#                default model's) [0.5] (0: no checks)
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
 TORCH_VENV=${TORCH_VENV:-$HOME/.cache/ringpipe/torch-venv}
@@ -80,6 +89,12 @@ esac
 case $GEMM in auto|blas|split|own) ;; *)
   echo "vs_torch: GEMM=$GEMM: use auto, blas, split or own" >&2; exit 2 ;;
 esac
+CHECK_SECONDS=${CHECK_SECONDS:-0.5}
+if [ "$CHECK_SECONDS" != 0 ] &&
+   ! awk -v s="$CHECK_SECONDS" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s >= 0.01 && s <= 60) }'; then
+  echo "vs_torch: CHECK_SECONDS=$CHECK_SECONDS: use 0 (no checks) or seconds in 0.01..60" >&2
+  exit 2
+fi
 ATTN_CLOCK=${ATTN_CLOCK:-wall}
 case $ATTN_CLOCK in
   wall) ;;
@@ -123,13 +138,24 @@ isa=$("$RINGPIPE" bench train --steps 1 --layers 1 --channels 64 --heads 1 --seq
       --no-measure-peak 2>/dev/null | sed -n 's/^  instruction sets: //p')
 # the FMA probe every "of the FMA probe" column divides by, held up to all the
 # threads at once for 3 s (ringpipe bench fma): is it what they reach together?
-fma_check=$("$RINGPIPE" bench fma --seconds 3 --threads "$THREADS" 2>&1 |
-  sed -n 's/^  all threads at once, the sum of their medians: \(.*\)$/\1/p' || true)
+fma_out=$("$RINGPIPE" bench fma --seconds 3 --threads "$THREADS" --gemm "$GEMM" 2>&1 || true)
+fma_check=$(echo "$fma_out" | sed -n 's/^  all threads at once, the sum of their medians: \(.*\)$/\1/p')
+# the GEMM check's median and the FMA probe's sum of medians before it:
+# "GEMM_GFLOPS PROBE_GFLOPS"
+check_figures() {
+  awk '/^  all threads at once, the sum of their medians: / { p = $10 }
+       /^GEMM check:/ { c = 1 } c && $1 ~ /^[0-9]+$/ && NF == 5 { m = $4 }
+       END { if (m != "" && p != "") printf "%s %s", m, p }'
+}
+gemm_head=$(echo "$fma_out" | check_figures)
+gemm_head_text="not measured"
+[ -n "$gemm_head" ] && gemm_head_text="${gemm_head% *} GFLOP/s median"
 {
   echo "# ringpipe vs PyTorch $tver"
   echo
   echo "CPU: $cpu, $THREADS threads each; ringpipe (--gemm $GEMM): $isa; PyTorch kernels: $tisa${ISA:+ (ISA=$ISA: MKL and oneDNN held to AVX2)}"
   echo "FMA probe check (\`ringpipe bench fma --seconds 3\`, all $THREADS threads at once, the sum of their medians): ${fma_check:-not measured (no SIMD probe here)}"
+  echo "GEMM check beside it (the default model's MLP, 1024 x 384 -> 1536, forward + backward, 3 s): $gemm_head_text"
   echo "Rounds: $ROUNDS, alternating (ringpipe, then each PyTorch variant, in every round)."
   echo
 } | tee "$report"
@@ -149,6 +175,25 @@ stolen_since() {
   fi
 }
 run_steal0=$(steal_ticks) run_t0=$(date +%s)
+
+# gemm_check ROWS IN OUT: `ringpipe bench fma`'s FMA probe and GEMM check on
+# that shape for CHECK_SECONDS each: "GEMM_GFLOPS PROBE_GFLOPS", empty without
+gemm_check() {
+  [ "$CHECK_SECONDS" = 0 ] && return 0
+  "$RINGPIPE" bench fma --seconds "$CHECK_SECONDS" --threads "$THREADS" --gemm "$GEMM" \
+    --gemm-rows "$1" --gemm-in "$2" --gemm-out "$3" 2>/dev/null | check_figures || true
+}
+# "GEMM PROBE" -> the table's cell "253 / 347", "-" when empty
+check_cell() {
+  if [ -n "$1" ]; then printf '%.0f / %.0f' "${1% *}" "${1#* }"; else printf -- '-'; fi
+}
+# "GEMM PROBE" -> " GEMM" or " PROBE" (field 1 or 2), to collect
+check_field() { [ -n "$2" ] && printf ' %s' "$(echo "$2" | cut -d' ' -f"$1")"; true; }
+# a side's collected checks -> "GEMM 253 (221..270), probe 347 (177..350) GFLOP/s"
+check_spread() {
+  printf 'GEMM %s, probe %s GFLOP/s' "$(echo "$1" | median_spread "%.0f (%.0f..%.0f)" n/a)" \
+    "$(echo "$2" | median_spread "%.0f (%.0f..%.0f)" n/a)"
+}
 
 # space-separated values (empty ones dropped) -> one a line, smallest first
 sorted_values() { tr ' ' '\n' | { grep . || true; } | sort -g; }
@@ -184,6 +229,13 @@ model_flags() {
     default) echo "--layers 6 --channels 384 --heads 6 --seq 256 --batch 4 --vocab 256" ;;
     gpt2) echo "--layers 12 --channels 768 --heads 12 --seq 512 --batch 4 --vocab 50257" ;;
     *) echo "vs_torch: unknown model '$1' in MODELS; use default or gpt2" >&2; exit 2 ;;
+  esac
+}
+# the model's MLP forward shape (B x T rows, C -> 4C): the GEMM check's
+model_check_shape() {
+  case $1 in
+    default) echo "1024 384 1536" ;;
+    gpt2) echo "2048 768 3072" ;;
   esac
 }
 
@@ -231,18 +283,24 @@ gemm_rounds() {
 # ---- training
 for model in $MODELS; do
   flags=$(model_flags "$model")
-  declare -A ratios=() torch_rates=()
+  declare -A ratios=() torch_rates=() gchecks=() pchecks=()
   rps=""
+  # shellcheck disable=SC2046 # three numbers
+  set -- $(model_check_shape "$model")
   echo "## training, $model model ($flags), $PRECISION" | tee -a "$report"
   echo | tee -a "$report"
   # the FMA columns: ringpipe's model FLOP/s at its mean rate over the fp32 FMA
   # probe, as `bench train` prints it (fp32 runs only), and over the same probe
   # run on all the threads at once after the steps (the sum of their medians):
   # lower where one busy core clocks higher than all of them together
-  echo "| round | ringpipe tok/s | ringpipe / FMA probe | ringpipe / probe on all threads at once | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)CPU s stolen: ringpipe$(for i in $IMPLS; do printf ' / torch %s' "$i"; done) |" | tee -a "$report"
-  echo "|---|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)---|" | tee -a "$report"
+  echo "| round | ringpipe tok/s | ringpipe / FMA probe | ringpipe / probe on all threads at once | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)CPU s stolen: ringpipe$(for i in $IMPLS; do printf ' / torch %s' "$i"; done) | checks before, GEMM / FMA probe GFLOP/s: ringpipe$(for i in $IMPLS; do printf '; torch %s' "$i"; done) |" | tee -a "$report"
+  echo "|---|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)---|---|" | tee -a "$report"
   fmas="" fmas_all=""
   for r in $(seq "$ROUNDS"); do
+    ck=$(gemm_check "$@")
+    gchecks[ringpipe]="${gchecks[ringpipe]:-}$(check_field 1 "$ck")"
+    pchecks[ringpipe]="${pchecks[ringpipe]:-}$(check_field 2 "$ck")"
+    cells=$(check_cell "$ck")
     s0=$(steal_ticks)
     # shellcheck disable=SC2086
     # a run that fails shows as "failed" (its last stderr line is printed) and the
@@ -257,6 +315,10 @@ for model in $MODELS; do
     line="| $r | $rp | ${fma:--} | ${fma_all:--} |"
     stolen=$(stolen_since "$s0")
     for impl in $IMPLS; do
+      ck=$(gemm_check "$@")
+      gchecks[$impl]="${gchecks[$impl]:-}$(check_field 1 "$ck")"
+      pchecks[$impl]="${pchecks[$impl]:-}$(check_field 2 "$ck")"
+      cells="$cells; $(check_cell "$ck")"
       s0=$(steal_ticks)
       # shellcheck disable=SC2086
       tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
@@ -267,7 +329,7 @@ for model in $MODELS; do
       [ -n "$tt" ] && torch_rates[$impl]="${torch_rates[$impl]:-} $tt"
       stolen="$stolen / $(stolen_since "$s0")"
     done
-    echo "$line $stolen |" | tee -a "$report"
+    echo "$line $stolen | $cells |" | tee -a "$report"
   done
   echo | tee -a "$report"
   for impl in $IMPLS; do
@@ -282,8 +344,10 @@ for model in $MODELS; do
     echo "ringpipe's model FLOP/s over the FMA probe, $model, at each round's mean rate: $(echo "$fmas" | fraction_spread)" | tee -a "$report"
   [ "$PRECISION" = fp32 ] &&
     echo "the same over the probe on all threads at once: $(echo "$fmas_all" | fraction_spread)" | tee -a "$report"
+  [ "$CHECK_SECONDS" != 0 ] &&
+    echo "checks before each side's runs (the GEMM on $1 x $2 -> $3), median (min..max): ringpipe $(check_spread "${gchecks[ringpipe]:-}" "${pchecks[ringpipe]:-}")$(for i in $IMPLS; do printf '; torch %s %s' "$i" "$(check_spread "${gchecks[$i]:-}" "${pchecks[$i]:-}")"; done)" | tee -a "$report"
   echo | tee -a "$report"
-  unset ratios
+  unset ratios gchecks pchecks
   [ -n "$GEMMS" ] && [ "$PRECISION" = fp32 ] && gemm_rounds "$model" "$flags"
 done
 
@@ -291,14 +355,17 @@ done
 if [ -n "$ATTN_T" ]; then
   echo "## attention forward+backward, B=1 NH=6 HS=64 (ms, best of repetitions, $ATTN_CLOCK clock)" | tee -a "$report"
   echo | tee -a "$report"
-  echo "| T | causal | round | ringpipe flash | fraction of FMA peak | torch SDPA | SDPA / flash | CPU s stolen: flash / SDPA |" | tee -a "$report"
-  echo "|---|---|---|---|---|---|---|---|" | tee -a "$report"
-  summary=""
+  echo "| T | causal | round | ringpipe flash | fraction of FMA peak | torch SDPA | SDPA / flash | CPU s stolen: flash / SDPA | checks before, GEMM / FMA probe GFLOP/s: flash; SDPA |" | tee -a "$report"
+  echo "|---|---|---|---|---|---|---|---|---|" | tee -a "$report"
+  summary="" flash_g="" flash_p="" sdpa_g="" sdpa_p=""
   for T in $ATTN_T; do
     for causal in 1 0; do
       rs="" fls="" sds=""
       cz=$([ $causal = 1 ] && echo yes || echo no)
       for r in $(seq "$ROUNDS"); do
+        ck=$(gemm_check 1024 384 1536)
+        flash_g="$flash_g$(check_field 1 "$ck")" flash_p="$flash_p$(check_field 2 "$ck")"
+        cells=$(check_cell "$ck")
         s0=$(steal_ticks)
         if [ "$ATTN_CLOCK" = cpu ]; then
           row=$("$FLASH_CPU" "$T" "$causal" 3 2>/dev/null |
@@ -312,6 +379,9 @@ if [ -n "$ATTN_T" ]; then
         fl=${row%% *}
         fma=${row##* }
         stolen=$(stolen_since "$s0")
+        ck=$(gemm_check 1024 384 1536)
+        sdpa_g="$sdpa_g$(check_field 1 "$ck")" sdpa_p="$sdpa_p$(check_field 2 "$ck")"
+        cells="$cells; $(check_cell "$ck")"
         s0=$(steal_ticks)
         tclock=""
         if [ "$ATTN_CLOCK" = cpu ]; then tclock=--cpu-time; fi
@@ -321,7 +391,7 @@ if [ -n "$ATTN_T" ]; then
         x=$(ratio "${sd:-0}" "${fl:-0}")
         if [ -n "$sd" ] && [ -n "$fl" ]; then rs="$rs $x"; fi
         fls="$fls $fl" sds="$sds $sd"
-        echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x | $stolen / $(stolen_since "$s0") |" | tee -a "$report"
+        echo "| $T | $cz | $r | ${fl:-failed} | ${fma:-?} | ${sd:-failed} | $x | $stolen / $(stolen_since "$s0") | $cells |" | tee -a "$report"
       done
       summary="$summary
 flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)
@@ -329,6 +399,8 @@ flash vs SDPA, T=$T causal=$cz: $(echo "$rs" | spread)
     done
   done
   echo "$summary" | tee -a "$report"
+  [ "$CHECK_SECONDS" != 0 ] &&
+    echo "checks before each side's runs (the GEMM on 1024 x 384 -> 1536), median (min..max): flash $(check_spread "$flash_g" "$flash_p"); SDPA $(check_spread "$sdpa_g" "$sdpa_p")" | tee -a "$report"
 fi
 rm -f "$OUT/last.err"
 # the whole run's steal, over what the machine's CPUs had in its wall time
