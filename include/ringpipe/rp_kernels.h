@@ -93,7 +93,8 @@ void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, d
  * 10th percentile rates in GFLOP/s (`ringpipe bench fma`'s GEMM check: the
  * caches' and memory's side of a shared machine, beside the register-only
  * probe). RP_EINVAL for a side or time that is not positive or operands of
- * over 4 GiB; RP_ENOMEM. */
+ * over 4 GiB; RP_ENOMEM. It stops at RP_GEMM_CHECK_MAX_RUNS repeats. */
+#define RP_GEMM_CHECK_MAX_RUNS 100000
 rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seconds,
                             rp_isa_probe_stats *st);
 /* The same through the bf16 GEMM the bf16 model runs (fp32 activations rounded

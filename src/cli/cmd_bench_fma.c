@@ -69,7 +69,13 @@ static void print_gemm_check(const fma_opts *o, const rp_isa_probe_stats *g, dou
          rp_pool_size(pool), rp_pool_size(pool) == 1 ? "" : "s", o->seconds,
          rp_gemm_describe(pool));
   printf("      runs     best      p90   median      p10   (GFLOP/s)\n");
-  printf("  %8d %8.1f %8.1f %8.1f %8.1f\n", g->runs, g->best, g->p90, g->median, g->p10);
+  /* a toy shape's rates are under 1 GFLOP/s: digits, not 0.0 */
+  if (g->p10 >= 1.0)
+    printf("  %8d %8.1f %8.1f %8.1f %8.1f\n", g->runs, g->best, g->p90, g->median, g->p10);
+  else
+    printf("  %8d %8.3g %8.3g %8.3g %8.3g\n", g->runs, g->best, g->p90, g->median, g->p10);
+  if (g->runs >= RP_GEMM_CHECK_MAX_RUNS)
+    printf("  (it stopped at %d repeats, before --seconds ran out)\n", RP_GEMM_CHECK_MAX_RUNS);
   printf("  the GEMM's median over the probe's sum of medians: %.3f (the probe runs from "
          "registers;\n  the GEMM also from the caches and memory: where this falls between "
          "two checks and\n  the probe's line holds, something else is using them)\n",

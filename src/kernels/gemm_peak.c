@@ -167,7 +167,7 @@ void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, d
  * register-only loop feels the cores' clocks and units; this also feels the
  * caches and memory bandwidth it shares with a VM's neighbours, which
  * /proc/stat's steal does not count. Capped like the probe's runs. */
-#define SUSTAINED_MAX_RUNS 100000
+#define SUSTAINED_MAX_RUNS RP_GEMM_CHECK_MAX_RUNS
 #define SUSTAINED_MAX_GIB 4.0
 rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seconds,
                             rp_isa_probe_stats *st) {
@@ -189,7 +189,7 @@ rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seco
   if (!rates || !carve_operands(&op, N, IC, OC, IC * OC, 0, NULL, 0)) {
     if (rates) release_operands(&op);
     rp_free(rates);
-    return rp_err(RP_ENOMEM, "GEMM check operands for %ld x %ld x %ld", N, IC, OC);
+    return rp_err(RP_ENOMEM, "GEMM check operands for %ld x %ld -> %ld", N, IC, OC);
   }
   fill_operands(&op, N, IC, IC * OC);
   sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool); /* warms caches and BLAS threads */
