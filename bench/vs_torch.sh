@@ -16,8 +16,8 @@
 # bench fma`: the FMA probe, then one of the model's GEMM shapes, for
 # CHECK_SECONDS each) gives both medians in GFLOP/s: a side whose checks read
 # low ran on a busier machine (the probe alone low: its cores were shared;
-# the GEMM alone: its caches and memory). Writes
-# the tables to OUT_DIR/vs_torch.md. Its header says how the FMA probe holds
+# the GEMM alone: its caches and memory). They are snapshots: a burst that
+# starts during a run goes unseen. Writes the tables to OUT_DIR/vs_torch.md. Its header says how the FMA probe holds
 # up on all the threads at once for 3 s, the check on the fractions'
 # denominator, and the GEMM check beside it.
 #
