@@ -57,7 +57,9 @@ typedef struct {
   double stream_bytes;   /* bytes/s, all pool threads */
   long stream_size;      /* buffer bytes the stream rate was measured at */
   double gemm_flops;     /* FLOP/s of the GEMM on the model's shapes with hot operands,
-                            all pool threads (the trainer's start-up sgemm peak); 0 unknown */
+                            all pool threads, that the bound line uses; 0 unknown */
+  double gemm_start, gemm_after; /* the trainer's measurements of it at start-up and
+                                    after the profiled steps; 0 where not made */
 } rp_step_peaks;
 
 /* Measures both peaks with the pool's threads (a fraction of a second). */

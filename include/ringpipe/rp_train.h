@@ -184,6 +184,10 @@ const char *rp_trainer_weight_cache_state(const rp_trainer *t);
  * little or no speed benefit on this CPU; nothing for an fp32 run. */
 void rp_trainer_print_bf16_benefit(const rp_trainer *t);
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
+/* The run's GEMM (bf16's under --precision bf16) on the model's shapes with
+ * hot operands, measured now as at start-up, in the idle activation buffer
+ * (between steps only): FLOP/s, 0 when its operands cannot be had. */
+double rp_trainer_gemm_rate_now(rp_trainer *t);
 /* Print this rank's step profile (rp_step_profile.h) of the steps run while
  * rp_prof was enabled (--profile), with the peaks measured now. */
 void rp_trainer_print_profile(rp_trainer *t);

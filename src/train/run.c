@@ -316,7 +316,11 @@ void rp_trainer_print_profile(rp_trainer *t) {
   if (t->bf16.n) rp_step_work_add_bf16_copies(&w, params, rp_dp_writes_bf16_copies(t->dp));
   rp_step_peaks pk;
   rp_step_peaks_measure(&pk, 16L * o->batch * t->T_local * t->cfg.C, t->pool);
-  pk.gemm_flops = t->bf16.n && t->gemm_peak_bf16 > 0 ? t->gemm_peak_bf16 : t->gemm_peak;
+  /* the bound's GEMM rate: the better of start-up's and a second measurement
+   * now (a slow moment at start-up had left the bound at the quiet step) */
+  pk.gemm_start = t->bf16.n && t->gemm_peak_bf16 > 0 ? t->gemm_peak_bf16 : t->gemm_peak;
+  pk.gemm_after = pk.gemm_start > 0 ? rp_trainer_gemm_rate_now(t) : 0.0;
+  pk.gemm_flops = RP_MAX(pk.gemm_start, pk.gemm_after);
   rp_step_profile_print(stdout, &w, &pk);
   rp_step_times st;
   if (!rp_step_times_read(&st)) return;

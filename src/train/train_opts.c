@@ -86,7 +86,8 @@ const rp_opt rp_train_opt_table[] = {
      "time goes (GEMM, attention, layernorm, GELU, optimizer, copies, comm, idle) with each "
      "part's fraction of the FMA or stream peak, the 'quiet' time (each call at its fastest "
      "over the steps: what is left when other processes take nothing), the bound (the "
-     "GEMMs at their measured rate alone, the rest at its quiet time) and every kernel's "
+     "GEMMs at the better of their rates alone at start-up and after the steps, the rest at "
+     "its quiet time) and every kernel's "
      "forward and backward apart; the same as a figure in OUT/step_profile.svg"},
     {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,
      "write TensorBoard event files of every metric into OUT/tensorboard"},

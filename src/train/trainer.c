@@ -380,6 +380,13 @@ static void measure_gemm_peak(rp_trainer *t) {
   }
 }
 
+double rp_trainer_gemm_rate_now(rp_trainer *t) {
+  const rp_train_opts *o = &t->o;
+  const int bf16 = o->precision == RP_PRECISION_BF16;
+  return rp_gpt_gemm_peak(&t->cfg, o->batch, t->T_local, bf16, t->pool, t->acts_mem,
+                          t->acts_mem ? t->acts_bytes : 0);
+}
+
 /* A fresh engine holding the run's options; nothing created yet. */
 static void engine_reset(rp_trainer *t, const rp_train_opts *o) {
   memset(t, 0, sizeof *t);

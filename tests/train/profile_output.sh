@@ -6,6 +6,9 @@
 # hypervisor's steal count, a line with what it took over the profiled steps,
 # whose seconds are the steps' wall time; and the figure OUT/step_profile.svg,
 # whole, with a bar per part and the step's, shown in the run's report.html.
+# With the GEMMs measured (no --measure-peak=0) and a SIMD FMA probe, the
+# bound line names their rates at start-up and after the steps and uses the
+# better of the two.
 set -eu
 ringpipe=$1 work=$2
 rm -rf "$work"
@@ -63,3 +66,18 @@ grep -q '<h2>Step profile</h2>' "$work/run/report.html" &&
   grep -q '<figure class="profile"><svg ' "$work/run/report.html" ||
   { echo "train --profile: report.html has no step profile figure"; exit 1; }
 echo "train --profile: report.html shows the figure"
+
+# the bound line: the GEMMs measured at start-up and again after the steps
+"$ringpipe" bench train --layers 2 --channels 64 --heads 2 --seq 64 --batch 2 --steps 4 \
+  --profile --out "$work/peak" > "$work/peak.txt"
+if grep -q 'no SIMD probe' "$work/peak.txt"; then
+  ! grep -q '^  bound:' "$work/peak.txt" ||
+    { echo "bench train --profile: a bound line without an FMA probe"; exit 1; }
+  echo "bench train --profile: no SIMD probe, no bound line"
+else
+  rates=$(sed -n 's/^  bound: the GEMMs at the rate they reach alone on hot operands (\([0-9.]*\) GFLOP\/s, [0-9.]* of the FMA peak: the better of \([0-9.]*\) at start-up and \([0-9.]*\) after the steps) and every other part at its quiet time: .*/\1 \2 \3/p' "$work/peak.txt")
+  [ -n "$rates" ] || { echo "bench train --profile: no bound line naming both GEMM rates"; cat "$work/peak.txt"; exit 1; }
+  echo "$rates" | awk '{ best = $2 > $3 ? $2 : $3
+    if ($1 != best || $2 <= 0 || $3 <= 0) { printf "bound uses %s GFLOP/s, the rates were %s and %s\n", $1, $2, $3; exit 1 }
+    printf "bench train --profile: bound at %s GFLOP/s, the better of %s and %s\n", $1, $2, $3 }'
+fi

@@ -93,6 +93,18 @@ static void test_steps_and_between(void **state) {
   snprintf(want, sizeof want, "%.2f ms a step, %.3f of the FMA peak", q * 1e3, 1e9 / q / 1e11);
   assert_non_null(strstr(buf, "bound: the GEMMs at the rate they reach alone"));
   assert_non_null(strstr(buf, want));
+  assert_null(strstr(buf, "at start-up")); /* one rate given: no pair named */
+  /* measured at start-up and after the steps: the line names both (the
+   * trainer passes the better as gemm_flops) */
+  pk.gemm_start = 2e9, pk.gemm_after = 4e9;
+  memset(buf, 0, sizeof buf);
+  f = fmemopen(buf, sizeof buf - 1, "w");
+  assert_non_null(f);
+  rp_step_profile_print(f, &w, &pk);
+  fclose(f);
+  assert_non_null(strstr(buf, "(4.0 GFLOP/s, 0.040 of the FMA peak: the better of 2.0 at "
+                              "start-up and 4.0 after the steps) and every other part"));
+  assert_non_null(strstr(buf, want));
   rp_prof_enable(0);
 }
 
