@@ -17,9 +17,9 @@
 # CHECK_SECONDS each) gives both medians in GFLOP/s: a side whose checks read
 # low ran on a busier machine (the probe alone low: its cores were shared;
 # the GEMM alone: its caches and memory). They are snapshots: a burst that
-# starts during a run goes unseen. Writes the tables to OUT_DIR/vs_torch.md. Its header says how the FMA probe holds
-# up on all the threads at once for 3 s, the check on the fractions'
-# denominator, and the GEMM check beside it.
+# starts during a run goes unseen. Writes the tables to OUT_DIR/vs_torch.md.
+# Its header says how the FMA probe holds up on all the threads at once for
+# 3 s, the check on the fractions' denominator, and the GEMM check beside it.
 #
 # PyTorch comes from a virtual environment OUTSIDE the repository, created on
 # first use (the CPU wheel index first, then PyPI). When it cannot be installed
@@ -187,8 +187,11 @@ gemm_check() {
 check_cell() {
   if [ -n "$1" ]; then printf '%.0f / %.0f' "${1% *}" "${1#* }"; else printf -- '-'; fi
 }
-# "GEMM PROBE" -> " GEMM" or " PROBE" (field 1 or 2), to collect
-check_field() { [ -n "$2" ] && printf ' %s' "$(echo "$2" | cut -d' ' -f"$1")"; true; }
+# "GEMM PROBE" -> " GEMM" (field 1) or " PROBE" (field 2), to collect; nothing when empty
+check_field() {
+  [ -n "$2" ] || return 0
+  if [ "$1" = 1 ]; then printf ' %s' "${2% *}"; else printf ' %s' "${2#* }"; fi
+}
 # a side's collected checks -> "GEMM 253 (221..270), probe 347 (177..350) GFLOP/s"
 check_spread() {
   printf 'GEMM %s, probe %s GFLOP/s' "$(echo "$1" | median_spread "%.0f (%.0f..%.0f)" n/a)" \

@@ -367,24 +367,25 @@ static void measure_fma_peak(rp_trainer *t) {
  * the step's fp32 parts made the default model's MFU read 102 % (bf16 under
  * RINGPIPE_ISA=avx2, before its avx2-fma kernel: the portable one, 125 GFLOP/s,
  * the fp32 flash faster). */
+/* The model's shapes through the fp32 GEMM or (bf16) the bf16 one, operands
+ * carved from the activation buffer, idle before and between steps. */
+static double gemm_rate_in_acts(rp_trainer *t, int bf16) {
+  return rp_gpt_gemm_peak(&t->cfg, t->o.batch, t->T_local, bf16, t->pool, t->acts_mem,
+                          t->acts_mem ? t->acts_bytes : 0);
+}
+
 static void measure_gemm_peak(rp_trainer *t) {
-  const rp_train_opts *o = &t->o;
-  const int bf16 = o->precision == RP_PRECISION_BF16;
-  void *scratch = t->acts_mem;
-  const size_t bytes = t->acts_mem ? t->acts_bytes : 0;
-  t->gemm_peak = rp_gpt_gemm_peak(&t->cfg, o->batch, t->T_local, bf16, t->pool, scratch, bytes);
+  const int bf16 = t->o.precision == RP_PRECISION_BF16;
+  t->gemm_peak = gemm_rate_in_acts(t, bf16);
   t->gemm_peak_bf16 = bf16 ? t->gemm_peak : 0.0;
   if (bf16 && rp_bf16_kernel_active() != RP_BF16_KERNEL_AMX) {
-    double f = rp_gpt_gemm_peak(&t->cfg, o->batch, t->T_local, 0, t->pool, scratch, bytes);
+    double f = gemm_rate_in_acts(t, 0);
     if (f > t->gemm_peak) t->gemm_peak = f;
   }
 }
 
 double rp_trainer_gemm_rate_now(rp_trainer *t) {
-  const rp_train_opts *o = &t->o;
-  const int bf16 = o->precision == RP_PRECISION_BF16;
-  return rp_gpt_gemm_peak(&t->cfg, o->batch, t->T_local, bf16, t->pool, t->acts_mem,
-                          t->acts_mem ? t->acts_bytes : 0);
+  return gemm_rate_in_acts(t, t->o.precision == RP_PRECISION_BF16);
 }
 
 /* A fresh engine holding the run's options; nothing created yet. */
