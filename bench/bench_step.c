@@ -254,7 +254,7 @@ int main(int argc, char **argv) {
     ab_modes(&b, pool, &cfg, N, o.steps);
     goto done;
   }
-  double peak = rp_gpt_gemm_peak(&cfg, o.B, o.T, 0, pool, NULL, 0);
+  double peak = rp_gpt_gemm_peak(&cfg, o.B, o.T, 0, pool, NULL, 0, NULL);
   double qpeak = quiet_gemm_peak(&cfg, N, 10, pool);
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("bench_step: L=%d C=%d NH=%d T=%d B=%d V=%d, %d threads, attention %s, gemm %s, "

@@ -74,13 +74,20 @@ rp_status rp_gemm_apply_choice(rp_pool *pool, rp_gemm_choice choice);
  * sgemm with OpenBLAS's threads; every product on one thread). */
 const char *rp_matmul_path(rp_pool *pool, int N, int IC, int OC, int backward);
 rp_gemm_mode rp_gemm_get_mode(const rp_pool *pool);
+/* One shape's rates within rp_gemm_peak's repeats: its forward's and its
+ * backward's (dinp and dweight) best, FLOP/s, each apart. */
+typedef struct rp_gemm_shape_rate {
+  long in, out;
+  double fwd, bwd;
+} rp_gemm_shape_rate;
 /* sgemm FLOP/s of forward + backward over the (in, out) feature shapes with N
  * rows, timed with the pool's threads and the GEMM mode (gemm_peak.c): the MFU
  * denominator. scratch (may be NULL) is an idle buffer the operands are carved
  * from when it holds scratch_bytes >= what they need; otherwise they are
- * accounted workspace. 0 when they cannot be allocated. */
+ * accounted workspace. 0 when they cannot be allocated. per_shape (may be
+ * NULL) gets nshapes rates, in the order of shapes (0 where not measured). */
 double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
-                    size_t scratch_bytes);
+                    size_t scratch_bytes, rp_gemm_shape_rate *per_shape);
 /* FLOP/s of one IC -> OC matmul over N rows, forward (*fwd) and backward
  * (dinp and dweight, *bwd) apart, with the pool's threads and GEMM mode, best
  * of at least three repeats (a quarter second) after a warm-up; 0 and 0 when
@@ -101,7 +108,7 @@ rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seco
  * inside the call, bf16 weights, the kernel the rp_isa.h ceiling selects): the
  * MFU denominator of --precision bf16. */
 double rp_gemm_peak_bf16(const long shapes[][2], int nshapes, long N, rp_pool *pool,
-                         void *scratch, size_t scratch_bytes);
+                         void *scratch, size_t scratch_bytes, rp_gemm_shape_rate *per_shape);
 /* Bytes/s the pool's threads stream through two buffers of `bytes` each
  * (y = a x + y: two reads, one write), best of a few (mem_peak.c): the memory
  * counterpart of the FMA peak. 0 when the buffers cannot be allocated. */

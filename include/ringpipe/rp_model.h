@@ -405,8 +405,12 @@ void rp_bf16_ctx_free(rp_bf16_ctx *c);
 double rp_gpt_flops_per_token(const rp_gpt_config *cfg, int T);
 /* rp_gemm_peak (bf16: rp_gemm_peak_bf16) on this model's matmul shapes (a
  * layer's four and the LM head's) with B x T rows: the MFU denominator of a
- * run at that precision. */
+ * run at that precision. per_shape (may be NULL) gets RP_GPT_GEMM_SHAPES
+ * rates: qkv, attention projection, c_fc, c_proj, LM head. */
+#define RP_GPT_GEMM_SHAPES 5
+struct rp_gemm_shape_rate; /* rp_kernels.h */
 double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, int bf16, rp_pool *pool,
-                        void *scratch, size_t scratch_bytes);
+                        void *scratch, size_t scratch_bytes,
+                        struct rp_gemm_shape_rate *per_shape);
 
 #endif

@@ -59,6 +59,37 @@ double rp_prof_wall_seconds(void);
  * over the machine's CPUs, rp_steal_seconds); -1 without a count or a step */
 double rp_prof_steal_seconds(void);
 
+/* The GEMM products of a step, one row per (component, shape, pass). The
+ * model's matmul entry points (rp_mm_*) note each product they run with
+ * rp_prof_gemm_note while profiling; the next timed matmul region
+ * (RP_PROF_FWD_MATMUL or RP_PROF_BWD_MATMUL) takes the notes made since the
+ * last timed region as its product, so a region and its FLOPs are counted
+ * together. A region whose notes name two shapes or passes is kept under the
+ * first with the FLOPs of all. */
+typedef enum {
+  RP_PROF_GEMM_FORWARD = 0,
+  RP_PROF_GEMM_BACKWARD, /* dinp and dweight */
+  RP_PROF_GEMM_DINP,     /* dinp alone (the weight gradient taken elsewhere) */
+  RP_PROF_GEMM_DWEIGHT,  /* dweight alone */
+  RP_PROF_GEMM_PASSES
+} rp_prof_gemm_pass;
+/* One product of `rows` rows, in -> out features; has_dinp and has_dweight
+ * name a backward's outputs (both 0: a forward). No-op unless profiling. */
+void rp_prof_gemm_note(long rows, long in, long out, int backward, int has_dinp,
+                       int has_dweight);
+typedef struct {
+  rp_prof_gemm_pass pass;
+  long rows, in, out;
+  int sites;      /* timed regions of this product in a step */
+  double flops;   /* per step */
+  double seconds; /* per step: the sum of the sites' means */
+  double quiet;   /* per step: the sum of the sites' fastest calls */
+} rp_prof_gemm_row;
+/* Fills up to max rows, in the order the step first ran them, and returns
+ * how many it filled (products past max are left out). */
+int rp_prof_gemm_rows(rp_prof_gemm_row *rows, int max);
+const char *rp_prof_gemm_pass_name(rp_prof_gemm_pass pass);
+
 double rp_prof_clock(void);        /* rp_now() */
 void rp_prof_add(rp_prof_id id, double seconds);
 

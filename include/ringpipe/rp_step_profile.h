@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 
+#include "rp_kernels.h"
 #include "rp_model.h"
 #include "rp_pool.h"
 
@@ -31,12 +32,21 @@ typedef enum {
   RP_PART_COUNT
 } rp_step_part;
 
+/* a GEMM product's name in the profile, by its in and out features */
+#define RP_STEP_GEMM_NAMES 8
+typedef struct {
+  long in, out;
+  char name[48]; /* "qkv", or names joined where two products share a shape */
+} rp_step_gemm_name;
+
 typedef struct {
   double flops[RP_PART_COUNT];  /* per step; 0: not compute-bound */
   double bytes[RP_PART_COUNT];  /* per step; 0: not counted */
   int bf16_copies;              /* the optimizer's part includes the bf16 weight copies */
   int loss_in_backward;         /* set before adding chunks: the head's cross-entropy runs
                                    once, in the backward (rp_chunk_forward_logits) */
+  rp_step_gemm_name gemm_names[RP_STEP_GEMM_NAMES]; /* the chunks' products (qkv, ...) */
+  int ngemm_names;
 } rp_step_work;
 
 /* Adds to *w (zero it first) the work of one chunk over `microbatches`
@@ -60,6 +70,11 @@ typedef struct {
                             all pool threads, that the bound line uses; 0 unknown */
   double gemm_start, gemm_after; /* the trainer's measurements of it at start-up and
                                     after the profiled steps; 0 where not made */
+  /* the products alone on hot operands (the measurement after the steps), each
+   * shape's forward and backward apart, over gemm_alone_rows rows */
+  rp_gemm_shape_rate gemm_alone[RP_GPT_GEMM_SHAPES];
+  int ngemm_alone;
+  long gemm_alone_rows;
 } rp_step_peaks;
 
 /* Measures both peaks with the pool's threads (a fraction of a second). */
@@ -95,6 +110,13 @@ double rp_step_bound_seconds(const rp_step_times *st, const rp_step_work *w, dou
 
 /* Prints the table from the profiler's totals over its closed steps. */
 void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *pk);
+/* Names the chunk's GEMM products in w (step_profile_gemm.c; also called by
+ * rp_step_work_add_chunk) by their tensor-parallel shard's shapes. */
+void rp_step_work_name_gemms(rp_step_work *w, const rp_chunk *m);
+/* The step's GEMM products apart (rp_prof_gemm_rows), one row per product and
+ * pass: its time a step, mean and quiet, and its fraction of the FMA peak
+ * beside the same product's alone (pk->gemm_alone). Nothing without one. */
+void rp_step_profile_print_gemms(FILE *f, const rp_step_work *w, const rp_step_peaks *pk);
 
 /* The figure of the same: one bar per part, its length the part's share of
  * the step, filled dark over the time its work would take at the peak it is

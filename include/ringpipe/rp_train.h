@@ -186,8 +186,9 @@ void rp_trainer_print_bf16_benefit(const rp_trainer *t);
 rp_status rp_trainer_step(rp_trainer *t, rp_step_stats *st);
 /* The run's GEMM (bf16's under --precision bf16) on the model's shapes with
  * hot operands, measured now as at start-up, in the idle activation buffer
- * (between steps only): FLOP/s, 0 when its operands cannot be had. */
-double rp_trainer_gemm_rate_now(rp_trainer *t);
+ * (between steps only): FLOP/s, 0 when its operands cannot be had.
+ * per_shape (may be NULL) gets RP_GPT_GEMM_SHAPES rates (rp_gpt_gemm_peak). */
+double rp_trainer_gemm_rate_now(rp_trainer *t, struct rp_gemm_shape_rate *per_shape);
 /* Print this rank's step profile (rp_step_profile.h) of the steps run while
  * rp_prof was enabled (--profile), with the peaks measured now. */
 void rp_trainer_print_profile(rp_trainer *t);

@@ -132,7 +132,7 @@ int rp_bench_gemm(int argc, char **argv) {
   for (int rep = 0; rep < 2; rep++)
     for (int mode = 0; mode < nm; mode++) {
       rp_gemm_set_mode(pool, (rp_gemm_mode)mode);
-      double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, 0, pool, NULL, 0);
+      double r = rp_gpt_gemm_peak(&cfg, o.batch, o.seq, 0, pool, NULL, 0, NULL);
       if (r > rate[mode]) rate[mode] = r;
     }
   /* the fp32 FMA ceiling the step profile divides by: zmm or ymm probe x threads */

@@ -65,22 +65,42 @@ static void release_operands(peak_operands *op) {
   rp_free(op->inp16);
 }
 
-/* One shape's forward + backward, as training runs it. */
-typedef void (*peak_pass)(const peak_operands *op, int N, int IC, int OC, rp_pool *pool);
+/* One shape's forward + backward, as training runs it; *t_fwd gets the
+ * forward's seconds, the return the whole pass's. */
+typedef double (*peak_pass)(const peak_operands *op, int N, int IC, int OC, rp_pool *pool,
+                            double *t_fwd);
 
-static void sgemm_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *pool) {
+static double sgemm_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *pool,
+                         double *t_fwd) {
+  const double t0 = rp_now();
   rp_matmul_forward(op->out, op->inp, op->w, NULL, N, IC, OC, pool);
+  const double t1 = rp_now();
   rp_matmul_backward(op->dinp, op->dw, NULL, op->out, op->inp, op->w, N, IC, OC, pool);
+  *t_fwd = t1 - t0;
+  return rp_now() - t0;
 }
 
 /* bf16 weights (the fp32 weight buffer holds twice as many uint16), the
  * activations rounded inside the GEMM and dweight's operand rounded first:
  * what the bf16 model does (src/model/precision.c) */
-static void bf16_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *pool) {
+static double bf16_pass(const peak_operands *op, int N, int IC, int OC, rp_pool *pool,
+                        double *t_fwd) {
   const uint16_t *w16 = (const uint16_t *)op->w;
+  const double t0 = rp_now();
   rp_matmul_bf16_forward_f32in(op->out, op->inp, w16, NULL, N, IC, OC, pool);
+  const double t1 = rp_now();
   rp_bf16_from_f32_array(op->inp16, op->inp, (long)N * IC, pool);
   rp_matmul_bf16_backward_f32dout(op->dinp, op->dw, op->out, op->inp16, w16, N, IC, OC, 1, pool);
+  *t_fwd = t1 - t0;
+  return rp_now() - t0;
+}
+
+/* each shape's forward and backward at their best so far */
+static void keep_shape_best(rp_gemm_shape_rate *r, double flops_fwd, double t_fwd,
+                            double t_pass) {
+  if (t_fwd > 0 && flops_fwd / t_fwd > r->fwd) r->fwd = flops_fwd / t_fwd;
+  if (t_pass > t_fwd && 2.0 * flops_fwd / (t_pass - t_fwd) > r->bwd)
+    r->bwd = 2.0 * flops_fwd / (t_pass - t_fwd);
 }
 
 /* Inputs and weights with values in [-0.5, 0.5) (no denormals, no zeros that
@@ -94,7 +114,10 @@ static void fill_operands(const peak_operands *op, long N, long max_in, long max
 #define PEAK_MAX_REPS 64
 
 static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *pool,
-                          void *scratch, size_t scratch_bytes, int bf16) {
+                          void *scratch, size_t scratch_bytes, int bf16,
+                          rp_gemm_shape_rate *per_shape) {
+  for (int s = 0; per_shape && s < nshapes; s++)
+    per_shape[s] = (rp_gemm_shape_rate){.in = shapes[s][0], .out = shapes[s][1]};
   long max_in, max_out, max_w;
   operand_sizes(shapes, nshapes, &max_in, &max_out, &max_w);
   peak_operands op;
@@ -117,12 +140,16 @@ static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *
   const double start = rp_now();
   for (int rep = 0; rep < PEAK_MAX_REPS && (rep < 4 || rp_now() - start < PEAK_MIN_SECONDS);
        rep++) {
-    double flops = 0, t0 = rp_now();
+    double flops = 0, seconds = 0;
     for (int s = 0; s < nshapes; s++) {
-      pass(&op, (int)N, (int)shapes[s][0], (int)shapes[s][1], pool);
-      flops += 6.0 * N * shapes[s][0] * shapes[s][1];
+      double t_fwd;
+      const double t = pass(&op, (int)N, (int)shapes[s][0], (int)shapes[s][1], pool, &t_fwd);
+      const double flops_fwd = 2.0 * N * shapes[s][0] * shapes[s][1];
+      flops += 3.0 * flops_fwd;
+      seconds += t;
+      if (rep > 0 && per_shape) keep_shape_best(&per_shape[s], flops_fwd, t_fwd, t);
     }
-    double rate = flops / (rp_now() - t0);
+    double rate = flops / seconds;
     if (rep > 0 && rate > best) best = rate;
   }
   release_operands(&op);
@@ -130,8 +157,8 @@ static double time_passes(const long shapes[][2], int nshapes, long N, rp_pool *
 }
 
 double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, void *scratch,
-                    size_t scratch_bytes) {
-  return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 0);
+                    size_t scratch_bytes, rp_gemm_shape_rate *per_shape) {
+  return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 0, per_shape);
 }
 
 /* One shape's fp32 forward and backward apart: the best of at least three
@@ -192,14 +219,13 @@ rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seco
     return rp_err(RP_ENOMEM, "GEMM check operands for %ld x %ld -> %ld", N, IC, OC);
   }
   fill_operands(&op, N, IC, IC * OC);
-  sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool); /* warms caches and BLAS threads */
+  double t_fwd;
+  sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool, &t_fwd); /* warms caches and BLAS threads */
   const double gflop = 6.0 * N * IC * OC / 1e9;
   const double start = rp_now();
   int n = 0;
   while (n < SUSTAINED_MAX_RUNS && (n == 0 || rp_now() - start < seconds)) {
-    const double t0 = rp_now();
-    sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool);
-    rates[n++] = gflop / (rp_now() - t0);
+    rates[n++] = gflop / sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool, &t_fwd);
   }
   rp_isa_probe_summarize(rates, n, st);
   release_operands(&op);
@@ -208,8 +234,8 @@ rp_status rp_gemm_sustained(long N, long IC, long OC, rp_pool *pool, double seco
 }
 
 double rp_gemm_peak_bf16(const long shapes[][2], int nshapes, long N, rp_pool *pool,
-                         void *scratch, size_t scratch_bytes) {
-  return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 1);
+                         void *scratch, size_t scratch_bytes, rp_gemm_shape_rate *per_shape) {
+  return time_passes(shapes, nshapes, N, pool, scratch, scratch_bytes, 1, per_shape);
 }
 
 char *openblas_get_corename(void);

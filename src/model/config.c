@@ -50,10 +50,15 @@ double rp_gpt_flops_per_token(const rp_gpt_config *c, int T) {
 }
 
 double rp_gpt_gemm_peak(const rp_gpt_config *cfg, int B, int T, int bf16, rp_pool *pool,
-                        void *scratch, size_t scratch_bytes) {
+                        void *scratch, size_t scratch_bytes,
+                        struct rp_gemm_shape_rate *per_shape) {
   long C = cfg->C;
   /* (in, out) of every matmul of a layer and of the LM head */
-  const long shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, cfg->Vp}};
-  return bf16 ? rp_gemm_peak_bf16(shapes, 5, (long)B * T, pool, scratch, scratch_bytes)
-              : rp_gemm_peak(shapes, 5, (long)B * T, pool, scratch, scratch_bytes);
+  const long shapes[RP_GPT_GEMM_SHAPES][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C},
+                                              {C, cfg->Vp}};
+  const long N = (long)B * T;
+  return bf16 ? rp_gemm_peak_bf16(shapes, RP_GPT_GEMM_SHAPES, N, pool, scratch, scratch_bytes,
+                                  per_shape)
+              : rp_gemm_peak(shapes, RP_GPT_GEMM_SHAPES, N, pool, scratch, scratch_bytes,
+                             per_shape);
 }

@@ -19,6 +19,7 @@ static void prof_split(rp_prof_id gemm, rp_prof_id epilogue, double t0, double e
 void rp_mm_forward_gelu(float *pre, float *post, const float *inp, const float *w,
                         const float *bias, int N, int IC, int OC, const rp_exec *x) {
   const uint16_t *w16 = rp_mm_bf16_weight(x, w);
+  rp_prof_gemm_note(N, IC, OC, 0, 0, 0);
   double t0 = rp_prof_enabled ? rp_now() : 0.0, epi_s = 0.0;
   double *timed = rp_prof_enabled ? &epi_s : NULL;
   if (w16) rp_matmul_bf16_forward_gelu(pre, post, inp, w16, bias, N, IC, OC, x->pool, timed);
@@ -35,6 +36,7 @@ void rp_mm_backward_gelu(float *dpre, float *dpost, float *dbias_pre, float *dw,
             rp_gelu_backward_set_dbias(dpre, dbias_pre, pre, dpost, N, IC, x->pool));
     return;
   }
+  rp_prof_gemm_note(N, IC, OC, 1, dpost != NULL, dw != NULL);
   double t0 = rp_prof_enabled ? rp_now() : 0.0, epi_s = 0.0;
   rp_matmul_backward_gelu(dpre, dpost, dbias_pre, dw, db, dout, post, pre, w, N, IC, OC, x->pool,
                           rp_prof_enabled ? &epi_s : NULL);

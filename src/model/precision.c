@@ -12,6 +12,7 @@
 #include "ringpipe/rp_arena.h"
 #include "ringpipe/rp_bf16.h"
 #include "ringpipe/rp_kernels.h"
+#include "ringpipe/rp_prof.h"
 
 /* The bf16 copy of weight w when it lies in one of ctx's chunks, else NULL. */
 static const uint16_t *bf16_weight(const rp_bf16_ctx *ctx, const float *w) {
@@ -26,6 +27,7 @@ const uint16_t *rp_mm_bf16_weight(const rp_exec *x, const float *w) {
 
 void rp_mm_forward(float *out, const float *inp, const float *w, const float *bias, int N,
                    int IC, int OC, const rp_exec *x) {
+  rp_prof_gemm_note(N, IC, OC, 0, 0, 0);
   const rp_bf16_ctx *ctx = x->bf16;
   const uint16_t *w16 = bf16_weight(ctx, w);
   if (!w16) {
@@ -38,6 +40,7 @@ void rp_mm_forward(float *out, const float *inp, const float *w, const float *bi
 
 void rp_mm_forward_residual(float *out, const float *inp, const float *w, const float *bias,
                             const float *resid, int N, int IC, int OC, const rp_exec *x) {
+  rp_prof_gemm_note(N, IC, OC, 0, 0, 0);
   const uint16_t *w16 = bf16_weight(x->bf16, w);
   if (!w16) {
     rp_matmul_forward_residual(out, inp, w, bias, resid, N, IC, OC, x->pool);
@@ -62,6 +65,7 @@ static void bf16_backward(float *dinp, float *dw, float *db, const float *dout, 
 
 void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                     const float *w, int N, int IC, int OC, const rp_exec *x) {
+  rp_prof_gemm_note(N, IC, OC, 1, dinp != NULL, dw != NULL);
   const uint16_t *w16 = bf16_weight(x->bf16, w);
   if (!w16) rp_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
   else bf16_backward(dinp, dw, db, dout, inp, w16, N, IC, OC, 0, x);
@@ -69,6 +73,7 @@ void rp_mm_backward(float *dinp, float *dw, float *db, const float *dout, const 
 
 void rp_mm_backward_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int IC, int OC, const rp_exec *x) {
+  rp_prof_gemm_note(N, IC, OC, 1, dinp != NULL, dw != NULL);
   const uint16_t *w16 = bf16_weight(x->bf16, w);
   if (!w16) rp_matmul_backward_set(dinp, dw, db, dout, inp, w, N, IC, OC, x->pool);
   else bf16_backward(dinp, dw, db, dout, inp, w16, N, IC, OC, 1, x);

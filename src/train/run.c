@@ -319,7 +319,11 @@ void rp_trainer_print_profile(rp_trainer *t) {
   /* the bound's GEMM rate: the better of start-up's and a second measurement
    * now (a slow moment at start-up had left the bound at the quiet step) */
   pk.gemm_start = t->bf16.n && t->gemm_peak_bf16 > 0 ? t->gemm_peak_bf16 : t->gemm_peak;
-  pk.gemm_after = pk.gemm_start > 0 ? rp_trainer_gemm_rate_now(t) : 0.0;
+  if (pk.gemm_start > 0) {
+    pk.gemm_after = rp_trainer_gemm_rate_now(t, pk.gemm_alone);
+    pk.ngemm_alone = RP_GPT_GEMM_SHAPES;
+    pk.gemm_alone_rows = (long)o->batch * t->T_local;
+  }
   pk.gemm_flops = RP_MAX(pk.gemm_start, pk.gemm_after);
   rp_step_profile_print(stdout, &w, &pk);
   rp_step_times st;

@@ -66,6 +66,7 @@ void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, do
     w->bytes[RP_PART_XENT] += (w->loss_in_backward ? 8.0 : 12.0) * N * Vp;
   }
   if (m->spec.has_embed) w->bytes[RP_PART_EMBED] += 32.0 * N * C;
+  rp_step_work_name_gemms(w, m);
 }
 
 /* zero grads writes P floats, the norm reads P, AdamW reads p, g, m, v and
@@ -95,6 +96,8 @@ void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
   pk->stream_bytes = rp_stream_bandwidth(stream_size, pool);
   /* the trainer's measurements, where it made them */
   pk->gemm_flops = pk->gemm_start = pk->gemm_after = 0.0;
+  pk->ngemm_alone = 0;
+  pk->gemm_alone_rows = 0;
 }
 
 static void print_row(FILE *f, const char *name, double s, double quiet, double wall,
@@ -225,4 +228,5 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
   print_steal(f, &st);
   print_bound(f, &st, w, pk, total_flops);
   print_components(f, steps);
+  rp_step_profile_print_gemms(f, w, pk);
 }

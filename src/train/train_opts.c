@@ -87,8 +87,9 @@ const rp_opt rp_train_opt_table[] = {
      "part's fraction of the FMA or stream peak, the 'quiet' time (each call at its fastest "
      "over the steps: what is left when other processes take nothing), the bound (the "
      "GEMMs at the better of their rates alone at start-up and after the steps, the rest at "
-     "its quiet time) and every kernel's "
-     "forward and backward apart; the same as a figure in OUT/step_profile.svg"},
+     "its quiet time), every kernel's forward and backward apart and every GEMM product's "
+     "fraction of the FMA peak in the step beside its own alone; the parts as a figure in "
+     "OUT/step_profile.svg"},
     {"tensorboard", RP_OPT_BOOL, O(tensorboard), "1", 0, 0, NULL,
      "write TensorBoard event files of every metric into OUT/tensorboard"},
     /* parallelism */

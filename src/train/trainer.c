@@ -369,23 +369,23 @@ static void measure_fma_peak(rp_trainer *t) {
  * the fp32 flash faster). */
 /* The model's shapes through the fp32 GEMM or (bf16) the bf16 one, operands
  * carved from the activation buffer, idle before and between steps. */
-static double gemm_rate_in_acts(rp_trainer *t, int bf16) {
+static double gemm_rate_in_acts(rp_trainer *t, int bf16, rp_gemm_shape_rate *per_shape) {
   return rp_gpt_gemm_peak(&t->cfg, t->o.batch, t->T_local, bf16, t->pool, t->acts_mem,
-                          t->acts_mem ? t->acts_bytes : 0);
+                          t->acts_mem ? t->acts_bytes : 0, per_shape);
 }
 
 static void measure_gemm_peak(rp_trainer *t) {
   const int bf16 = t->o.precision == RP_PRECISION_BF16;
-  t->gemm_peak = gemm_rate_in_acts(t, bf16);
+  t->gemm_peak = gemm_rate_in_acts(t, bf16, NULL);
   t->gemm_peak_bf16 = bf16 ? t->gemm_peak : 0.0;
   if (bf16 && rp_bf16_kernel_active() != RP_BF16_KERNEL_AMX) {
-    double f = gemm_rate_in_acts(t, 0);
+    double f = gemm_rate_in_acts(t, 0, NULL);
     if (f > t->gemm_peak) t->gemm_peak = f;
   }
 }
 
-double rp_trainer_gemm_rate_now(rp_trainer *t) {
-  return gemm_rate_in_acts(t, t->o.precision == RP_PRECISION_BF16);
+double rp_trainer_gemm_rate_now(rp_trainer *t, rp_gemm_shape_rate *per_shape) {
+  return gemm_rate_in_acts(t, t->o.precision == RP_PRECISION_BF16, per_shape);
 }
 
 /* A fresh engine holding the run's options; nothing created yet. */

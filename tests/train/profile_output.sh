@@ -8,7 +8,9 @@
 # whole, with a bar per part and the step's, shown in the run's report.html.
 # With the GEMMs measured (no --measure-peak=0) and a SIMD FMA probe, the
 # bound line names their rates at start-up and after the steps and uses the
-# better of the two.
+# better of the two. The GEMM products apart: a row per product and pass,
+# their times adding up to the matmul kernels' rows, and where the GEMMs were
+# measured, each forward's and backward's rate alone.
 set -eu
 ringpipe=$1 work=$2
 rm -rf "$work"
@@ -41,6 +43,30 @@ check() { # $1 = label, $2 = output file
     echo "$1 --profile: a steal line without /proc/stat"; exit 1
   fi
 }
+# $1 = label, $2 = output file, $3 = 1 when every forward and backward row
+# must give its rate alone
+products() {
+  awk -v label="$1" -v alone="$3" '
+    /^    fwd matmul|^    bwd matmul/ { kernels += $(NF - 2) }
+    /^  by GEMM product \(/ { t = 1; next }
+    t && /^    product / { next }
+    t && /^    all products / { all = $3; t = 0; next }
+    t && /^    / { rows++
+      pass = $(NF - 7); a = $NF
+      if (pass != "forward" && pass != "backward" && pass != "dinp" && pass != "dweight") {
+        printf "%s --profile: product row with pass %s\n", label, pass; bad = 1 }
+      if (alone && (pass == "forward" || pass == "backward") && a !~ /^[0-9.]+$/) {
+        printf "%s --profile: %s row without its rate alone: %s\n", label, pass, $0; bad = 1 }
+      sum += $(NF - 5) }
+    END { if (bad) exit 1
+          if (rows < 2 || all == "") { printf "%s --profile: no GEMM product rows\n", label; exit 1 }
+          slack = 0.005 * (rows + 2)
+          if ((sum - all) ^ 2 > slack ^ 2 || (all - kernels) ^ 2 > (0.02 + 0.001 * all) ^ 2) {
+            printf "%s --profile: products %.2f, their total %s, the matmul kernels %.2f ms\n",
+              label, sum, all, kernels; exit 1 }
+          printf "%s --profile: %d GEMM product rows, %s ms a step as the matmul kernels\n",
+            label, rows, all }' "$2"
+}
 figure() { # $1 = label, $2 = run directory, $3 = output file
   svg="$2/step_profile.svg"
   grep -q "^step profile figure: $svg\$" "$3" || { echo "$1: no figure line for $svg"; exit 1; }
@@ -55,11 +81,13 @@ figure() { # $1 = label, $2 = run directory, $3 = output file
 # shellcheck disable=SC2086
 "$ringpipe" bench train $small --profile --out "$work/bench" > "$work/bench.txt"
 check "bench train" "$work/bench.txt"
+products "bench train" "$work/bench.txt" 0
 figure "bench train" "$work/bench" "$work/bench.txt"
 # shellcheck disable=SC2086
 "$ringpipe" train $small --eval-every 0 --sample-tokens 0 --quiet --profile --out "$work/run" \
   > "$work/train.txt"
 check "train" "$work/train.txt"
+products "train" "$work/train.txt" 0
 figure "train" "$work/run" "$work/train.txt"
 # the run's report shows the figure
 grep -q '<h2>Step profile</h2>' "$work/run/report.html" &&
@@ -80,4 +108,5 @@ else
   echo "$rates" | awk '{ best = $2 > $3 ? $2 : $3
     if ($1 != best || $2 <= 0 || $3 <= 0) { printf "bound uses %s GFLOP/s, the rates were %s and %s\n", $1, $2, $3; exit 1 }
     printf "bench train --profile: bound at %s GFLOP/s, the better of %s and %s\n", $1, $2, $3 }'
+  products "bench train (GEMMs measured)" "$work/peak.txt" 1
 fi

@@ -40,6 +40,16 @@ static void test_work_model(void **state) {
   rp_chunk_free(&m);
 }
 
+/* The printed profile of w and pk into buf (also shown in the test's log). */
+static void print_profile(char *buf, size_t n, const rp_step_work *w, const rp_step_peaks *pk) {
+  memset(buf, 0, n);
+  FILE *f = fmemopen(buf, n - 1, "w");
+  assert_non_null(f);
+  rp_step_profile_print(f, w, pk);
+  fclose(f);
+  printf("%s", buf);
+}
+
 static void test_steps_and_between(void **state) {
   rp_prof_enable(1);
   rp_prof_step_begin();
@@ -60,12 +70,8 @@ static void test_steps_and_between(void **state) {
   w.bytes[RP_PART_GELU] = 1e6;
   rp_step_peaks pk = {.fma_flops = 1e11, .fma_level = "avx2", .stream_bytes = 1e10,
                       .stream_size = 1 << 20};
-  char buf[4096] = {0};
-  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-  assert_non_null(f);
-  rp_step_profile_print(f, &w, &pk);
-  fclose(f);
-  printf("%s", buf);
+  char buf[4096];
+  print_profile(buf, sizeof buf, &w, &pk);
   assert_non_null(strstr(buf, "mean of 2 steps"));
   assert_non_null(strstr(buf, "GEMM"));
   assert_non_null(strstr(buf, "idle / untimed"));
@@ -80,11 +86,7 @@ static void test_steps_and_between(void **state) {
   /* with one: the GEMMs at 4 GFLOP/s (0.25 s, faster than their quiet 0.75 s)
    * and the GELU at its quiet time; 1e9 FLOP in that over 1e11 */
   pk.gemm_flops = 4e9;
-  memset(buf, 0, sizeof buf);
-  f = fmemopen(buf, sizeof buf - 1, "w");
-  assert_non_null(f);
-  rp_step_profile_print(f, &w, &pk);
-  fclose(f);
+  print_profile(buf, sizeof buf, &w, &pk);
   rp_step_times st;
   assert_int_equal(rp_step_times_read(&st), 1);
   const double q = 0.25 + st.quiet[RP_PART_GELU];
@@ -97,13 +99,93 @@ static void test_steps_and_between(void **state) {
   /* measured at start-up and after the steps: the line names both (the
    * trainer passes the better as gemm_flops) */
   pk.gemm_start = 2e9, pk.gemm_after = 4e9;
-  memset(buf, 0, sizeof buf);
-  f = fmemopen(buf, sizeof buf - 1, "w");
-  assert_non_null(f);
-  rp_step_profile_print(f, &w, &pk);
-  fclose(f);
+  print_profile(buf, sizeof buf, &w, &pk);
   assert_non_null(strstr(buf, "(4.0 GFLOP/s, 0.040 of the FMA peak: the better of 2.0 at "
                               "start-up and 4.0 after the steps) and every other part"));
+  assert_non_null(strstr(buf, want));
+  rp_prof_enable(0);
+}
+
+/* One timed matmul region that ran the products noted before it. */
+static void region(rp_prof_id id, double seconds, long rows, long in, long out, int backward,
+                   int dinp, int dw) {
+  rp_prof_gemm_note(rows, in, out, backward, dinp, dw);
+  rp_prof_add(id, seconds);
+}
+
+/* The GEMM products apart: each timed matmul region takes the notes made
+ * since the last region (none for other components), rows group by shape and
+ * pass in the step's order with their sites' means and fastest calls, and the
+ * printed table names them, sets them beside the same product alone and adds
+ * up to the GEMM part. */
+static void test_gemm_products(void **state) {
+  (void)state;
+  rp_prof_gemm_note(8, 4, 4, 0, 0, 0); /* not profiling: no note */
+  rp_prof_enable(1);
+  const double t[2][4] = {{0.3, 0.2, 0.4, 0.1}, {0.1, 0.4, 0.2, 0.3}};
+  for (int step = 0; step < 2; step++) {
+    rp_prof_step_begin();
+    region(RP_PROF_FWD_MATMUL, t[step][0], 1024, 64, 192, 0, 0, 0); /* qkv */
+    rp_prof_gemm_note(1024, 64, 64, 0, 0, 0); /* a note a non-matmul region drops */
+    rp_prof_add(RP_PROF_FWD_ATTENTION, 0.05);
+    region(RP_PROF_FWD_MATMUL, t[step][1], 1024, 64, 192, 0, 0, 0);      /* qkv again */
+    region(RP_PROF_BWD_MATMUL, t[step][2], 1024, 64, 256, 1, 1, 1);      /* fc or head */
+    region(RP_PROF_BWD_MATMUL, t[step][3], 1024, 64, 256, 1, 0, 1);      /* dweight alone */
+    rp_prof_add(RP_PROF_BWD_MATMUL, 0.01); /* a region with no product (a bias) */
+    rp_prof_step_end();
+  }
+  rp_prof_gemm_row rows[4];
+  assert_int_equal(rp_prof_gemm_rows(rows, 4), 3);
+  assert_int_equal(rows[0].pass, RP_PROF_GEMM_FORWARD);
+  assert_true(rows[0].rows == 1024 && rows[0].in == 64 && rows[0].out == 192);
+  assert_int_equal(rows[0].sites, 2);
+  assert_true(rows[0].flops == 2 * 2.0 * 1024 * 64 * 192);
+  assert_float_equal(rows[0].seconds, 0.2 + 0.3, 1e-12); /* the sites' means */
+  assert_float_equal(rows[0].quiet, 0.1 + 0.2, 1e-12);   /* their fastest calls */
+  assert_int_equal(rows[1].pass, RP_PROF_GEMM_BACKWARD);
+  assert_true(rows[1].flops == 2 * 2.0 * 1024 * 64 * 256);
+  assert_float_equal(rows[1].seconds, 0.3, 1e-12);
+  assert_float_equal(rows[1].quiet, 0.2, 1e-12);
+  assert_int_equal(rows[2].pass, RP_PROF_GEMM_DWEIGHT);
+  assert_true(rows[2].flops == 2.0 * 1024 * 64 * 256);
+  assert_string_equal(rp_prof_gemm_pass_name(rows[2].pass), "dweight");
+  assert_int_equal(rp_prof_gemm_rows(rows, 2), 2); /* only what fits */
+
+  /* a small model whose LM head (64 -> 256) has c_fc's shape: both named */
+  rp_gpt_config cfg = {.L = 1, .C = 64, .NH = 4, .T = 32, .V = 200, .Vp = rp_pad_vocab(200)};
+  assert_true(cfg.Vp == 256);
+  rp_chunk m;
+  rp_stage_spec spec = {.first_layer = 0, .num_layers = 1, .has_embed = 1, .has_head = 1};
+  assert_int_equal(rp_chunk_init(&m, &cfg, &spec), RP_OK);
+  rp_step_work w = {0};
+  rp_step_work_add_chunk(&w, &m, 32, 32, 0.5 * 32 * 33, 1);
+  rp_chunk_free(&m);
+  assert_int_equal(w.ngemm_names, 4);
+  assert_string_equal(w.gemm_names[2].name, "fc / lm head");
+  /* qkv alone at 0.5 of the peak forward; fc's backward alone unmeasured */
+  rp_step_peaks pk = {.fma_flops = 1e11, .fma_level = "avx2", .stream_bytes = 1e10,
+                      .stream_size = 1 << 20, .ngemm_alone = 2, .gemm_alone_rows = 1024};
+  pk.gemm_alone[0] = (rp_gemm_shape_rate){.in = 64, .out = 192, .fwd = 5e10, .bwd = 1e10};
+  pk.gemm_alone[1] = (rp_gemm_shape_rate){.in = 64, .out = 256, .fwd = 2e10, .bwd = 0.0};
+  char buf[8192];
+  print_profile(buf, sizeof buf, &w, &pk);
+  assert_non_null(strstr(buf, "  by GEMM product ("));
+  /* qkv forward: 50.3 MFLOP in 0.5 s = 0.1 GFLOP/s, 0.001 of 1e11; quiet 0.3 s */
+  char want[256];
+  snprintf(want, sizeof want, "    %-20s %-22s %-8s %5d %9.2f %9.2f %9.1f %7.3f %7.3f %7.3f",
+           "qkv", "1024 x 64 -> 192", "forward", 2, 500.0, 300.0,
+           2 * 2.0 * 1024 * 64 * 192 / 0.5 / 1e9, 2 * 2.0 * 1024 * 64 * 192 / 0.5 / 1e11,
+           2 * 2.0 * 1024 * 64 * 192 / 0.3 / 1e11, 0.5);
+  assert_non_null(strstr(buf, want));
+  snprintf(want, sizeof want, "    %-20s %-22s %-8s %5d %9.2f %9.2f %9.1f %7.3f %7.3f %7s\n",
+           "fc / lm head", "1024 x 64 -> 256", "backward", 1, 300.0, 200.0,
+           2 * 2.0 * 1024 * 64 * 256 / 0.3 / 1e9, 2 * 2.0 * 1024 * 64 * 256 / 0.3 / 1e11,
+           2 * 2.0 * 1024 * 64 * 256 / 0.2 / 1e11, "-");
+  assert_non_null(strstr(buf, want));
+  assert_non_null(strstr(buf, "dweight")); /* no alone figure for a part of a backward */
+  /* the products add up to the matmul regions that ran one (not the bias's) */
+  snprintf(want, sizeof want, "    %-20s %-22s %-8s %5s %9.2f %9.2f\n", "all products", "", "",
+           "", 1000.0, 600.0);
   assert_non_null(strstr(buf, want));
   rp_prof_enable(0);
 }
@@ -207,6 +289,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_work_model),
       cmocka_unit_test(test_steps_and_between),
+      cmocka_unit_test(test_gemm_products),
       cmocka_unit_test(test_bound),
       cmocka_unit_test(test_peaks_measured),
       cmocka_unit_test(test_profile_figure),
