@@ -16,6 +16,7 @@
 #include "rp_kernels.h"
 #include "rp_model.h"
 #include "rp_pool.h"
+#include "rp_prof.h"
 
 typedef enum {
   RP_PART_GEMM = 0,
@@ -117,6 +118,13 @@ void rp_step_work_name_gemms(rp_step_work *w, const rp_chunk *m);
  * pass: its time a step, mean and quiet, and its fraction of the FMA peak
  * beside the same product's alone (pk->gemm_alone). Nothing without one. */
 void rp_step_profile_print_gemms(FILE *f, const rp_step_work *w, const rp_step_peaks *pk);
+/* the most product rows the table and the figure show */
+#define RP_STEP_GEMM_ROWS 64
+/* The product's name by its in and out features ("" when w names none). */
+const char *rp_step_gemm_product_name(const rp_step_work *w, long in, long out);
+/* The same product alone (FLOP/s), 0 where it was not measured: a pass that is
+ * a forward or a whole backward, over the rows the measurement used. */
+double rp_step_gemm_alone_rate(const rp_step_peaks *pk, const rp_prof_gemm_row *r);
 
 /* The figure of the same: one bar per part, its length the part's share of
  * the step, filled dark over the time its work would take at the peak it is

@@ -42,15 +42,13 @@ void rp_step_work_name_gemms(rp_step_work *w, const rp_chunk *m) {
   if (m->spec.has_head) add_name(w, C, m->cfg.Vp / tp, "lm head");
 }
 
-static const char *name_of(const rp_step_work *w, long in, long out) {
+const char *rp_step_gemm_product_name(const rp_step_work *w, long in, long out) {
   for (int i = 0; i < w->ngemm_names; i++)
     if (w->gemm_names[i].in == in && w->gemm_names[i].out == out) return w->gemm_names[i].name;
   return "";
 }
 
-/* The same product alone (FLOP/s), 0 where it was not measured: a pass that
- * is a forward or a whole backward, over the rows the measurement used. */
-static double alone_rate(const rp_step_peaks *pk, const rp_prof_gemm_row *r) {
+double rp_step_gemm_alone_rate(const rp_step_peaks *pk, const rp_prof_gemm_row *r) {
   if (r->rows != pk->gemm_alone_rows) return 0.0;
   for (int i = 0; i < pk->ngemm_alone; i++) {
     const rp_gemm_shape_rate *a = &pk->gemm_alone[i];
@@ -66,11 +64,9 @@ static void fraction(char *buf, size_t n, double flops_per_s, double peak) {
   else snprintf(buf, n, "-");
 }
 
-#define MAX_PRODUCTS 64
-
 void rp_step_profile_print_gemms(FILE *f, const rp_step_work *w, const rp_step_peaks *pk) {
-  rp_prof_gemm_row rows[MAX_PRODUCTS];
-  const int n = rp_prof_gemm_rows(rows, MAX_PRODUCTS);
+  rp_prof_gemm_row rows[RP_STEP_GEMM_ROWS];
+  const int n = rp_prof_gemm_rows(rows, RP_STEP_GEMM_ROWS);
   if (n == 0) return;
   fprintf(f, "  by GEMM product (rows x in -> out features; of the FMA peak at the mean and the "
           "quiet time, and alone: the product on hot operands after the steps):\n");
@@ -84,9 +80,9 @@ void rp_step_profile_print_gemms(FILE *f, const rp_step_work *w, const rp_step_p
     const double rate = r->seconds > 0 ? r->flops / r->seconds : 0.0;
     fraction(mean_f, sizeof mean_f, rate, pk->fma_flops);
     fraction(quiet_f, sizeof quiet_f, r->quiet > 0 ? r->flops / r->quiet : 0.0, pk->fma_flops);
-    fraction(alone_f, sizeof alone_f, alone_rate(pk, r), pk->fma_flops);
+    fraction(alone_f, sizeof alone_f, rp_step_gemm_alone_rate(pk, r), pk->fma_flops);
     fprintf(f, "    %-20s %-22s %-8s %5d %9.2f %9.2f %9.1f %7s %7s %7s\n",
-            name_of(w, r->in, r->out), shape, rp_prof_gemm_pass_name(r->pass), r->sites,
+            rp_step_gemm_product_name(w, r->in, r->out), shape, rp_prof_gemm_pass_name(r->pass), r->sites,
             r->seconds * 1e3, r->quiet * 1e3, rate / 1e9, mean_f, quiet_f, alone_f);
     sum += r->seconds;
     sum_quiet += r->quiet;

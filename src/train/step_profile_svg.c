@@ -5,8 +5,10 @@
  * bytes at the stream rate), so the light rest of a bar is what the part loses
  * to the machine's limit, and a part with no counted work (copies, data, comm
  * waits, idle) is all grey. The last bar is the whole step against the sum of
- * its parts' times at peak. Written by train and bench train --profile as
- * OUT/step_profile.svg; the figures in docs/performance.md are such files. */
+ * its parts' times at peak. Below them, where the profiler noted them, the
+ * step's GEMM products on a scale of their own. Written by train and bench
+ * train --profile as OUT/step_profile.svg; the figures in
+ * docs/performance.md are such files. */
 #include <stdio.h>
 
 #include "io/io_fs.h"
@@ -88,11 +90,49 @@ static void legend(FILE *f, double y) {
              "loses to the machine's limit</text>\n", LABEL_X, y + 28);
 }
 
+/* The GEMM products below the parts (rp_prof_gemm_rows), on their own scale:
+ * the slowest product's mean time is the full width. Dark: the product's time
+ * at the FMA peak; a black mark: its time at its own rate alone, where that
+ * was measured. */
+#define PRODUCTS_GAP 60.0
+static void products(FILE *f, double y, const rp_prof_gemm_row *r, int n,
+                     const rp_step_work *w, const rp_step_peaks *pk) {
+  double longest = 0;
+  for (int i = 0; i < n; i++) longest = RP_MAX(longest, r[i].seconds);
+  fprintf(f, "<text x='%.0f' y='%.1f' font-size='13'>GEMM products (bar: mean time a step, "
+             "the slowest = the full width; dark: at the FMA peak; black mark: at the "
+             "product's rate alone)</text>\n", LABEL_X, y + 15);
+  y += ROW_H;
+  for (int i = 0; i < n; i++, y += ROW_H) {
+    char name[96], note[96];
+    const char *called = rp_step_gemm_product_name(w, r[i].in, r[i].out);
+    snprintf(name, sizeof name, "%s%s%ld->%ld %s", called, *called ? " " : "", r[i].in, r[i].out,
+             rp_prof_gemm_pass_name(r[i].pass));
+    const double ideal = pk->fma_flops > 0 ? r[i].flops / pk->fma_flops : 0.0;
+    const double alone = rp_step_gemm_alone_rate(pk, &r[i]);
+    int len = snprintf(note, sizeof note, "%.2f ms", r[i].seconds * 1e3);
+    if (ideal > 0 && r[i].seconds > 0)
+      len += snprintf(note + len, sizeof note - (size_t)len, ": %.3f of the FMA peak",
+                      ideal / r[i].seconds);
+    if (ideal > 0 && alone > 0 && len > 0 && len < (int)sizeof note)
+      snprintf(note + len, sizeof note - (size_t)len, ", %.3f alone", alone / pk->fma_flops);
+    bar(f, y, name, r[i].seconds, ideal, longest, &COMPUTE, note);
+    if (alone > 0 && longest > 0) {
+      const double x = BAR_X + RP_MIN(BAR_W, BAR_W * r[i].flops / alone / longest);
+      fprintf(f, "<rect class='alone' x='%.2f' y='%.1f' width='2' height='%.1f' "
+                 "fill='black'/>\n", x - 1.0, y + 1, ROW_H - 2);
+    }
+  }
+}
+
 static rp_status write_figure(FILE *f, const char *title, const rp_step_times *st,
                               const rp_step_work *w, const rp_step_peaks *pk) {
   int rows = 0;
   for (int p = 0; p < RP_PART_COUNT; p++) rows += rp_step_part_shown((rp_step_part)p, st, w);
-  const double height = TOP + (rows + 1) * ROW_H + 70;
+  rp_prof_gemm_row prod[RP_STEP_GEMM_ROWS];
+  const int nprod = rp_prof_gemm_rows(prod, RP_STEP_GEMM_ROWS);
+  const double height =
+      TOP + (rows + 1) * ROW_H + 70 + (nprod > 0 ? PRODUCTS_GAP + (nprod + 1) * ROW_H : 0.0);
   fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
              "font-family='sans-serif' font-size='11'>\n<rect width='100%%' height='100%%' "
              "fill='white'/>\n<text x='%.0f' y='22' font-size='14'>", FIG_W, height, LABEL_X);
@@ -124,6 +164,7 @@ static rp_status write_figure(FILE *f, const char *title, const rp_step_times *s
            st->wall > 0 && pk->fma_flops > 0 ? flops_sum / st->wall / pk->fma_flops : 0.0);
   bar(f, y + 6, "step (wall)", st->wall, ideal_sum, st->wall, &COMPUTE, note);
   legend(f, y + ROW_H + 22);
+  if (nprod > 0) products(f, y + ROW_H + 22 + PRODUCTS_GAP, prod, nprod, w, pk);
   fprintf(f, "</svg>\n");
   return ferror(f) ? RP_EIO : RP_OK;
 }

@@ -5,7 +5,8 @@
 # the rounding of each row's two decimals); where /proc/stat has the
 # hypervisor's steal count, a line with what it took over the profiled steps,
 # whose seconds are the steps' wall time; and the figure OUT/step_profile.svg,
-# whole, with a bar per part and the step's, shown in the run's report.html.
+# whole, with a bar per part and the step's and one per GEMM product, shown in
+# the run's report.html.
 # With the GEMMs measured (no --measure-peak=0) and a SIMD FMA probe, the
 # bound line names their rates at start-up and after the steps and uses the
 # better of the two. The GEMM products apart: a row per product and pass,
@@ -75,6 +76,8 @@ figure() { # $1 = label, $2 = run directory, $3 = output file
   for part in "GEMM" "attention" "layernorm" "optimizer" "idle / untimed" "step (wall)"; do
     grep -q ">$part" "$svg" || { echo "$1: no '$part' bar in $svg"; exit 1; }
   done
+  grep -q '>GEMM products (' "$svg" && grep -q '>qkv 64-&gt;192 forward<' "$svg" ||
+    { echo "$1: no GEMM product bars in $svg"; exit 1; }
   [ ! -e "$svg.tmp" ] || { echo "$1: $svg.tmp left behind"; exit 1; }
   echo "$1 --profile: figure $svg"
 }

@@ -220,6 +220,9 @@ static void test_peaks_measured(void **state) {
   rp_pool_destroy(pool);
 }
 
+/* the figure's bar origin and width (step_profile_svg.c) */
+#define BAR_X_TEST 250.0
+
 /* The width of the first rect of class cls after the label `name` in svg. */
 static double rect_width_after(const char *svg, const char *name, const char *cls) {
   const char *at = strstr(svg, name);
@@ -276,6 +279,34 @@ static void test_profile_figure(void **state) {
   assert_float_equal(rect_width_after(svg, ">step (wall)", "time"), 420.0, 0.01);
   /* parts at peak: 0.2 + 0.1 s */
   assert_non_null(strstr(svg, "400.00 ms, its parts at peak 300.00 ms: 0.500 of the FMA peak"));
+  assert_null(strstr(svg, "GEMM products")); /* none noted: no such section */
+  remove(path);
+  /* with products noted: a bar each, the slowest the full width, a mark at
+   * the time alone where it was measured */
+  rp_prof_enable(1);
+  rp_prof_step_begin();
+  region(RP_PROF_FWD_MATMUL, 0.2, 1024, 64, 192, 0, 0, 0);
+  region(RP_PROF_BWD_MATMUL, 0.4, 1024, 64, 192, 1, 1, 1);
+  rp_prof_step_end();
+  pk.ngemm_alone = 1;
+  pk.gemm_alone_rows = 1024;
+  pk.gemm_alone[0] = (rp_gemm_shape_rate){.in = 64, .out = 192, .fwd = 0.0, .bwd = 2e9};
+  assert_int_equal(rp_step_profile_write_svg(path, "t", &st, &w, &pk), RP_OK);
+  f = fopen(path, "r");
+  assert_non_null(f);
+  n = fread(svg, 1, sizeof svg - 1, f);
+  svg[n] = '\0';
+  fclose(f);
+  rp_prof_enable(0);
+  assert_non_null(strstr(svg, ">GEMM products ("));
+  assert_float_equal(rect_width_after(svg, ">64-&gt;192 forward", "time"), 210.0, 0.01);
+  assert_float_equal(rect_width_after(svg, ">64-&gt;192 backward", "time"), 420.0, 0.01);
+  /* the backward's 50.3 MFLOP at 2 GFLOP/s alone: 0.025 s of 0.4 = 26.2 px in */
+  const double flop = 2 * 2.0 * 1024 * 64 * 192;
+  char mark[96];
+  snprintf(mark, sizeof mark, "class='alone' x='%.2f'", BAR_X_TEST + 420.0 * flop / 2e9 / 0.4 - 1.0);
+  assert_non_null(strstr(svg, mark));
+  assert_int_equal(strstr(strstr(svg, "forward"), "class='alone'") > strstr(svg, "backward"), 1);
   remove(path);
   /* an unwritable place: an error, and no file of either name */
   char bad[192];
