@@ -46,6 +46,8 @@ typedef struct {
   int bf16_copies;              /* the optimizer's part includes the bf16 weight copies */
   int loss_in_backward;         /* set before adding chunks: the head's cross-entropy runs
                                    once, in the backward (rp_chunk_forward_logits) */
+  double opt_footprint;         /* bytes the optimizer's arrays span: parameters,
+                                   gradients and both moments */
   rp_step_gemm_name gemm_names[RP_STEP_GEMM_NAMES]; /* the chunks' products (qkv, ...) */
   int ngemm_names;
 } rp_step_work;
@@ -67,6 +69,12 @@ typedef struct {
   const char *fma_level; /* the SIMD level the probe used */
   double stream_bytes;   /* bytes/s, all pool threads */
   long stream_size;      /* buffer bytes the stream rate was measured at */
+  /* the same over buffers of the optimizer's footprint (its parameters,
+   * gradients and moments, where they outgrow the caches the activation-sized
+   * buffers stay in), that the optimizer's part is held to; 0: not measured,
+   * stream_bytes then */
+  double stream_opt_bytes;
+  long stream_opt_size;
   double gemm_flops;     /* FLOP/s of the GEMM on the model's shapes with hot operands,
                             all pool threads, that the bound line uses; 0 unknown */
   double gemm_start, gemm_after; /* the trainer's measurements of it at start-up and
@@ -80,6 +88,14 @@ typedef struct {
 
 /* Measures both peaks with the pool's threads (a fraction of a second). */
 void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool);
+/* The optimizer's stream rate (stream_opt_bytes) over two buffers of half its
+ * footprint (w->opt_footprint, from rp_step_work_add_optimizer), each at most
+ * RP_STEP_OPT_STREAM_MAX: past the last-level cache every size reads about
+ * the same rate. */
+#define RP_STEP_OPT_STREAM_MAX (256L << 20)
+void rp_step_peaks_measure_optimizer(rp_step_peaks *pk, const rp_step_work *w, rp_pool *pool);
+/* The stream rate part p is held to: the optimizer's own where measured. */
+double rp_step_stream_of(const rp_step_peaks *pk, rp_step_part p);
 /* The FMA peak alone (rp_step_peaks_measure's fma_flops and fma_level): the
  * fp32 FMA probe's rate times the pool's threads, 0 without a SIMD probe. */
 double rp_step_fma_peak(rp_pool *pool, const char **level);

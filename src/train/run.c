@@ -316,6 +316,7 @@ void rp_trainer_print_profile(rp_trainer *t) {
   if (t->bf16.n) rp_step_work_add_bf16_copies(&w, params, rp_dp_writes_bf16_copies(t->dp));
   rp_step_peaks pk;
   rp_step_peaks_measure(&pk, 16L * o->batch * t->T_local * t->cfg.C, t->pool);
+  rp_step_peaks_measure_optimizer(&pk, &w, t->pool);
   /* the bound's GEMM rate: the better of start-up's and a second measurement
    * now (a slow moment at start-up had left the bound at the quiet step) */
   pk.gemm_start = t->bf16.n && t->gemm_peak_bf16 > 0 ? t->gemm_peak_bf16 : t->gemm_peak;
@@ -374,7 +375,6 @@ static void print_summary(rp_trainer *t, int first, int last, double t_start, do
            "made, %ld reused (--no-weight-cache packs every time)\n",
            ws.entries, (double)ws.bytes / (1 << 20), ws.packs, ws.hits);
   }
-  if (o->profile) rp_trainer_print_profile(t);
 }
 
 /* The run's matmuls go through a GEMM that packs its weights: the own fp32 GEMM,
@@ -465,6 +465,10 @@ rp_status rp_trainer_run(rp_trainer *t) {
   if (s == RP_OK && root) {
     print_summary(t, first, last, t_start, last_loss, val);
     if (metrics && t->step > first) rp_train_write_memory_metrics(metrics, t);
+    /* after the memory metrics: the profile's own measurements allocate
+     * buffers (up to 2 x 256 MiB for the optimizer's stream rate) that are
+     * not the run's; before the report, which shows its figure */
+    if (o->profile) rp_trainer_print_profile(t);
     write_report(o->out);
     if (tb) {
       rp_tb_mirror_sync(tb);

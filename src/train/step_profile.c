@@ -73,6 +73,7 @@ void rp_step_work_add_chunk(rp_step_work *w, const rp_chunk *m, int B, int T, do
  * writes p, m, v */
 void rp_step_work_add_optimizer(rp_step_work *w, long params) {
   w->bytes[RP_PART_OPTIMIZER] += 4.0 * 9.0 * (double)params;
+  w->opt_footprint += 4.0 * 4.0 * (double)params;
 }
 
 /* a separate refresh reads the fp32 weights and writes their bf16 copies; the
@@ -98,10 +99,24 @@ void rp_step_peaks_measure(rp_step_peaks *pk, long stream_size, rp_pool *pool) {
   pk->gemm_flops = pk->gemm_start = pk->gemm_after = 0.0;
   pk->ngemm_alone = 0;
   pk->gemm_alone_rows = 0;
+  pk->stream_opt_bytes = 0.0;
+  pk->stream_opt_size = 0;
+}
+
+void rp_step_peaks_measure_optimizer(rp_step_peaks *pk, const rp_step_work *w, rp_pool *pool) {
+  const double half = 0.5 * w->opt_footprint;
+  if (!(half > 0)) return;
+  pk->stream_opt_size = (long)RP_MIN(half, (double)RP_STEP_OPT_STREAM_MAX);
+  pk->stream_opt_bytes = rp_stream_bandwidth(pk->stream_opt_size, pool);
+}
+
+double rp_step_stream_of(const rp_step_peaks *pk, rp_step_part p) {
+  return p == RP_PART_OPTIMIZER && pk->stream_opt_bytes > 0 ? pk->stream_opt_bytes
+                                                             : pk->stream_bytes;
 }
 
 static void print_row(FILE *f, const char *name, double s, double quiet, double wall,
-                      double flops, double bytes, const rp_step_peaks *pk) {
+                      double flops, double bytes, const rp_step_peaks *pk, double stream) {
   char work[32] = "", rate[32] = "", frac[32] = "", q[16] = "-";
   if (quiet >= 0) snprintf(q, sizeof q, "%.2f", quiet * 1e3);
   if (flops > 0 && s > 0) {
@@ -111,8 +126,7 @@ static void print_row(FILE *f, const char *name, double s, double quiet, double 
   } else if (bytes > 0 && s > 0) {
     snprintf(work, sizeof work, "%.3g MB", bytes / 1e6);
     snprintf(rate, sizeof rate, "%.1f GB/s", bytes / s / 1e9);
-    if (pk->stream_bytes > 0)
-      snprintf(frac, sizeof frac, "%.3f stream", bytes / s / pk->stream_bytes);
+    if (stream > 0) snprintf(frac, sizeof frac, "%.3f stream", bytes / s / stream);
   }
   fprintf(f, "  %-30s %9.2f %9s %6.1f%% %12s %14s %12s\n", name, s * 1e3, q,
           wall > 0 ? 100.0 * s / wall : 0.0, work, rate, frac);
@@ -208,6 +222,10 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
   fprintf(f, "step profile (this rank, mean of %ld steps): FMA peak %.1f GFLOP/s (%s probe x "
           "threads), stream %.1f GB/s (two %.1f MiB buffers)\n", steps, pk->fma_flops / 1e9,
           pk->fma_level, pk->stream_bytes / 1e9, (double)pk->stream_size / 1048576.0);
+  if (pk->stream_opt_bytes > 0)
+    fprintf(f, "  the optimizer's stream: %.1f GB/s (two %.1f MiB buffers, its footprint%s)\n",
+            pk->stream_opt_bytes / 1e9, (double)pk->stream_opt_size / 1048576.0,
+            pk->stream_opt_size == RP_STEP_OPT_STREAM_MAX ? " capped" : "");
   fprintf(f, "  %-30s %9s %9s %7s %12s %14s %12s\n", "part", "ms/step", "quiet ms", "share",
           "work/step", "achieved", "of peak");
   double total_flops = 0;
@@ -215,9 +233,9 @@ void rp_step_profile_print(FILE *f, const rp_step_work *w, const rp_step_peaks *
     total_flops += w->flops[p];
     if (rp_step_part_shown((rp_step_part)p, &st, w))
       print_row(f, rp_step_part_name((rp_step_part)p, w), st.part[p], st.quiet[p], wall,
-                w->flops[p], w->bytes[p], pk);
+                w->flops[p], w->bytes[p], pk, rp_step_stream_of(pk, (rp_step_part)p));
   }
-  print_row(f, "step (wall)", wall, timed_quiet, wall, total_flops, 0.0, pk);
+  print_row(f, "step (wall)", wall, timed_quiet, wall, total_flops, 0.0, pk, 0.0);
   /* the quiet column: each timed call's fastest run over the steps (the same
    * call of every step), so what other processes took from a call is not in it */
   if (timed_quiet > 0 && wall >= timed_quiet && pk->fma_flops > 0)

@@ -2,7 +2,8 @@
 # `--profile` prints the step profile at the end of `train` and of `bench train`
 # (which once accepted the option and printed nothing): every part's row, the
 # step's wall row, and ms/step figures that add up to the wall within 5 % (and
-# the rounding of each row's two decimals); where /proc/stat has the
+# the rounding of each row's two decimals) and the optimizer's fraction of the
+# stream rate over its own footprint; where /proc/stat has the
 # hypervisor's steal count, a line with what it took over the profiled steps,
 # whose seconds are the steps' wall time; and the figure OUT/step_profile.svg,
 # whole, with a bar per part and the step's and one per GEMM product, shown in
@@ -25,6 +26,15 @@ check() { # $1 = label, $2 = output file
     { echo "$1 --profile: no per-kernel rows"; cat "$2"; exit 1; }
   grep -q '^step profile (this rank, mean of [1-9][0-9]* steps)' "$2" ||
     { echo "$1 --profile: no profile header"; cat "$2"; exit 1; }
+  # the optimizer held to the stream rate over its own footprint
+  awk -v label="$1" "/^  the optimizer's stream: / { rate = \$4 }
+       /^  optimizer / { got = \$(NF - 3); frac = \$(NF - 1) }
+       END { if (rate <= 0 || got <= 0) { printf \"%s --profile: no optimizer stream rate\\n\", label; exit 1 }
+             want = got / rate
+             if ((frac - want) ^ 2 > (0.01 * want + 0.002) ^ 2) {
+               printf \"%s --profile: optimizer at %s of the stream, %s / %s GB/s is %.3f\\n\",
+                 label, frac, got, rate, want; exit 1 }
+             printf \"%s --profile: optimizer %s GB/s, %s of its own stream %s\\n\", label, got, frac, rate }" "$2"
   awk -v label="$1" '/^  part /{t=1; next} t && /^  step \(wall\)/{wall=$3; t=0; next}
        t && NF > 1 { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { sum += $i; rows++; break } }
        END { slack = 0.05 * wall + 0.005 * rows

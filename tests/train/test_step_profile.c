@@ -37,6 +37,7 @@ static void test_work_model(void **state) {
   assert_true(w2.bytes[RP_PART_XENT] == 8.0 * N * cfg.Vp);
   rp_step_work_add_optimizer(&w, 1000);
   assert_true(w.bytes[RP_PART_OPTIMIZER] == 36000.0);
+  assert_true(w.opt_footprint == 16000.0); /* p, g, m, v */
   rp_chunk_free(&m);
 }
 
@@ -217,7 +218,50 @@ static void test_peaks_measured(void **state) {
   rp_step_peaks_measure(&pk, 1 << 20, pool);
   assert_true(pk.stream_bytes > 0);
   assert_true(pk.fma_flops > 0 || strstr(pk.fma_level, "scalar") != NULL);
+  /* no optimizer counted: no rate of its own, every part held to stream_bytes */
+  rp_step_work w = {0};
+  rp_step_peaks_measure_optimizer(&pk, &w, pool);
+  assert_true(pk.stream_opt_bytes == 0 && pk.stream_opt_size == 0);
+  assert_true(rp_step_stream_of(&pk, RP_PART_OPTIMIZER) == pk.stream_bytes);
+  /* 1M parameters: two buffers of 8 MB, half of p, g, m and v */
+  rp_step_work_add_optimizer(&w, 1L << 20);
+  rp_step_peaks_measure_optimizer(&pk, &w, pool);
+  assert_int_equal(pk.stream_opt_size, 8L << 20);
+  assert_true(pk.stream_opt_bytes > 0);
+  assert_true(rp_step_stream_of(&pk, RP_PART_OPTIMIZER) == pk.stream_opt_bytes);
+  assert_true(rp_step_stream_of(&pk, RP_PART_GELU) == pk.stream_bytes);
   rp_pool_destroy(pool);
+}
+
+/* The optimizer's part against its own stream rate, printed and drawn; the
+ * other memory parts against the activation-sized one; and a footprint past
+ * the cap measured at the cap. */
+static void test_optimizer_stream(void **state) {
+  (void)state;
+  rp_prof_enable(1);
+  rp_prof_step_begin();
+  rp_prof_add(RP_PROF_OPT_ADAMW, 0.1);
+  rp_prof_add(RP_PROF_FWD_GELU, 0.1);
+  rp_prof_step_end();
+  rp_step_work w = {0};
+  w.bytes[RP_PART_OPTIMIZER] = 1e9; /* 10 GB/s */
+  w.bytes[RP_PART_GELU] = 1e9;
+  rp_step_peaks pk = {.fma_flops = 1e11, .fma_level = "avx2", .stream_bytes = 40e9,
+                      .stream_size = 1 << 20, .stream_opt_bytes = 20e9,
+                      .stream_opt_size = 64L << 20};
+  char buf[4096];
+  print_profile(buf, sizeof buf, &w, &pk);
+  assert_non_null(strstr(buf, "  the optimizer's stream: 20.0 GB/s (two 64.0 MiB buffers, its "
+                              "footprint)\n"));
+  const char *opt = strstr(buf, "  optimizer"), *gelu = strstr(buf, "  GELU");
+  assert_non_null(opt);
+  assert_non_null(gelu);
+  assert_non_null(strstr(opt, "0.500 stream")); /* 10 of 20 GB/s */
+  assert_true(strstr(gelu, "0.250 stream") < opt); /* 10 of 40, on the GELU's own line */
+  pk.stream_opt_size = RP_STEP_OPT_STREAM_MAX;
+  print_profile(buf, sizeof buf, &w, &pk);
+  assert_non_null(strstr(buf, "(two 256.0 MiB buffers, its footprint capped)"));
+  rp_prof_enable(0);
 }
 
 /* the figure's bar origin and width (step_profile_svg.c) */
@@ -323,6 +367,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_products),
       cmocka_unit_test(test_bound),
       cmocka_unit_test(test_peaks_measured),
+      cmocka_unit_test(test_optimizer_stream),
       cmocka_unit_test(test_profile_figure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
