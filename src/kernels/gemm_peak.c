@@ -167,6 +167,7 @@ double rp_gemm_peak(const long shapes[][2], int nshapes, long N, rp_pool *pool, 
 #define SHAPE_MIN_SECONDS 0.25
 void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, double *bwd) {
   peak_operands op;
+  rp_gemm_shape_rate r = {.in = IC, .out = OC};
   *fwd = *bwd = 0.0;
   if (!carve_operands(&op, N, IC, OC, IC * OC, 0, NULL, 0)) {
     release_operands(&op);
@@ -176,17 +177,13 @@ void rp_gemm_shape_rates(long IC, long OC, long N, rp_pool *pool, double *fwd, d
   const double flops = 2.0 * N * IC * OC; /* forward; the backward is twice it */
   const double start = rp_now();
   for (int rep = 0; rep < 4 || (rp_now() - start < SHAPE_MIN_SECONDS && rep < 200); rep++) {
-    const double t0 = rp_now();
-    rp_matmul_forward(op.out, op.inp, op.w, NULL, (int)N, (int)IC, (int)OC, pool);
-    const double t1 = rp_now();
-    rp_matmul_backward(op.dinp, op.dw, NULL, op.out, op.inp, op.w, (int)N, (int)IC, (int)OC,
-                       pool);
-    const double t2 = rp_now();
-    if (rep == 0) continue; /* warms caches and BLAS threads */
-    if (flops / (t1 - t0) > *fwd) *fwd = flops / (t1 - t0);
-    if (2.0 * flops / (t2 - t1) > *bwd) *bwd = 2.0 * flops / (t2 - t1);
+    double t_fwd;
+    const double t = sgemm_pass(&op, (int)N, (int)IC, (int)OC, pool, &t_fwd);
+    if (rep > 0) keep_shape_best(&r, flops, t_fwd, t); /* rep 0 warms caches and BLAS threads */
   }
   release_operands(&op);
+  *fwd = r.fwd;
+  *bwd = r.bwd;
 }
 
 /* The GEMM beside the FMA probe (`bench fma`): one shape's forward and
