@@ -3,7 +3,9 @@ attention forward+backward as ringpipe, timed the same way.
 
   vs_torch.py train --impl eager|compile --layers L --channels C --heads NH
                     --seq T --batch B --vocab V --steps S --warmup W --threads N
-      prints "tokens/s: X" (mean over the steps after the warm-up ones)
+      prints "tokens/s: X" (mean over the steps after the warm-up ones) and,
+      with 2 steps or more, "  per step: median M tokens/s, slowest S, fastest
+      F" as `ringpipe bench train` prints it
   vs_torch.py attention --impl sdpa --seq T --causal 0|1 --batch B --heads NH
                     --head-size HS --threads N --min-seconds S     (pass --batch: its default is train's)
       prints "fb_ms: X" (best forward+backward, like `ringpipe bench attention`);
@@ -108,13 +110,29 @@ def train(a):
 
     for _ in range(a.warmup):     # compile (if any) and first-touch happen here
         step()
+    step_s = []
     t0 = time.perf_counter()
     for _ in range(a.steps):
-        loss = step()
+        t1 = time.perf_counter()
+        loss = step()   # CPU tensors: the step's work is done when it returns
+        step_s.append(time.perf_counter() - t1)
     dt = time.perf_counter() - t0
     if not math.isfinite(loss.item()):
         sys.exit("vs_torch.py: non-finite loss")
     print(f"tokens/s: {a.steps * a.batch * a.seq / dt:.1f}")
+    print_step_spread([a.batch * a.seq / s for s in step_s])
+
+
+def print_step_spread(rates):
+    """The per-step rates' median and extremes, in `ringpipe bench train`'s
+    words: one slow step (a neighbour, a collection) moves a short run's mean,
+    and the medians of both sides compare the steps either side ran most."""
+    if len(rates) < 2:
+        return
+    r = sorted(rates)
+    n = len(r)
+    median = r[n // 2] if n % 2 else 0.5 * (r[n // 2 - 1] + r[n // 2])
+    print(f"  per step: median {median:.0f} tokens/s, slowest {r[0]:.0f}, fastest {r[-1]:.0f}")
 
 
 def attention(a):

@@ -3,7 +3,9 @@
 # training tokens/s (ringpipe `bench train` vs PyTorch eager and torch.compile,
 # bench/vs_torch.py) and causal / non-causal attention forward+backward (ringpipe
 # flash vs PyTorch scaled_dot_product_attention). Prints per round and, per
-# comparison, the median ratio with its min..max spread over the rounds and the
+# comparison, the median ratio with its min..max spread over the rounds, the
+# same over each round's median steps (each side prints its per-step rates'
+# median: one slow step moves a short run's mean), and the
 # ratio of each side's best round (on a VM whose neighbours slow some rounds,
 # the reading their noise touches least on either side), and
 # (fp32) ringpipe's model FLOP/s over the FMA probe per round and their spread,
@@ -283,10 +285,17 @@ gemm_rounds() {
   echo | tee -a "$report"
 }
 
+# the median step's tokens/s from a run's "  per step: median M tokens/s, ..."
+# line (both sides print it; empty for a run of one step). A round's mean rate
+# takes every hiccup of its few steps, the median the step each side ran most:
+# PyTorch's compiled steps spread wider on a shared VM (1557-2466 tokens/s in
+# one 12-step run of the default model where ringpipe's spread 3371-3725).
+step_median() { sed -n 's/^  per step: median \([0-9.]*\) tokens\/s.*/\1/p'; }
+
 # ---- training
 for model in $MODELS; do
   flags=$(model_flags "$model")
-  declare -A ratios=() torch_rates=() gchecks=() pchecks=()
+  declare -A ratios=() med_ratios=() torch_rates=() gchecks=() pchecks=()
   rps=""
   # shellcheck disable=SC2046 # three numbers
   set -- $(model_check_shape "$model")
@@ -296,7 +305,8 @@ for model in $MODELS; do
   # probe, as `bench train` prints it (fp32 runs only), and over the same probe
   # run on all the threads at once after the steps (the sum of their medians):
   # lower where one busy core clocks higher than all of them together
-  echo "| round | ringpipe tok/s | ringpipe / FMA probe | ringpipe / probe on all threads at once | $(for i in $IMPLS; do printf 'torch %s tok/s | ' "$i"; done)CPU s stolen: ringpipe$(for i in $IMPLS; do printf ' / torch %s' "$i"; done) | checks before, GEMM / FMA probe GFLOP/s: ringpipe$(for i in $IMPLS; do printf '; torch %s' "$i"; done) |" | tee -a "$report"
+  # tok/s cells: the run's mean rate, then the median step's (see step_median)
+  echo "| round | ringpipe tok/s (mean / median step) | ringpipe / FMA probe | ringpipe / probe on all threads at once | $(for i in $IMPLS; do printf 'torch %s tok/s (mean / median step) | ' "$i"; done)CPU s stolen: ringpipe$(for i in $IMPLS; do printf ' / torch %s' "$i"; done) | checks before, GEMM / FMA probe GFLOP/s: ringpipe$(for i in $IMPLS; do printf '; torch %s' "$i"; done) |" | tee -a "$report"
   echo "|---|---|---|---|$(for i in $IMPLS; do printf -- '---|'; done)---|---|" | tee -a "$report"
   fmas="" fmas_all=""
   for r in $(seq "$ROUNDS"); do
@@ -311,11 +321,12 @@ for model in $MODELS; do
     "$RINGPIPE" bench train $flags --precision "$PRECISION" --steps $((STEPS + 2)) --threads "$THREADS" \
       --gemm "$GEMM" --no-measure-peak >"$OUT/last.out" 2>"$OUT/last.err" || true
     rp=$(sed -n 's/^  tokens\/s: //p' "$OUT/last.out")
+    rpm=$(step_median <"$OUT/last.out")
     fma=$(sed -n 's/^  model FLOP\/s over the FMA probe .*): \([0-9.]*\) (mean rate).*/\1/p' "$OUT/last.out")
     fma_all=$(sed -n 's/^  model FLOP\/s over the probe on all threads at once .*): \([0-9.]*\) (mean rate).*/\1/p' "$OUT/last.out")
     fmas="$fmas $fma" fmas_all="$fmas_all $fma_all" rps="$rps $rp"
     [ -n "$rp" ] || echo "vs_torch: ringpipe bench train failed: $(tail -1 "$OUT/last.err")" >&2
-    line="| $r | $rp | ${fma:--} | ${fma_all:--} |"
+    line="| $r | $rp / ${rpm:--} | ${fma:--} | ${fma_all:--} |"
     stolen=$(stolen_since "$s0")
     for impl in $IMPLS; do
       ck=$(gemm_check "$@")
@@ -324,11 +335,14 @@ for model in $MODELS; do
       cells="$cells; $(check_cell "$ck")"
       s0=$(steal_ticks)
       # shellcheck disable=SC2086
-      tt=$("$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
-           --threads "$THREADS" 2>"$OUT/last.err" | sed -n 's/^tokens\/s: //p') || true
+      "$TPY" "$PYBENCH" train --impl "$impl" $flags --precision "$PRECISION" --steps "$STEPS" --warmup 3 \
+        --threads "$THREADS" >"$OUT/last.out" 2>"$OUT/last.err" || true
+      tt=$(sed -n 's/^tokens\/s: //p' "$OUT/last.out")
+      ttm=$(step_median <"$OUT/last.out")
       [ -n "$tt" ] || echo "vs_torch: torch $impl failed: $(tail -1 "$OUT/last.err")" >&2
-      line="$line ${tt:-failed} |"
+      line="$line ${tt:-failed} / ${ttm:--} |"
       [ -n "$tt" ] && [ -n "$rp" ] && ratios[$impl]="${ratios[$impl]:-} $(ratio "$rp" "$tt")"
+      [ -n "$ttm" ] && [ -n "$rpm" ] && med_ratios[$impl]="${med_ratios[$impl]:-} $(ratio "$rpm" "$ttm")"
       [ -n "$tt" ] && torch_rates[$impl]="${torch_rates[$impl]:-} $tt"
       stolen="$stolen / $(stolen_since "$s0")"
     done
@@ -337,6 +351,7 @@ for model in $MODELS; do
   echo | tee -a "$report"
   for impl in $IMPLS; do
     echo "ringpipe / torch $impl, $model, $PRECISION: $(echo "${ratios[$impl]:-}" | spread)" | tee -a "$report"
+    echo "  median step against median step: $(echo "${med_ratios[$impl]:-}" | spread)" | tee -a "$report"
   done
   for impl in $IMPLS; do
     echo "  best round of each side: $(best_pair "$(echo "$rps" | list_max)" \
@@ -350,7 +365,7 @@ for model in $MODELS; do
   [ "$CHECK_SECONDS" != 0 ] &&
     echo "checks before each side's runs (the GEMM on $1 x $2 -> $3), median (min..max): ringpipe $(check_spread "${gchecks[ringpipe]:-}" "${pchecks[ringpipe]:-}")$(for i in $IMPLS; do printf '; torch %s %s' "$i" "$(check_spread "${gchecks[$i]:-}" "${pchecks[$i]:-}")"; done)" | tee -a "$report"
   echo | tee -a "$report"
-  unset ratios gchecks pchecks
+  unset ratios med_ratios torch_rates gchecks pchecks
   [ -n "$GEMMS" ] && [ "$PRECISION" = fp32 ] && gemm_rounds "$model" "$flags"
 done
 

@@ -1,0 +1,83 @@
+#!/bin/bash
+# bench/vs_torch.sh's arithmetic, without PyTorch and without the minutes of
+# real runs: a stand-in ringpipe and a stand-in PyTorch virtual environment
+# print fixed rates in the two sides' own line formats, and the report must
+# give, for each PyTorch variant,
+#   - the ratio of the mean rates, median and spread over the rounds;
+#   - the ratio of the median steps (each side's "  per step: median" line);
+#   - the best round of each side;
+# and a run without per-step lines (one step) must say it has no median step
+# rather than invent one.
+# usage: vs_torch_report.sh SOURCE_ROOT WORKDIR
+set -u
+root=$1 work=$2
+# shellcheck source=tests/cli_prelude.sh
+. "$(dirname "$0")/../cli_prelude.sh"
+# vs_torch.sh refuses a virtual environment inside the repository, where the
+# build directory (and so WORKDIR) lies
+venv=$(mktemp -d "${TMPDIR:-/tmp}/vs_torch_venv.XXXXXX")
+trap 'rm -rf "$venv"' EXIT
+mkdir -p "$venv/bin"
+
+# ringpipe: the round number is counted in a file, so rounds differ. Round r
+# prints mean 3000 + 100 r and median step 3300 (the rounds' spread)
+cat >"$work/ringpipe" <<EOF
+#!/bin/bash
+case "\$*" in
+  *"--no-measure-peak"*"--steps 1 "*|*"--steps 1 "*"--no-measure-peak"*)
+    echo "  instruction sets: cpu fake" ;;
+  "bench train"*)
+    n=\$((\$(cat "$work/rp_count" 2>/dev/null || echo 0) + 1)); echo \$n >"$work/rp_count"
+    echo "  tokens/s: \$((3000 + 100 * n))"
+    [ "\${NO_STEP_LINES:-}" ] || echo "  per step: median 3300 tokens/s, slowest 2500, fastest 3400" ;;
+  *) exit 0 ;;
+esac
+EOF
+# PyTorch: eager mean 1500, median step 2200; compile mean 2000, median 2000
+cat >"$venv/bin/python" <<'EOF'
+#!/bin/bash
+case "$*" in
+  "-c import torch") exit 0 ;;
+  *__version__*) echo "2.99-fake" ;;
+  *get_cpu_capability*) echo "FAKE" ;;
+  *" train "*"--impl eager"*)
+    echo "tokens/s: 1500.0"
+    [ "${NO_STEP_LINES:-}" ] || echo "  per step: median 2200 tokens/s, slowest 900, fastest 2300" ;;
+  *" train "*"--impl compile"*)
+    echo "tokens/s: 2000.0"
+    [ "${NO_STEP_LINES:-}" ] || echo "  per step: median 2000 tokens/s, slowest 1900, fastest 2100" ;;
+  *) exit 1 ;;
+esac
+EOF
+chmod +x "$work/ringpipe" "$venv/bin/python"
+
+run() { # OUT_DIR [env...]: the report's text, or FAIL
+  local out=$1; shift
+  rm -f "$work/rp_count"
+  env "$@" RINGPIPE="$work/ringpipe" TORCH_VENV="$venv" MODELS=default GEMMS="" ATTN_T="" \
+    ROUNDS=3 STEPS=4 CHECK_SECONDS=0 bash "$root/bench/vs_torch.sh" "$out" >"$out.log" 2>&1 ||
+    bad "vs_torch.sh exited $?: $(tail -3 "$out.log")"
+  cat "$out/vs_torch.md" 2>/dev/null
+}
+has() { # REPORT LINE: LINE must be in the report, whole
+  printf '%s\n' "$1" | grep -qxF -- "$2" || bad "report lacks '$2'; it has:
+$(printf '%s\n' "$1" | grep -A2 '^ringpipe / torch')"
+}
+
+rep=$(run "$work/out")
+# the rounds: ringpipe 3100, 3200, 3300 against eager 1500: 2.07x, 2.13x, 2.20x
+has "$rep" "ringpipe / torch eager, default, fp32: 2.13x (2.07..2.20)"
+has "$rep" "  median step against median step: 1.50x (1.50..1.50)"
+has "$rep" "ringpipe / torch compile, default, fp32: 1.60x (1.55..1.65)"
+has "$rep" "  median step against median step: 1.65x (1.65..1.65)"
+has "$rep" "  best round of each side: 2.20x (ringpipe 3300 / torch eager 1500.0 tokens/s)"
+# each round's cells: the mean, then the median step
+printf '%s\n' "$rep" | grep -q '^| 2 | 3200 / 3300 | - | - | 1500.0 / 2200 | 2000.0 / 2000 |' ||
+  bad "round 2's row lacks 'mean / median step' cells: $(printf '%s\n' "$rep" | grep '^| 2 |')"
+
+rep=$(run "$work/out_nosteps" NO_STEP_LINES=1)
+has "$rep" "ringpipe / torch eager, default, fp32: 2.13x (2.07..2.20)"
+has "$rep" "  median step against median step: n/a (no round gave both rates)"
+printf '%s\n' "$rep" | grep -q '^| 1 | 3100 / - | - | - | 1500.0 / - | 2000.0 / - |' ||
+  bad "a run without per-step lines: its cells should read '-': $(printf '%s\n' "$rep" | grep '^| 1 |')"
+finish vs_torch_report
