@@ -1,11 +1,14 @@
 """PyTorch side of bench/vs_torch.sh: the same GPT-2 training step and the same
 attention forward+backward as ringpipe, timed the same way.
 
-  vs_torch.py train --impl eager|compile --layers L --channels C --heads NH
+  vs_torch.py train --impl eager|compile|compile-max --layers L --channels C --heads NH
                     --seq T --batch B --vocab V --steps S --warmup W --threads N
       prints "tokens/s: X" (mean over the steps after the warm-up ones) and,
       with 2 steps or more, "  per step: median M tokens/s, slowest S, fastest
-      F" as `ringpipe bench train` prints it
+      F" as `ringpipe bench train` prints it; compile is torch.compile's default
+      mode, compile-max its mode="max-autotune" (which tunes its own GEMM
+      choices; the default model here, 2 alternating pairs: 2428-2482 tokens/s
+      against 2536-2717 in the default mode)
   vs_torch.py attention --impl sdpa --seq T --causal 0|1 --batch B --heads NH
                     --head-size HS --threads N --min-seconds S     (pass --batch: its default is train's)
       prints "fb_ms: X" (best forward+backward, like `ringpipe bench attention`);
@@ -85,14 +88,18 @@ def train(a):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": rest, "weight_decay": 0.0}],
                             lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
-    if a.impl == "compile" and os.environ.get("ATEN_CPU_CAPABILITY") == "avx2":
+    compiled = a.impl in ("compile", "compile-max")
+    if compiled and os.environ.get("ATEN_CPU_CAPABILITY") == "avx2":
         # vs_torch.sh ISA=avx2: PyTorch 2.15's inductor, left to read
         # ATEN_CPU_CAPABILITY=avx2 itself, trained to a non-finite loss on an
         # AVX-512 CPU (every time); the same AVX2 width given in its config
         # trains normally
         import torch._inductor.config as inductor_config
         inductor_config.cpp.simdlen = 256
-    fwd = torch.compile(model) if a.impl == "compile" else model
+    if a.impl == "compile-max":
+        fwd = torch.compile(model, mode="max-autotune")
+    else:
+        fwd = torch.compile(model) if compiled else model
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
     y = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
@@ -213,7 +220,7 @@ def gemm(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("what", choices=["train", "attention", "gemm"])
-    p.add_argument("--impl", default="eager", choices=["eager", "compile", "sdpa"])
+    p.add_argument("--impl", default="eager", choices=["eager", "compile", "compile-max", "sdpa"])
     for k, v in [("layers", 6), ("channels", 384), ("heads", 6), ("seq", 256),
                  ("batch", 4), ("vocab", 256), ("steps", 10), ("warmup", 3),
                  ("threads", 2), ("head_size", 64), ("causal", 1), ("square", 0)]:

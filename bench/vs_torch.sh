@@ -46,7 +46,8 @@
 #                which bounds the FMA fraction any step made of GEMMs can
 #                reach); "" skips them
 #   ATTN_T       attention sequence lengths ["1024 2048 4096 8192"] ("" skips attention)
-#   IMPLS        PyTorch training variants ["eager compile"]
+#   IMPLS        PyTorch training variants, of eager, compile (torch.compile's default
+#                mode) and compile-max (its mode="max-autotune") ["eager compile"]
 #   PRECISION    training precision, both sides: fp32, or bf16 (ringpipe --precision
 #                bf16 against PyTorch autocast to bf16 on CPU: bf16 matmuls, fp32
 #                weights and AdamW on both) [fp32]
@@ -76,6 +77,11 @@ MODELS=${MODELS-default}
 ATTN_T=${ATTN_T-1024 2048 4096 8192}
 GEMMS=${GEMMS-yes}
 IMPLS=${IMPLS:-eager compile}
+for impl in $IMPLS; do
+  case $impl in eager|compile|compile-max) ;; *)
+    echo "vs_torch: IMPLS has '$impl': use eager, compile and/or compile-max" >&2; exit 2 ;;
+  esac
+done
 PRECISION=${PRECISION:-fp32}
 case $PRECISION in fp32|bf16) ;; *)
   echo "vs_torch: PRECISION=$PRECISION: use fp32 or bf16" >&2; exit 2 ;;

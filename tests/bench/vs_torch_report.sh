@@ -6,8 +6,8 @@
 #   - the ratio of the mean rates, median and spread over the rounds;
 #   - the ratio of the median steps (each side's "  per step: median" line);
 #   - the best round of each side;
-# and a run without per-step lines (one step) must say it has no median step
-# rather than invent one.
+# a run without per-step lines (one step) must say it has no median step
+# rather than invent one, and an unknown PyTorch variant is refused.
 # usage: vs_torch_report.sh SOURCE_ROOT WORKDIR
 set -u
 root=$1 work=$2
@@ -80,4 +80,11 @@ has "$rep" "ringpipe / torch eager, default, fp32: 2.13x (2.07..2.20)"
 has "$rep" "  median step against median step: n/a (no round gave both rates)"
 printf '%s\n' "$rep" | grep -q '^| 1 | 3100 / - | - | - | 1500.0 / - | 2000.0 / - |' ||
   bad "a run without per-step lines: its cells should read '-': $(printf '%s\n' "$rep" | grep '^| 1 |')"
+# a PyTorch variant it does not know: status 2 and the choices, before any run
+out=$(IMPLS="eager compiled" RINGPIPE="$work/ringpipe" TORCH_VENV="$venv" \
+      bash "$root/bench/vs_torch.sh" "$work/out_bad" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] || bad "IMPLS with 'compiled': status $rc, want 2"
+printf '%s\n' "$out" | grep -q "IMPLS has 'compiled': use eager, compile and/or compile-max" ||
+  bad "IMPLS with 'compiled': no message naming it and the choices: $out"
 finish vs_torch_report
