@@ -6,9 +6,10 @@ attention forward+backward as ringpipe, timed the same way.
       prints "tokens/s: X" (mean over the steps after the warm-up ones) and,
       with 2 steps or more, "  per step: median M tokens/s, slowest S, fastest
       F" as `ringpipe bench train` prints it; compile is torch.compile's default
-      mode, compile-max its mode="max-autotune" (which tunes its own GEMM
-      choices; the default model here, 2 alternating pairs: 2428-2482 tokens/s
-      against 2536-2717 in the default mode)
+      mode, compile-max its mode="max-autotune" (longer compilation that
+      benchmarks its kernel choices; the default model on the Emerald Rapids
+      VM, 2 alternating pairs: 2428-2482 tokens/s against 2536-2717 in the
+      default mode)
   vs_torch.py attention --impl sdpa --seq T --causal 0|1 --batch B --heads NH
                     --head-size HS --threads N --min-seconds S     (pass --batch: its default is train's)
       prints "fb_ms: X" (best forward+backward, like `ringpipe bench attention`);
