@@ -35,7 +35,7 @@ case "\$*" in
   "bench attention"*)
     # the row's fields as \`bench attention\` prints them: T, causal, fwd and f+b
     # ms (5th), ..., the FMA fraction (19th); flash f+b 20 ms causal, 40 not
-    set -- "\$@"; T="" cz="" ms=""
+    T="" cz="" ms=""
     while [ \$# -gt 0 ]; do
       case \$1 in --tmin) T=\$2 ;; --causal) cz=\$2 ;; --min-seconds) ms=\$2 ;; esac; shift
     done
