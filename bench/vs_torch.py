@@ -89,7 +89,9 @@ def train(a):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": rest, "weight_decay": 0.0}],
                             lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
-    compiled = a.impl in ("compile", "compile-max")
+    # torch.compile's mode for each compiled variant (None: its default)
+    modes = {"compile": None, "compile-max": "max-autotune"}
+    compiled = a.impl in modes
     if compiled and os.environ.get("ATEN_CPU_CAPABILITY") == "avx2":
         # vs_torch.sh ISA=avx2: PyTorch 2.15's inductor, left to read
         # ATEN_CPU_CAPABILITY=avx2 itself, trained to a non-finite loss on an
@@ -97,10 +99,7 @@ def train(a):
         # trains normally
         import torch._inductor.config as inductor_config
         inductor_config.cpp.simdlen = 256
-    if a.impl == "compile-max":
-        fwd = torch.compile(model, mode="max-autotune")
-    else:
-        fwd = torch.compile(model) if compiled else model
+    fwd = torch.compile(model, mode=modes[a.impl]) if compiled else model
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
     y = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)

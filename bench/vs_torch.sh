@@ -101,14 +101,15 @@ esac
 case $GEMM in auto|blas|split|own) ;; *)
   echo "vs_torch: GEMM=$GEMM: use auto, blas, split or own" >&2; exit 2 ;;
 esac
+# 0 when $1 is a number of seconds in 0.01..60
+seconds_ok() { awk -v s="$1" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s >= 0.01 && s <= 60) }'; }
 CHECK_SECONDS=${CHECK_SECONDS:-0.5}
-if [ "$CHECK_SECONDS" != 0 ] &&
-   ! awk -v s="$CHECK_SECONDS" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s >= 0.01 && s <= 60) }'; then
+if [ "$CHECK_SECONDS" != 0 ] && ! seconds_ok "$CHECK_SECONDS"; then
   echo "vs_torch: CHECK_SECONDS=$CHECK_SECONDS: use 0 (no checks) or seconds in 0.01..60" >&2
   exit 2
 fi
 ATTN_SECONDS=${ATTN_SECONDS:-1}
-if ! awk -v s="$ATTN_SECONDS" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s >= 0.01 && s <= 60) }'; then
+if ! seconds_ok "$ATTN_SECONDS"; then
   echo "vs_torch: ATTN_SECONDS=$ATTN_SECONDS: use seconds in 0.01..60" >&2
   exit 2
 fi
